@@ -1,0 +1,72 @@
+// Command stackflow-local brings stackflow's local real stack up, reports it and tears it down.
+//
+//	stackflow-local up [-components kubernetes,temporal,openstack,hosts] [-hosts N]
+//	stackflow-local status
+//	stackflow-local env      # shell exports: KUBECONFIG, TEMPORAL_ADDRESS, OS_CLIENT_CONFIG_FILE, OS_CLOUD
+//	stackflow-local down
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/stackflow/stackflow/deploy/local"
+)
+
+func main() {
+	if len(os.Args) < 2 {
+		usage()
+	}
+	fs := flag.NewFlagSet(os.Args[1], flag.ExitOnError)
+	components := fs.String("components", strings.Join(local.AllComponents, ","), "components to bring up")
+	hosts := fs.Int("hosts", 0, "number of EDPM test hosts (default 2 or $STACKFLOW_HOSTS)")
+	state := fs.String("state", "", "state directory (default $STACKFLOW_STATE or .stackflow in the checkout)")
+	_ = fs.Parse(os.Args[2:])
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	opts := local.Options{StateDir: *state, HostCount: *hosts, Components: strings.Split(*components, ",")}
+
+	switch os.Args[1] {
+	case "up":
+		s, err := local.Up(ctx, opts)
+		if err != nil {
+			fail(err)
+		}
+		s.Status(os.Stdout)
+	case "down":
+		if err := local.Down(ctx, opts); err != nil {
+			fail(err)
+		}
+		fmt.Println("stack stopped")
+	case "status":
+		s, err := local.Load(*state)
+		if err != nil {
+			fail(err)
+		}
+		s.Status(os.Stdout)
+	case "env":
+		s, err := local.Load(*state)
+		if err != nil {
+			fail(err)
+		}
+		fmt.Printf("export KUBECONFIG=%s\nexport TEMPORAL_ADDRESS=%s\nexport OS_CLIENT_CONFIG_FILE=%s\nexport OS_CLOUD=%s\n",
+			s.Kubeconfig, s.TemporalAddress, s.CloudsYAML, s.CloudName)
+	default:
+		usage()
+	}
+}
+
+func usage() {
+	fmt.Fprintln(os.Stderr, "usage: stackflow-local up|down|status|env [flags]")
+	os.Exit(2)
+}
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "stackflow-local:", err)
+	os.Exit(1)
+}

@@ -1,0 +1,374 @@
+// Package local brings up stackflow's local real stack on one machine: a Kubernetes control plane with
+// kwok nodes, a Temporal dev server, an OpenStack from Debian's packages and EDPM test hosts in network
+// namespaces. Everything listens on loopback (or the test hosts' own veth network) and lives under one
+// state directory; tool binaries are cached outside the checkout by version.
+//
+// Up is idempotent: what already runs is reused. Down stops only what Up started, by PID.
+package local
+
+import (
+	"context"
+	_ "embed"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+)
+
+//go:embed versions.env
+var versionsEnv string
+
+// Versions holds the pinned tool versions from versions.env.
+var Versions = parseVersions(versionsEnv)
+
+func parseVersions(s string) map[string]string {
+	out := map[string]string{}
+	for _, line := range strings.Split(s, "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		k, v, ok := strings.Cut(line, "=")
+		if ok {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// Component names accepted in Options.Components.
+const (
+	Kubernetes = "kubernetes"
+	Temporal   = "temporal"
+	OpenStack  = "openstack"
+	Hosts      = "hosts"
+)
+
+// AllComponents is the default set, in start order.
+var AllComponents = []string{Kubernetes, Temporal, OpenStack, Hosts}
+
+// Options configures a stack.
+type Options struct {
+	// StateDir holds PID files, logs, data and generated configuration. Default: $STACKFLOW_STATE, or
+	// .stackflow at the repository root.
+	StateDir string
+	// CacheDir holds built tools by version. Default: $STACKFLOW_CACHE, or ~/.cache/stackflow.
+	CacheDir string
+	// Components to bring up; default AllComponents.
+	Components []string
+	// HostCount is the number of EDPM test hosts; default 2 (or $STACKFLOW_HOSTS).
+	HostCount int
+	// Log receives progress lines; default os.Stderr.
+	Log io.Writer
+}
+
+// Stack is a running (or to be started) local stack. Its exported fields are the endpoints a user or a
+// test needs; they are also written to <StateDir>/stack.json.
+type Stack struct {
+	StateDir string `json:"stateDir"`
+	CacheDir string `json:"cacheDir"`
+	RepoRoot string `json:"repoRoot"`
+
+	// Kubeconfig is the admin kubeconfig of the local API server.
+	Kubeconfig string `json:"kubeconfig,omitempty"`
+	// KubeAPI is the API server URL.
+	KubeAPI string `json:"kubeAPI,omitempty"`
+	// TemporalAddress is the frontend gRPC address; TemporalUI the web UI URL.
+	TemporalAddress   string `json:"temporalAddress,omitempty"`
+	TemporalUI        string `json:"temporalUI,omitempty"`
+	TemporalNamespace string `json:"temporalNamespace,omitempty"`
+	// CloudsYAML is a clouds.yaml with an admin cloud named CloudName.
+	CloudsYAML string `json:"cloudsYAML,omitempty"`
+	CloudName  string `json:"cloudName,omitempty"`
+	// OpenStack holds extra facts about the cloud (network names, image, flavors, RabbitMQ URL) as set up.
+	OpenStack *OpenStackInfo `json:"openstack,omitempty"`
+	// TestHosts are the EDPM test hosts.
+	TestHosts []TestHost `json:"testHosts,omitempty"`
+	// SSHKeySecret names the Kubernetes Secret (namespace/name) holding the hosts' SSH private key.
+	SSHKeySecret string `json:"sshKeySecret,omitempty"`
+
+	opts    Options
+	log     io.Writer
+	pending []pendingSecret
+}
+
+// OpenStackInfo describes what the local cloud was set up with.
+type OpenStackInfo struct {
+	// AuthURL is Keystone's public endpoint.
+	AuthURL string `json:"authURL"`
+	// Region is the region of every endpoint.
+	Region string `json:"region"`
+	// ExternalNetwork is the flat provider network floating IPs come from.
+	ExternalNetwork string `json:"externalNetwork"`
+	// TenantNetwork and TenantSubnet are a vxlan network for servers.
+	TenantNetwork string `json:"tenantNetwork"`
+	TenantSubnet  string `json:"tenantSubnet"`
+	// Router connects the tenant subnet to the external network.
+	Router string `json:"router"`
+	// Image is a small raw image in Glance.
+	Image string `json:"image"`
+	// Flavors lists the flavors created.
+	Flavors []string `json:"flavors"`
+	// CellName is the Nova cell computes join (cell1).
+	CellName string `json:"cellName"`
+	// TransportURLSecret names the Kubernetes Secret (namespace/name) holding cell1's message-bus URL
+	// under the key transport_url; secrets never appear here.
+	TransportURLSecret string `json:"transportURLSecret,omitempty"`
+	// CloudsSecret names the Kubernetes Secret (namespace/name) holding clouds.yaml.
+	CloudsSecret string `json:"cloudsSecret,omitempty"`
+	// Cinder is true when the block-storage service runs.
+	Cinder bool `json:"cinder"`
+}
+
+// TestHost is one EDPM test host: a network namespace with its own address and sshd.
+type TestHost struct {
+	Name      string `json:"name"`
+	Namespace string `json:"netns"`
+	Address   string `json:"address"`
+	// Gateway is the host-side address of the host's veth: services on the machine reachable from it
+	// (RabbitMQ) listen there too.
+	Gateway string `json:"gateway"`
+	SSHPort int    `json:"sshPort"`
+	User    string `json:"user"`
+	// Root is the host's private directory tree, mounted over the paths its playbooks write.
+	Root string `json:"root"`
+}
+
+// SystemNamespace is the Kubernetes namespace holding the stack's own Secrets (clouds.yaml, SSH key).
+const SystemNamespace = "openstack"
+
+// New resolves options into a Stack without starting anything.
+func New(opts Options) (*Stack, error) {
+	root, err := repoRoot()
+	if err != nil {
+		return nil, err
+	}
+	if opts.StateDir == "" {
+		opts.StateDir = os.Getenv("STACKFLOW_STATE")
+	}
+	if opts.StateDir == "" {
+		opts.StateDir = filepath.Join(root, ".stackflow")
+	}
+	if opts.CacheDir == "" {
+		opts.CacheDir = os.Getenv("STACKFLOW_CACHE")
+	}
+	if opts.CacheDir == "" {
+		home, _ := os.UserHomeDir()
+		opts.CacheDir = filepath.Join(home, ".cache", "stackflow")
+	}
+	if len(opts.Components) == 0 {
+		opts.Components = AllComponents
+	}
+	if opts.HostCount == 0 {
+		fmt.Sscanf(os.Getenv("STACKFLOW_HOSTS"), "%d", &opts.HostCount)
+	}
+	if opts.HostCount == 0 {
+		opts.HostCount = 2
+	}
+	if opts.Log == nil {
+		opts.Log = os.Stderr
+	}
+	state, err := filepath.Abs(opts.StateDir)
+	if err != nil {
+		return nil, err
+	}
+	s := &Stack{StateDir: state, CacheDir: opts.CacheDir, RepoRoot: root, opts: opts, log: opts.Log}
+	s.opts.StateDir = state
+	return s, nil
+}
+
+// Load reads the endpoints of an already running stack from its state directory.
+func Load(stateDir string) (*Stack, error) {
+	s, err := New(Options{StateDir: stateDir})
+	if err != nil {
+		return nil, err
+	}
+	b, err := os.ReadFile(filepath.Join(s.StateDir, "stack.json"))
+	if err != nil {
+		return nil, fmt.Errorf("no running stack in %s (run 'make up' first): %w", s.StateDir, err)
+	}
+	if err := json.Unmarshal(b, s); err != nil {
+		return nil, fmt.Errorf("read stack.json: %w", err)
+	}
+	return s, nil
+}
+
+func repoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for d := dir; ; d = filepath.Dir(d) {
+		if _, err := os.Stat(filepath.Join(d, "deploy", "local", "versions.env")); err == nil {
+			return d, nil
+		}
+		if filepath.Dir(d) == d {
+			return "", fmt.Errorf("cannot find the stackflow checkout above %s", dir)
+		}
+	}
+}
+
+// Logf prints one progress line.
+func (s *Stack) Logf(format string, args ...any) {
+	fmt.Fprintf(s.log, "[%s] %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
+}
+
+// Has reports whether the component is part of this stack.
+func (s *Stack) Has(component string) bool { return slices.Contains(s.opts.Components, component) }
+
+// HostCount is the number of EDPM test hosts requested.
+func (s *Stack) HostCount() int { return s.opts.HostCount }
+
+// Path joins elements under the state directory.
+func (s *Stack) Path(elem ...string) string { return filepath.Join(append([]string{s.StateDir}, elem...)...) }
+
+// Tool returns the cached binary of a pinned tool, e.g. Tool("kube-apiserver", "KUBERNETES_VERSION").
+func (s *Stack) Tool(name, versionKey string) (string, error) {
+	p := filepath.Join(s.CacheDir, "bin", name+"-"+Versions[versionKey])
+	if _, err := os.Stat(p); err != nil {
+		return "", fmt.Errorf("%s %s is not built (run deploy/local/tools/build.sh): %w", name, Versions[versionKey], err)
+	}
+	return p, nil
+}
+
+// lock serializes Up and Down across processes sharing the state directory (parallel test packages).
+func (s *Stack) lock() (func(), error) {
+	if err := os.MkdirAll(s.StateDir, 0o755); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(s.Path("lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("lock %s: %w", f.Name(), err)
+	}
+	return func() { _ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN); f.Close() }, nil
+}
+
+// Up brings up every requested component, reusing what already runs, and writes stack.json.
+func Up(ctx context.Context, opts Options) (*Stack, error) {
+	s, err := New(opts)
+	if err != nil {
+		return nil, err
+	}
+	unlock, err := s.lock()
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	// Keep endpoints that other components already published (e.g. a test that starts only hosts
+	// on a stack whose Kubernetes runs).
+	if b, err := os.ReadFile(s.Path("stack.json")); err == nil {
+		prev := *s
+		if json.Unmarshal(b, s) == nil {
+			s.StateDir, s.CacheDir, s.RepoRoot, s.opts, s.log, s.pending = prev.StateDir, prev.CacheDir, prev.RepoRoot, prev.opts, prev.log, nil
+		}
+	}
+	start := time.Now()
+	// Kubernetes, Temporal and OpenStack are independent; the test hosts and the Secrets that publish
+	// credentials need Kubernetes, so they come after.
+	g, gctx := errgroup.WithContext(ctx)
+	if s.Has(Kubernetes) {
+		g.Go(func() error { return s.upKubernetes(gctx) })
+	}
+	if s.Has(Temporal) {
+		g.Go(func() error { return s.upTemporal(gctx) })
+	}
+	if s.Has(OpenStack) {
+		g.Go(func() error { return s.upOpenStack(gctx) })
+	}
+	if err := g.Wait(); err != nil {
+		return s, err
+	}
+	if s.Has(Hosts) {
+		if err := s.upHosts(ctx); err != nil {
+			return s, err
+		}
+	}
+	if s.Has(Kubernetes) {
+		if err := s.publishSecrets(ctx); err != nil {
+			return s, err
+		}
+	}
+	if err := s.save(); err != nil {
+		return s, err
+	}
+	s.Logf("stack up in %s", time.Since(start).Round(time.Second))
+	return s, nil
+}
+
+func (s *Stack) save() error {
+	b, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(s.Path("stack.json"), append(b, '\n'), 0o644)
+}
+
+// Down stops every process Up started (by PID) and removes the test hosts' namespaces. Data in the state
+// directory is kept, so a later Up resumes with the same databases and Temporal history.
+func Down(ctx context.Context, opts Options) error {
+	s, err := New(opts)
+	if err != nil {
+		return err
+	}
+	unlock, err := s.lock()
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	var errs []error
+	// Reverse start order, so clients stop before the servers they use.
+	if err := s.downHosts(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	for name := range s.StartedPIDs() {
+		if err := s.Stop(name, 15*time.Second); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("down: %v", errs)
+	}
+	return nil
+}
+
+// Status describes the stack: endpoints and the processes it started.
+func (s *Stack) Status(w io.Writer) {
+	fmt.Fprintf(w, "state directory:  %s\n", s.StateDir)
+	if s.Kubeconfig != "" {
+		fmt.Fprintf(w, "kubernetes:       %s (KUBECONFIG=%s)\n", s.KubeAPI, s.Kubeconfig)
+	}
+	if s.TemporalAddress != "" {
+		fmt.Fprintf(w, "temporal:         %s namespace %s, UI %s\n", s.TemporalAddress, s.TemporalNamespace, s.TemporalUI)
+	}
+	if s.CloudsYAML != "" {
+		fmt.Fprintf(w, "openstack:        OS_CLIENT_CONFIG_FILE=%s OS_CLOUD=%s\n", s.CloudsYAML, s.CloudName)
+	}
+	if s.OpenStack != nil {
+		fmt.Fprintf(w, "                  keystone %s, cell %s, image %s, networks %s/%s\n",
+			s.OpenStack.AuthURL, s.OpenStack.CellName, s.OpenStack.Image, s.OpenStack.ExternalNetwork, s.OpenStack.TenantNetwork)
+	}
+	for _, h := range s.TestHosts {
+		fmt.Fprintf(w, "test host:        %s ssh %s@%s -p %d (netns %s)\n", h.Name, h.User, h.Address, h.SSHPort, h.Namespace)
+	}
+	pids := s.StartedPIDs()
+	names := make([]string, 0, len(pids))
+	for n := range pids {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	fmt.Fprintf(w, "processes (%d):\n", len(names))
+	for _, n := range names {
+		fmt.Fprintf(w, "  %-28s pid %-8d log %s\n", n, pids[n], s.LogFile(n))
+	}
+}

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Builds the pinned tool binaries of the local stack into a cache outside the checkout, keyed by version.
+# Re-running is cheap: a binary that already exists for its version is not rebuilt.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=../versions.env
+source "$here/../versions.env"
+cache=${STACKFLOW_CACHE:-$HOME/.cache/stackflow}
+bin=$cache/bin
+mkdir -p "$bin"
+export GOFLAGS=-mod=mod
+
+want() { # want NAME VERSION: true when the binary is missing
+  [ -x "$bin/$1-$2" ] && return 1
+  echo ">> building $1 $2 (first build only; cached in $bin)" >&2
+  return 0
+}
+
+build_kube() {
+  local v=$KUBERNETES_VERSION minor=${KUBERNETES_VERSION#v1.}
+  minor=${minor%%.*}
+  local ld="-s -w -X k8s.io/component-base/version.gitVersion=$v -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor -X k8s.io/client-go/pkg/version.gitVersion=$v -X k8s.io/client-go/pkg/version.gitMajor=1 -X k8s.io/client-go/pkg/version.gitMinor=$minor"
+  for c in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
+    if want "$c" "$v"; then
+      (cd "$here/kubernetes" && go build -trimpath -ldflags "$ld" -o "$bin/$c-$v.tmp" "k8s.io/kubernetes/cmd/$c")
+      mv "$bin/$c-$v.tmp" "$bin/$c-$v"
+    fi
+  done
+}
+
+build_etcd() {
+  if want etcd "$ETCD_VERSION"; then
+    (cd "$here/etcd" && go build -trimpath -ldflags "-s -w" -o "$bin/etcd-$ETCD_VERSION.tmp" go.etcd.io/etcd/v3)
+    mv "$bin/etcd-$ETCD_VERSION.tmp" "$bin/etcd-$ETCD_VERSION"
+  fi
+}
+
+goinstall() { # goinstall NAME VERSION PACKAGE
+  if want "$1" "$2"; then
+    local tmp
+    tmp=$(mktemp -d)
+    GOBIN=$tmp GOFLAGS= go install -trimpath -ldflags "-s -w" "$3@$2"
+    mv "$tmp/$1" "$bin/$1-$2"
+    rmdir "$tmp"
+  fi
+}
+
+kwok_stages() { # the kwok module ships the node and pod stages the stack applies
+  local dst=$cache/share/kwok-$KWOK_VERSION
+  [ -d "$dst/stage" ] && return 0
+  local dir
+  dir=$(cd "$here/etcd" && GOFLAGS= go mod download -json "sigs.k8s.io/kwok@$KWOK_VERSION" | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')
+  mkdir -p "$dst"
+  cp -r "$dir/kustomize/stage" "$dst/stage.tmp"
+  chmod -R u+w "$dst/stage.tmp"
+  mv "$dst/stage.tmp" "$dst/stage"
+}
+
+targets=${*:-etcd kube kwok temporal controller-gen}
+for t in $targets; do
+  case $t in
+    etcd) build_etcd ;;
+    kube) build_kube ;;
+    kwok) goinstall kwok "$KWOK_VERSION" sigs.k8s.io/kwok/cmd/kwok; kwok_stages ;;
+    temporal) goinstall temporal "$TEMPORAL_CLI_VERSION" github.com/temporalio/cli/cmd/temporal ;;
+    controller-gen) goinstall controller-gen "$CONTROLLER_GEN_VERSION" sigs.k8s.io/controller-tools/cmd/controller-gen ;;
+    *) echo "unknown tool $t" >&2; exit 2 ;;
+  esac
+done
