@@ -11,3 +11,13 @@ func (s *Stack) upHosts(ctx context.Context) error {
 func (s *Stack) downHosts(ctx context.Context) error {
 	return nil // TODO(hosts helper)
 }
+
+// ensureHostNetwork creates the hosts' bridge with the gateway address (idempotent).
+func (s *Stack) ensureHostNetwork(ctx context.Context) error {
+	return nil // TODO(hosts helper)
+}
+
+// removeHostNetwork deletes the hosts' bridge.
+func (s *Stack) removeHostNetwork(ctx context.Context) error {
+	return nil // TODO(hosts helper)
+}

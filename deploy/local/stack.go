@@ -141,6 +141,15 @@ type TestHost struct {
 	Root string `json:"root"`
 }
 
+// The EDPM test hosts' network: a bridge on the machine holding the gateway address, and one veth per
+// host attached to it. A documentation range, never routed anywhere. Services the hosts need (RabbitMQ,
+// Keystone, Placement, …) listen on the gateway address as well as on loopback.
+const (
+	HostBridge  = "sfbr0"
+	HostCIDR    = "192.0.2.0/24"
+	HostGateway = "192.0.2.1"
+)
+
 // SystemNamespace is the Kubernetes namespace holding the stack's own Secrets (clouds.yaml, SSH key).
 const SystemNamespace = "openstack"
 
@@ -274,6 +283,12 @@ func Up(ctx context.Context, opts Options) (*Stack, error) {
 		}
 	}
 	start := time.Now()
+	// The hosts' bridge comes first: OpenStack's services bind to its gateway address.
+	if s.Has(Hosts) || s.Has(OpenStack) {
+		if err := s.ensureHostNetwork(ctx); err != nil {
+			return s, err
+		}
+	}
 	// Kubernetes, Temporal and OpenStack are independent; the test hosts and the Secrets that publish
 	// credentials need Kubernetes, so they come after.
 	g, gctx := errgroup.WithContext(ctx)
@@ -335,6 +350,9 @@ func Down(ctx context.Context, opts Options) error {
 		if err := s.Stop(name, 15*time.Second); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if err := s.removeHostNetwork(ctx); err != nil {
+		errs = append(errs, err)
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("down: %v", errs)
