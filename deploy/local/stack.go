@@ -236,7 +236,9 @@ func (s *Stack) Has(component string) bool { return slices.Contains(s.opts.Compo
 func (s *Stack) HostCount() int { return s.opts.HostCount }
 
 // Path joins elements under the state directory.
-func (s *Stack) Path(elem ...string) string { return filepath.Join(append([]string{s.StateDir}, elem...)...) }
+func (s *Stack) Path(elem ...string) string {
+	return filepath.Join(append([]string{s.StateDir}, elem...)...)
+}
 
 // Tool returns the cached binary of a pinned tool, e.g. Tool("kube-apiserver", "KUBERNETES_VERSION").
 func (s *Stack) Tool(name, versionKey string) (string, error) {
