@@ -1,0 +1,13 @@
+package workflows
+
+// Definition is one workflow the worker registers; Name is its workflow type, which for object workflows is
+// the Kind it serves (the bridge starts "OpenstackNode" for an OpenstackNode).
+type Definition struct {
+	Name string
+	Fn   any
+}
+
+// All lists every workflow stackflow runs, all on lifecycle.WorkflowQueue.
+func All() []Definition {
+	return []Definition{}
+}
