@@ -4,9 +4,27 @@
 package activities
 
 import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"slices"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
+
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/stackflow/stackflow/api/lifecycle"
 )
 
 // Kube holds the Kubernetes activities: reading objects, patching status, finalizers, child objects.
@@ -23,11 +41,228 @@ type Kube struct {
 func NewKube(cfg *rest.Config, uiBase, namespace string) (*Kube, error) {
 	core, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("kubernetes client: %w", err)
 	}
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("dynamic client: %w", err)
 	}
 	return &Kube{Core: core, Dynamic: dyn, UIBase: uiBase, Namespace: namespace}, nil
+}
+
+// Error types of Kubernetes activities that retrying cannot fix.
+const (
+	ErrInvalid   = "KubeInvalid"
+	ErrForbidden = "KubeForbidden"
+)
+
+// classify turns an API error into a non-retryable application error when retrying cannot help (4xx other
+// than conflict and throttling), and leaves it retryable otherwise (409, 429, 5xx, timeouts).
+func classify(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	switch {
+	case apierrors.IsInvalid(err), apierrors.IsBadRequest(err), apierrors.IsMethodNotSupported(err):
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s: %v", op, err), ErrInvalid, err)
+	case apierrors.IsForbidden(err), apierrors.IsUnauthorized(err):
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s: %v", op, err), ErrForbidden, err)
+	}
+	return fmt.Errorf("%s: %w", op, err)
+}
+
+func gvr(ref lifecycle.ObjectRef) schema.GroupVersionResource {
+	return schema.GroupVersionResource{Group: ref.Group, Version: ref.Version, Resource: ref.Resource}
+}
+
+func (k *Kube) resource(ref lifecycle.ObjectRef) dynamic.ResourceInterface {
+	r := k.Dynamic.Resource(gvr(ref))
+	if ref.Namespace != "" {
+		return r.Namespace(ref.Namespace)
+	}
+	return r
+}
+
+// Object is what a workflow learns about its object: metadata it acts on and the spec as raw JSON for the
+// kind's own type. It never carries status or Secret data.
+type Object struct {
+	// Exists is false when the object (with this UID) is gone.
+	Exists      bool              `json:"exists"`
+	Generation  int64             `json:"generation"`
+	Deleting    bool              `json:"deleting"`
+	Labels      map[string]string `json:"labels,omitempty"`
+	Annotations map[string]string `json:"annotations,omitempty"`
+	Spec        json.RawMessage   `json:"spec,omitempty"`
+}
+
+// GetObject reads the object named by ref. An object re-created under the same name (another UID) counts
+// as gone: it belongs to another workflow.
+func (k *Kube) GetObject(ctx context.Context, ref lifecycle.ObjectRef) (*Object, error) {
+	u, err := k.resource(ref).Get(ctx, ref.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return &Object{}, nil
+	}
+	if err != nil {
+		return nil, classify("get "+ref.String(), err)
+	}
+	if ref.UID != "" && string(u.GetUID()) != ref.UID {
+		return &Object{}, nil
+	}
+	obj := &Object{
+		Exists:      true,
+		Generation:  u.GetGeneration(),
+		Deleting:    u.GetDeletionTimestamp() != nil,
+		Labels:      u.GetLabels(),
+		Annotations: u.GetAnnotations(),
+	}
+	if spec, ok := u.Object["spec"]; ok {
+		if obj.Spec, err = json.Marshal(spec); err != nil {
+			return nil, fmt.Errorf("encode spec of %s: %w", ref, err)
+		}
+	}
+	return obj, nil
+}
+
+// StatusPatch is what a workflow writes into its object's status. Nil or empty fields are left alone,
+// except Conditions, which are merged by type.
+type StatusPatch struct {
+	Ref                lifecycle.ObjectRef `json:"ref"`
+	ObservedGeneration *int64              `json:"observedGeneration,omitempty"`
+	Phase              string              `json:"phase,omitempty"`
+	CurrentStep        *string             `json:"currentStep,omitempty"`
+	WorkflowID         string              `json:"workflowID,omitempty"`
+	RunID              string              `json:"runID,omitempty"`
+	Conditions         []metav1.Condition  `json:"conditions,omitempty"`
+	// Fields are kind-specific status fields, set at the top level of status (JSON values).
+	Fields map[string]json.RawMessage `json:"fields,omitempty"`
+}
+
+// PatchStatus merges p into the object's status through the status subresource, retrying on conflicts.
+// It is idempotent: writing the same patch twice leaves the same status (condition transition times only
+// move when a condition's status changes). A gone object is not an error: there is nothing to report on.
+func (k *Kube) PatchStatus(ctx context.Context, p StatusPatch) error {
+	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+		u, err := k.resource(p.Ref).Get(ctx, p.Ref.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if p.Ref.UID != "" && string(u.GetUID()) != p.Ref.UID {
+			return nil
+		}
+		status, _, _ := unstructured.NestedMap(u.Object, "status")
+		if status == nil {
+			status = map[string]any{}
+		}
+		before, _ := json.Marshal(status)
+		if err := k.mergeStatus(status, p); err != nil {
+			return err
+		}
+		after, _ := json.Marshal(status)
+		if string(before) == string(after) {
+			return nil
+		}
+		u.Object["status"] = status
+		_, err = k.resource(p.Ref).UpdateStatus(ctx, u, metav1.UpdateOptions{FieldManager: "stackflow"})
+		return err
+	})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return classify("patch status of "+p.Ref.String(), err)
+}
+
+func (k *Kube) mergeStatus(status map[string]any, p StatusPatch) error {
+	if p.ObservedGeneration != nil {
+		status["observedGeneration"] = *p.ObservedGeneration
+	}
+	if p.Phase != "" {
+		status["phase"] = p.Phase
+	}
+	if p.CurrentStep != nil {
+		if *p.CurrentStep == "" {
+			delete(status, "currentStep")
+		} else {
+			status["currentStep"] = *p.CurrentStep
+		}
+	}
+	if p.WorkflowID != "" {
+		status["workflowID"] = p.WorkflowID
+		if k.UIBase != "" {
+			status["workflowURL"] = WorkflowURL(k.UIBase, k.Namespace, p.WorkflowID, p.RunID)
+		}
+	}
+	if len(p.Conditions) > 0 {
+		var conds []metav1.Condition
+		if raw, ok := status["conditions"]; ok {
+			b, _ := json.Marshal(raw)
+			_ = json.Unmarshal(b, &conds)
+		}
+		for _, c := range p.Conditions {
+			if c.LastTransitionTime.IsZero() {
+				c.LastTransitionTime = metav1.NewTime(time.Now().Truncate(time.Second))
+			}
+			meta.SetStatusCondition(&conds, c)
+		}
+		var generic []any
+		b, _ := json.Marshal(conds)
+		if err := json.Unmarshal(b, &generic); err != nil {
+			return err
+		}
+		status["conditions"] = generic
+	}
+	for key, raw := range p.Fields {
+		var v any
+		if err := json.Unmarshal(raw, &v); err != nil {
+			return temporal.NewNonRetryableApplicationError(fmt.Sprintf("status field %s: %v", key, err), ErrInvalid, err)
+		}
+		if v == nil {
+			delete(status, key)
+		} else {
+			status[key] = v
+		}
+	}
+	return nil
+}
+
+// WorkflowURL links to a workflow run in the Temporal UI.
+func WorkflowURL(uiBase, namespace, workflowID, runID string) string {
+	u := fmt.Sprintf("%s/namespaces/%s/workflows/%s", uiBase, url.PathEscape(namespace), url.PathEscape(workflowID))
+	if runID != "" {
+		u += "/" + url.PathEscape(runID) + "/history"
+	}
+	return u
+}
+
+// RemoveFinalizer drops stackflow's finalizer from the object, the last step of every teardown. The patch
+// tests the UID, so a re-created object of the same name is never touched.
+func (k *Kube) RemoveFinalizer(ctx context.Context, ref lifecycle.ObjectRef) error {
+	u, err := k.resource(ref).Get(ctx, ref.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return classify("get "+ref.String(), err)
+	}
+	if ref.UID != "" && string(u.GetUID()) != ref.UID {
+		return nil
+	}
+	i := slices.Index(u.GetFinalizers(), lifecycle.Finalizer)
+	if i < 0 {
+		return nil
+	}
+	patch, _ := json.Marshal([]map[string]any{
+		{"op": "test", "path": "/metadata/uid", "value": string(u.GetUID())},
+		{"op": "test", "path": fmt.Sprintf("/metadata/finalizers/%d", i), "value": lifecycle.Finalizer},
+		{"op": "remove", "path": fmt.Sprintf("/metadata/finalizers/%d", i)},
+	})
+	_, err = k.resource(ref).Patch(ctx, ref.Name, types.JSONPatchType, patch, metav1.PatchOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	// A failed test (the list moved under us) is a 422 Invalid; it is retryable here because the next
+	// attempt reads the list again.
+	if apierrors.IsInvalid(err) {
+		return fmt.Errorf("remove finalizer of %s: %w", ref, err)
+	}
+	return classify("remove finalizer of "+ref.String(), err)
 }

@@ -260,3 +260,15 @@ func mkdirs(dirs ...string) error {
 	}
 	return nil
 }
+
+// symlink points link at target, replacing an older link.
+func symlink(target, link string) error {
+	if cur, err := os.Readlink(link); err == nil && cur == target {
+		return nil
+	}
+	_ = os.Remove(link)
+	if err := os.Symlink(target, link); err != nil {
+		return fmt.Errorf("link %s: %w", link, err)
+	}
+	return nil
+}

@@ -45,7 +45,11 @@ func (s *Stack) upTemporal(ctx context.Context) error {
 	for _, n := range names {
 		argv = append(argv, "--search-attribute", n+"="+workflows.SearchAttributes[n])
 	}
-	if err := mkdirs(s.Path("temporal")); err != nil {
+	if err := mkdirs(s.Path("temporal"), s.Path("bin")); err != nil {
+		return err
+	}
+	// People steer workflows with the temporal CLI: offer it beside the state.
+	if err := symlink(bin, s.Path("bin", "temporal")); err != nil {
 		return err
 	}
 	started, err := s.Start(Proc{Name: "temporal", Argv: argv})
