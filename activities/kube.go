@@ -266,3 +266,107 @@ func (k *Kube) RemoveFinalizer(ctx context.Context, ref lifecycle.ObjectRef) err
 	}
 	return classify("remove finalizer of "+ref.String(), err)
 }
+
+// NodeInfo is what the OpenstackNode workflows need to know of a Kubernetes Node.
+type NodeInfo struct {
+	Exists bool              `json:"exists"`
+	UID    string            `json:"uid,omitempty"`
+	Ready  bool              `json:"ready"`
+	Labels map[string]string `json:"labels,omitempty"`
+}
+
+// GetNode reads a Kubernetes Node.
+func (k *Kube) GetNode(ctx context.Context, name string) (*NodeInfo, error) {
+	n, err := k.Core.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return &NodeInfo{}, nil
+	}
+	if err != nil {
+		return nil, classify("get node "+name, err)
+	}
+	info := &NodeInfo{Exists: true, UID: string(n.UID), Labels: n.Labels}
+	for _, c := range n.Status.Conditions {
+		if c.Type == "Ready" && c.Status == "True" {
+			info.Ready = true
+		}
+	}
+	return info, nil
+}
+
+// EnsureInput names a child object to create when missing.
+type EnsureInput struct {
+	Ref         lifecycle.ObjectRef `json:"ref"`
+	Labels      map[string]string   `json:"labels,omitempty"`
+	Annotations map[string]string   `json:"annotations,omitempty"`
+	Spec        json.RawMessage     `json:"spec,omitempty"`
+}
+
+// EnsureObject creates the object when it does not exist and adopts it when it does (a retry after a
+// lost response, or an object a person created first); it returns the object's UID.
+func (k *Kube) EnsureObject(ctx context.Context, in EnsureInput) (string, error) {
+	r := k.resource(in.Ref)
+	if cur, err := r.Get(ctx, in.Ref.Name, metav1.GetOptions{}); err == nil {
+		return string(cur.GetUID()), nil
+	} else if !apierrors.IsNotFound(err) {
+		return "", classify("get "+in.Ref.String(), err)
+	}
+	u := &unstructured.Unstructured{Object: map[string]any{}}
+	u.SetAPIVersion(in.Ref.APIVersion())
+	u.SetKind(in.Ref.Kind)
+	u.SetName(in.Ref.Name)
+	u.SetNamespace(in.Ref.Namespace)
+	u.SetLabels(in.Labels)
+	u.SetAnnotations(in.Annotations)
+	if len(in.Spec) > 0 {
+		var spec any
+		if err := json.Unmarshal(in.Spec, &spec); err != nil {
+			return "", temporal.NewNonRetryableApplicationError(fmt.Sprintf("spec of %s: %v", in.Ref, err), ErrInvalid, err)
+		}
+		u.Object["spec"] = spec
+	}
+	created, err := r.Create(ctx, u, metav1.CreateOptions{FieldManager: "stackflow"})
+	if apierrors.IsAlreadyExists(err) {
+		cur, err := r.Get(ctx, in.Ref.Name, metav1.GetOptions{})
+		if err != nil {
+			return "", classify("get "+in.Ref.String(), err)
+		}
+		return string(cur.GetUID()), nil
+	}
+	if err != nil {
+		return "", classify("create "+in.Ref.String(), err)
+	}
+	return string(created.GetUID()), nil
+}
+
+// DeleteObject deletes the object (only the one with ref.UID when set); a missing object is not an error.
+func (k *Kube) DeleteObject(ctx context.Context, ref lifecycle.ObjectRef) error {
+	opts := metav1.DeleteOptions{}
+	if ref.UID != "" {
+		uid := types.UID(ref.UID)
+		opts.Preconditions = &metav1.Preconditions{UID: &uid}
+	}
+	err := k.resource(ref).Delete(ctx, ref.Name, opts)
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) && ref.UID != "" {
+		// Conflict on the UID precondition: the name now belongs to another object, ours is gone.
+		return nil
+	}
+	return classify("delete "+ref.String(), err)
+}
+
+// ErrStillPresent is the retryable error of WaitDeleted; the workflow's retry policy paces the waiting.
+const ErrStillPresent = "StillPresent"
+
+// WaitDeleted succeeds once the object (with ref.UID when set) is gone, and fails retryably before.
+func (k *Kube) WaitDeleted(ctx context.Context, ref lifecycle.ObjectRef) error {
+	u, err := k.resource(ref).Get(ctx, ref.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return classify("get "+ref.String(), err)
+	}
+	if ref.UID != "" && string(u.GetUID()) != ref.UID {
+		return nil
+	}
+	return temporal.NewApplicationError(fmt.Sprintf("%s still present (finalizers %v)", ref, u.GetFinalizers()), ErrStillPresent)
+}

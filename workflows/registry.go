@@ -9,5 +9,8 @@ type Definition struct {
 
 // All lists every workflow stackflow runs, all on lifecycle.WorkflowQueue.
 func All() []Definition {
-	return []Definition{}
+	return []Definition{
+		{Name: "Node", Fn: NodeWorkflow},
+		{Name: "OpenstackNode", Fn: OpenstackNodeWorkflow},
+	}
 }
