@@ -30,7 +30,8 @@ build_kube() {
 
 build_etcd() {
   if want etcd "$ETCD_VERSION"; then
-    (cd "$here/etcd" && go build -trimpath -ldflags "-s -w" -o "$bin/etcd-$ETCD_VERSION.tmp" go.etcd.io/etcd/v3)
+    # The etcd main package is the root of the server module (the repository root is a library stub).
+    (cd "$here/etcd" && go build -trimpath -ldflags "-s -w" -o "$bin/etcd-$ETCD_VERSION.tmp" go.etcd.io/etcd/server/v3)
     mv "$bin/etcd-$ETCD_VERSION.tmp" "$bin/etcd-$ETCD_VERSION"
   fi
 }
@@ -45,15 +46,24 @@ goinstall() { # goinstall NAME VERSION PACKAGE
   fi
 }
 
-kwok_stages() { # the kwok module ships the node and pod stages the stack applies
+kwok_stages() { # the kwok module ships the node and pod stages the stack applies, and the Stage CRD
   local dst=$cache/share/kwok-$KWOK_VERSION
-  [ -d "$dst/stage" ] && return 0
+  [ -d "$dst/stage" ] && [ -d "$dst/crd" ] && return 0
   local dir
   dir=$(cd "$here/etcd" && GOFLAGS= go mod download -json "sigs.k8s.io/kwok@$KWOK_VERSION" | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')
   mkdir -p "$dst"
-  cp -r "$dir/kustomize/stage" "$dst/stage.tmp"
-  chmod -R u+w "$dst/stage.tmp"
-  mv "$dst/stage.tmp" "$dst/stage"
+  local d
+  for d in stage crd; do
+    [ -d "$dst/$d" ] && continue
+    rm -rf "$dst/$d.tmp"
+    if [ $d = crd ]; then
+      mkdir -p "$dst/crd.tmp" && cp "$dir/kustomize/crd/bases/kwok.x-k8s.io_stages.yaml" "$dst/crd.tmp/"
+    else
+      cp -r "$dir/kustomize/stage" "$dst/stage.tmp"
+    fi
+    chmod -R u+w "$dst/$d.tmp"
+    mv "$dst/$d.tmp" "$dst/$d"
+  done
 }
 
 targets=${*:-etcd kube kwok temporal controller-gen}

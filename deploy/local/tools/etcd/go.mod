@@ -5,6 +5,8 @@ go 1.24.0
 
 require go.etcd.io/etcd/v3 v3.6.8
 
+require go.etcd.io/etcd/server/v3 v3.6.8 // indirect
+
 replace (
 	go.etcd.io/etcd/api/v3 => go.etcd.io/etcd/api/v3 v3.6.8
 	go.etcd.io/etcd/client/pkg/v3 => go.etcd.io/etcd/client/pkg/v3 v3.6.8
