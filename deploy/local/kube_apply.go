@@ -233,20 +233,23 @@ func decodeManifests(b []byte) ([]*unstructured.Unstructured, error) {
 			continue
 		}
 		o := &unstructured.Unstructured{Object: m}
+		items := []*unstructured.Unstructured{o}
 		if o.IsList() {
 			l, err := o.ToList()
 			if err != nil {
 				return nil, fmt.Errorf("document %d: %w", i, err)
 			}
+			items = items[:0]
 			for j := range l.Items {
-				out = append(out, &l.Items[j])
+				items = append(items, &l.Items[j])
 			}
-			continue
 		}
-		if o.GetAPIVersion() == "" || o.GetKind() == "" || o.GetName() == "" {
-			return nil, fmt.Errorf("document %d: apiVersion, kind and metadata.name are required", i)
+		for _, it := range items {
+			if it.GetAPIVersion() == "" || it.GetKind() == "" || it.GetName() == "" {
+				return nil, fmt.Errorf("document %d: apiVersion, kind and metadata.name (a string) are required", i)
+			}
 		}
-		out = append(out, o)
+		out = append(out, items...)
 	}
 }
 
