@@ -1,0 +1,84 @@
+// Command stackflow-bridge watches stackflow's Kubernetes objects and starts or signals one Temporal
+// workflow per object. Run two or more replicas: one leads (a Lease), the others wait.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/stackflow/stackflow/bridge"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "stackflow-bridge:", err)
+		os.Exit(1)
+	}
+}
+
+func env(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+func run() error {
+	var (
+		cfg        bridge.Config
+		kubeconfig = flag.String("kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig file (default $KUBECONFIG, else in-cluster)")
+		kinds      = flag.String("kinds", env("STACKFLOW_KINDS", ""), "comma-separated kinds to serve (default every served kind)")
+		logLevel   = flag.String("log-level", env("STACKFLOW_LOG_LEVEL", "info"), "debug, info, warn or error")
+	)
+	flag.StringVar(&cfg.TemporalAddress, "temporal-address", env("TEMPORAL_ADDRESS", "127.0.0.1:7233"), "Temporal frontend host:port")
+	flag.StringVar(&cfg.TemporalNamespace, "namespace", env("TEMPORAL_NAMESPACE", "default"), "Temporal namespace of the workflows")
+	flag.StringVar(&cfg.LeaseNamespace, "leader-election-namespace", env("STACKFLOW_LEASE_NAMESPACE", "stackflow-system"), "namespace of the leader-election Lease")
+	flag.StringVar(&cfg.LeaseName, "leader-election-name", env("STACKFLOW_LEASE_NAME", "stackflow-bridge"), "name of the leader-election Lease")
+	flag.DurationVar(&cfg.LeaseDuration, "lease-duration", 15*time.Second, "how long a standby waits before taking over a silent leader's Lease")
+	flag.DurationVar(&cfg.RenewDeadline, "renew-deadline", 10*time.Second, "how long the leader retries renewing before it gives up")
+	flag.DurationVar(&cfg.RetryPeriod, "retry-period", 2*time.Second, "interval between leader-election attempts")
+	flag.StringVar(&cfg.Identity, "identity", env("POD_NAME", ""), "this replica's identity (default hostname plus a random suffix)")
+	flag.StringVar(&cfg.MetricsAddress, "metrics-address", env("STACKFLOW_METRICS_ADDRESS", "127.0.0.1:9464"), "address of /metrics and /healthz (empty disables)")
+	flag.IntVar(&cfg.Workers, "workers", 8, "objects processed in parallel")
+	flag.DurationVar(&cfg.Resync, "resync", 10*time.Minute, "informer resync period")
+	flag.Parse()
+
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+		return fmt.Errorf("--log-level: %w", err)
+	}
+	cfg.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = *kubeconfig
+	rc, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+	if err != nil {
+		return fmt.Errorf("kubeconfig: %w", err)
+	}
+	cfg.Kube = rc
+
+	if *kinds != "" {
+		selected, unknown := bridge.Select(strings.Split(*kinds, ","))
+		if len(unknown) > 0 {
+			return fmt.Errorf("--kinds: not served: %s", strings.Join(unknown, ", "))
+		}
+		cfg.Kinds = selected
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	b, err := bridge.New(cfg)
+	if err != nil {
+		return err
+	}
+	return b.Run(ctx)
+}

@@ -1,0 +1,102 @@
+package bridge
+
+import (
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/stackflow/stackflow/api/lifecycle"
+)
+
+// Kind is one kind of object the bridge serves: every object of it gets the finalizer and a workflow whose
+// type is Kind, on lifecycle.WorkflowQueue.
+type Kind struct {
+	// Kind is the object's kind; it is also the workflow type.
+	Kind string
+	// GVR is the resource the bridge watches.
+	GVR schema.GroupVersionResource
+	// ClusterScoped is true for kinds without a namespace.
+	ClusterScoped bool
+}
+
+// Served is every kind stackflow serves. A kind whose resource the API server does not offer (its CRD is
+// not installed) is skipped until discovery finds it.
+var Served = []Kind{
+	// Control plane, KupenStack style: a Kubernetes Node ensures its OpenstackNode of the same name.
+	{Kind: "Node", GVR: gvr("", "v1", "nodes"), ClusterScoped: true},
+	{Kind: "OpenstackNode", GVR: gvr(kupenstack, "v1alpha1", "openstacknodes"), ClusterScoped: true},
+	{Kind: "KupenstackConfiguration", GVR: gvr(kupenstack, "v1alpha1", "kupenstackconfigurations"), ClusterScoped: true},
+	{Kind: "OpenStackCloudConfigurationProfile", GVR: gvr(kupenstack, "v1alpha1", "openstackcloudconfigurationprofiles"), ClusterScoped: true},
+
+	// EDPM data plane.
+	{Kind: "OpenStackDataPlane", GVR: gvr(dataplane, "v1beta1", "openstackdataplanes")},
+	{Kind: "OpenStackDataPlaneRole", GVR: gvr(dataplane, "v1beta1", "openstackdataplaneroles")},
+	{Kind: "OpenStackDataPlaneNode", GVR: gvr(dataplane, "v1beta1", "openstackdataplanenodes")},
+
+	// Nova control plane, cells v2: the top-level Nova and every service on its own.
+	{Kind: "Nova", GVR: gvr(nova, "v1beta1", "novas")},
+	{Kind: "NovaAPI", GVR: gvr(nova, "v1beta1", "novaapis")},
+	{Kind: "NovaScheduler", GVR: gvr(nova, "v1beta1", "novaschedulers")},
+	{Kind: "NovaConductor", GVR: gvr(nova, "v1beta1", "novaconductors")},
+	{Kind: "NovaMetadata", GVR: gvr(nova, "v1beta1", "novametadata")},
+	{Kind: "NovaNoVNCProxy", GVR: gvr(nova, "v1beta1", "novanovncproxies")},
+	{Kind: "NovaCell", GVR: gvr(nova, "v1beta1", "novacells")},
+	{Kind: "NovaExternalCompute", GVR: gvr(nova, "v1beta1", "novaexternalcomputes")},
+
+	// Neutron.
+	{Kind: "NeutronAPI", GVR: gvr(neutron, "v1beta1", "neutronapis")},
+
+	// OpenStack servers and bastions.
+	{Kind: "OpenStackServer", GVR: gvr(infrastructure, "v1alpha1", "openstackservers")},
+	{Kind: "OpenStackMachine", GVR: gvr(infrastructure, "v1beta1", "openstackmachines")},
+	{Kind: "OpenStackCluster", GVR: gvr(infrastructure, "v1beta1", "openstackclusters")},
+}
+
+// API groups of the served kinds.
+const (
+	kupenstack     = "kupenstack.io"
+	dataplane      = "dataplane.openstack.org"
+	nova           = "nova.openstack.org"
+	neutron        = "neutron.openstack.org"
+	infrastructure = "infrastructure.cluster.x-k8s.io"
+)
+
+func gvr(group, version, resource string) schema.GroupVersionResource {
+	return schema.GroupVersionResource{Group: group, Version: version, Resource: resource}
+}
+
+// Ref names one object of this kind as its workflow's input.
+func (k Kind) Ref(namespace, name, uid string) lifecycle.ObjectRef {
+	if k.ClusterScoped {
+		namespace = ""
+	}
+	return lifecycle.ObjectRef{
+		Group:     k.GVR.Group,
+		Version:   k.GVR.Version,
+		Kind:      k.Kind,
+		Resource:  k.GVR.Resource,
+		Namespace: namespace,
+		Name:      name,
+		UID:       uid,
+	}
+}
+
+// Select returns the served kinds named in names (all of Served when names is empty) and the names that
+// match no served kind.
+func Select(names []string) (kinds []Kind, unknown []string) {
+	if len(names) == 0 {
+		return append([]Kind(nil), Served...), nil
+	}
+	for _, n := range names {
+		found := false
+		for _, k := range Served {
+			if k.Kind == n {
+				kinds = append(kinds, k)
+				found = true
+				break
+			}
+		}
+		if !found {
+			unknown = append(unknown, n)
+		}
+	}
+	return kinds, unknown
+}

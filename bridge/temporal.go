@@ -1,0 +1,115 @@
+package bridge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/temporal"
+	"google.golang.org/grpc"
+
+	"github.com/stackflow/stackflow/api/lifecycle"
+)
+
+// The search attributes the bridge sets at start, so a workflow is found by its object from its first
+// moment. Same names as the workflows' own (the bridge does not import workflows).
+var (
+	saKind   = temporal.NewSearchAttributeKeyKeyword("StackflowKind")
+	saObject = temporal.NewSearchAttributeKeyKeyword("StackflowObject")
+)
+
+// signalTimeout bounds one SignalWithStart, retries inside the SDK included.
+const signalTimeout = 15 * time.Second
+
+func newTemporalClient(cfg Config) (client.Client, error) {
+	// Lazy: an unreachable Temporal delays the work (keys are retried) instead of failing start-up.
+	c, err := client.NewLazyClient(client.Options{
+		HostPort:  cfg.TemporalAddress,
+		Namespace: cfg.TemporalNamespace,
+		Identity:  "stackflow-bridge/" + cfg.Identity,
+		Logger:    sdklog.NewStructuredLogger(cfg.Log.With("component", "temporal")),
+		ConnectionOptions: client.ConnectionOptions{
+			DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(captureStarted)},
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("temporal client for %s: %w", cfg.TemporalAddress, err)
+	}
+	return c, nil
+}
+
+// startedKey carries a *bool that captureStarted fills from the SignalWithStart response.
+type startedKey struct{}
+
+// captureStarted records whether a SignalWithStart started a new run; the SDK's WorkflowRun does not say.
+func captureStarted(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	err := invoker(ctx, method, req, reply, cc, opts...)
+	if r, ok := reply.(*workflowservice.SignalWithStartWorkflowExecutionResponse); ok && err == nil {
+		if p, ok := ctx.Value(startedKey{}).(*bool); ok {
+			*p = r.GetStarted()
+		}
+	}
+	return err
+}
+
+// signalResult describes a successful signal.
+type signalResult struct {
+	WorkflowID string
+	RunID      string
+	Started    bool
+}
+
+// workflowClosedError means the object's workflow has completed (or was terminated or cancelled) and the
+// reuse policy refuses a new run for the same object lifetime.
+type workflowClosedError struct {
+	id  string
+	err error
+}
+
+func (e *workflowClosedError) Error() string {
+	return fmt.Sprintf("workflow %s is closed and cannot start again for this object: %v", e.id, e.err)
+}
+
+func (e *workflowClosedError) Unwrap() error { return e.err }
+
+// signal sends the plan's signal to the object's workflow, starting it if it does not run. A failed run
+// may be replaced (the object's intent still holds); a run that ended otherwise may not.
+func (b *Bridge) signal(ctx context.Context, ref lifecycle.ObjectRef, p Plan) (signalResult, error) {
+	id := lifecycle.WorkflowID(ref)
+	var arg any = lifecycle.DeleteSignal{}
+	if p.Signal == lifecycle.SignalSpec {
+		arg = lifecycle.SpecSignal{Generation: p.Generation}
+	}
+	opts := client.StartWorkflowOptions{
+		ID:                       id,
+		TaskQueue:                lifecycle.WorkflowQueue,
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE_FAILED_ONLY,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+		TypedSearchAttributes:    temporal.NewSearchAttributes(saKind.ValueSet(ref.Kind), saObject.ValueSet(ref.Key())),
+	}
+	var started bool
+	ctx, cancel := context.WithTimeout(context.WithValue(ctx, startedKey{}, &started), signalTimeout)
+	defer cancel()
+	t0 := time.Now()
+	run, err := b.temporal.SignalWithStartWorkflow(ctx, id, p.Signal, arg, opts, ref.Kind, ref)
+	b.metrics.rpc.WithLabelValues(ref.Kind).Observe(time.Since(t0).Seconds())
+	if err != nil {
+		var already *serviceerror.WorkflowExecutionAlreadyStarted
+		if errors.As(err, &already) {
+			return signalResult{}, &workflowClosedError{id: id, err: err}
+		}
+		return signalResult{}, err
+	}
+	outcome := "signalled"
+	if started {
+		outcome = "started"
+	}
+	b.metrics.signals.WithLabelValues(ref.Kind, p.Signal, outcome).Inc()
+	return signalResult{WorkflowID: id, RunID: run.GetRunID(), Started: started}, nil
+}

@@ -1,0 +1,72 @@
+// Command stackflow-worker runs stackflow's workflows and activities on their Temporal task queues.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/stackflow/stackflow/worker"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "stackflow-worker:", err)
+		os.Exit(1)
+	}
+}
+
+func env(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+func run() error {
+	var (
+		cfg        worker.Config
+		kubeconfig = flag.String("kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig file (default $KUBECONFIG, else in-cluster)")
+		queues     = flag.String("queues", env("STACKFLOW_QUEUES", strings.Join(worker.AllQueues, ",")), "comma-separated task queues to serve")
+		logLevel   = flag.String("log-level", env("STACKFLOW_LOG_LEVEL", "info"), "debug, info, warn or error")
+	)
+	flag.StringVar(&cfg.TemporalAddress, "temporal-address", env("TEMPORAL_ADDRESS", "127.0.0.1:7233"), "Temporal frontend host:port")
+	flag.StringVar(&cfg.TemporalNamespace, "namespace", env("TEMPORAL_NAMESPACE", "default"), "Temporal namespace")
+	flag.StringVar(&cfg.TemporalUI, "temporal-ui", env("TEMPORAL_UI", "http://127.0.0.1:8233"), "Temporal UI base URL, linked from objects' status")
+	flag.StringVar(&cfg.MetricsAddress, "metrics-address", env("STACKFLOW_METRICS_ADDRESS", "127.0.0.1:9465"), "address of /metrics and /healthz (empty disables)")
+	flag.StringVar(&cfg.Identity, "identity", env("POD_NAME", ""), "this worker's identity (default hostname plus a random suffix)")
+	flag.DurationVar(&cfg.StopTimeout, "stop-timeout", 30*time.Second, "how long in-flight activities may run on after SIGTERM")
+	flag.Parse()
+
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+		return fmt.Errorf("--log-level: %w", err)
+	}
+	cfg.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	for _, q := range strings.Split(*queues, ",") {
+		if q = strings.TrimSpace(q); q != "" {
+			cfg.Queues = append(cfg.Queues, q)
+		}
+	}
+
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = *kubeconfig
+	rc, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+	if err != nil {
+		return fmt.Errorf("kubeconfig: %w", err)
+	}
+	rc.QPS, rc.Burst = 100, 200
+	cfg.Kube = rc
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	return worker.Run(ctx, cfg)
+}

@@ -1,0 +1,277 @@
+// Package worker is stackflow's worker process: one Temporal worker per task queue it is asked to serve,
+// each registering what runs on that queue (the workflows on lifecycle.WorkflowQueue, the Kubernetes
+// activities on lifecycle.KubeQueue, …), with Prometheus metrics and a graceful stop.
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/google/uuid"
+	prom "github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/uber-go/tally/v4"
+	tallyprom "github.com/uber-go/tally/v4/prometheus"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/operatorservice/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+	sdktally "go.temporal.io/sdk/contrib/tally"
+	sdklog "go.temporal.io/sdk/log"
+	sdkworker "go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+	"k8s.io/client-go/rest"
+
+	"github.com/stackflow/stackflow/activities"
+	"github.com/stackflow/stackflow/api/lifecycle"
+	"github.com/stackflow/stackflow/workflows"
+)
+
+// AllQueues are the task queues a worker serves by default.
+var AllQueues = []string{lifecycle.WorkflowQueue, lifecycle.KubeQueue, lifecycle.AnsibleQueue, lifecycle.OpenStackQueue}
+
+// Config configures a worker process. Zero values take the defaults noted on each field.
+type Config struct {
+	// Kube is the API server's REST config; required when serving lifecycle.KubeQueue.
+	Kube *rest.Config
+	// TemporalAddress is the frontend's host:port; default 127.0.0.1:7233.
+	TemporalAddress string
+	// TemporalNamespace is the Temporal namespace; default "default".
+	TemporalNamespace string
+	// TemporalUI is the Temporal UI's base URL, linked from objects' status; default http://127.0.0.1:8233.
+	TemporalUI string
+	// Queues are the task queues to serve; default AllQueues.
+	Queues []string
+	// MetricsAddress serves /metrics and /healthz; empty disables it. Keep it on loopback.
+	MetricsAddress string
+	// Identity names this process to Temporal; default hostname plus a random suffix.
+	Identity string
+	// StopTimeout is how long in-flight activities may run on after a stop is asked; default 30s.
+	StopTimeout time.Duration
+	// Log receives the worker's logs; default slog.Default().
+	Log *slog.Logger
+}
+
+func (c *Config) setDefaults() {
+	if c.TemporalAddress == "" {
+		c.TemporalAddress = "127.0.0.1:7233"
+	}
+	if c.TemporalNamespace == "" {
+		c.TemporalNamespace = "default"
+	}
+	if c.TemporalUI == "" {
+		c.TemporalUI = "http://127.0.0.1:8233"
+	}
+	if len(c.Queues) == 0 {
+		c.Queues = AllQueues
+	}
+	if c.Identity == "" {
+		host, _ := os.Hostname()
+		c.Identity = host + "-" + uuid.NewString()[:8]
+	}
+	if c.StopTimeout == 0 {
+		c.StopTimeout = 30 * time.Second
+	}
+	if c.Log == nil {
+		c.Log = slog.Default()
+	}
+}
+
+// Run serves the configured task queues until ctx ends, then stops every worker, letting in-flight
+// activities finish within StopTimeout.
+func Run(ctx context.Context, cfg Config) error {
+	cfg.setDefaults()
+	log := cfg.Log
+	for _, q := range cfg.Queues {
+		if !slices.Contains(AllQueues, q) {
+			return fmt.Errorf("unknown task queue %q (known: %v)", q, AllQueues)
+		}
+	}
+
+	reg := prom.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	scope, closeScope := newScope(reg)
+	defer closeScope.Close()
+	if cfg.MetricsAddress != "" {
+		stop, err := serveMetrics(cfg.MetricsAddress, reg, log)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
+
+	c, err := dial(ctx, cfg, scope)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if err := EnsureSearchAttributes(ctx, c, cfg.TemporalNamespace, workflows.SearchAttributes); err != nil {
+		return err
+	}
+
+	var running []sdkworker.Worker
+	defer func() {
+		// Stop blocks until in-flight activities finish or StopTimeout passes.
+		for _, w := range running {
+			w.Stop()
+		}
+		log.Info("stopped")
+	}()
+	for _, q := range cfg.Queues {
+		w := sdkworker.New(c, q, sdkworker.Options{
+			Identity:          cfg.Identity,
+			WorkerStopTimeout: cfg.StopTimeout,
+		})
+		n, err := register(q, w, cfg)
+		if err != nil {
+			return fmt.Errorf("task queue %s: %w", q, err)
+		}
+		if n == 0 {
+			log.Info("task queue not served: nothing registered for it yet", "queue", q)
+			continue
+		}
+		if err := w.Start(); err != nil {
+			return fmt.Errorf("start worker on %s: %w", q, err)
+		}
+		running = append(running, w)
+		log.Info("serving task queue", "queue", q, "registered", n)
+	}
+	if len(running) == 0 {
+		return errors.New("no task queue has anything registered")
+	}
+	<-ctx.Done()
+	log.Info("stopping", "timeout", cfg.StopTimeout)
+	return nil
+}
+
+// register puts on w what runs on queue and returns how many workflows or activity structs it registered.
+// This is the one place that says which capability serves which queue.
+func register(queue string, w sdkworker.Worker, cfg Config) (int, error) {
+	switch queue {
+	case lifecycle.WorkflowQueue:
+		defs := workflows.All()
+		for _, d := range defs {
+			w.RegisterWorkflowWithOptions(d.Fn, workflow.RegisterOptions{Name: d.Name})
+		}
+		return len(defs), nil
+	case lifecycle.KubeQueue:
+		if cfg.Kube == nil {
+			return 0, errors.New("the Kubernetes activities need a kubeconfig")
+		}
+		kube, err := activities.NewKube(cfg.Kube, cfg.TemporalUI, cfg.TemporalNamespace)
+		if err != nil {
+			return 0, fmt.Errorf("kubernetes activities: %w", err)
+		}
+		w.RegisterActivity(kube)
+		return 1, nil
+	case lifecycle.AnsibleQueue:
+		// The Ansible activities (ansible-playbook over SSH) register here once they exist.
+		return 0, nil
+	case lifecycle.OpenStackQueue:
+		// The OpenStack API activities (Nova, Neutron, Cinder, Ironic, Glance) register here once they exist.
+		return 0, nil
+	}
+	return 0, fmt.Errorf("unknown task queue %q", queue)
+}
+
+// dial connects to Temporal, retrying until ctx ends: a worker started before its server waits for it.
+func dial(ctx context.Context, cfg Config, scope tally.Scope) (client.Client, error) {
+	opts := client.Options{
+		HostPort:       cfg.TemporalAddress,
+		Namespace:      cfg.TemporalNamespace,
+		Identity:       cfg.Identity,
+		Logger:         sdklog.NewStructuredLogger(cfg.Log.With("component", "temporal")),
+		MetricsHandler: sdktally.NewMetricsHandler(scope),
+	}
+	for {
+		c, err := client.DialContext(ctx, opts)
+		if err == nil {
+			return c, nil
+		}
+		cfg.Log.Warn("temporal not reachable yet", "address", cfg.TemporalAddress, "err", err)
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("connect to temporal at %s: %w", cfg.TemporalAddress, err)
+		case <-time.After(2 * time.Second):
+		}
+	}
+}
+
+// EnsureSearchAttributes registers the custom search attributes (name → type name such as "Keyword") that
+// the namespace lacks. Registering is idempotent; a type clash is reported.
+func EnsureSearchAttributes(ctx context.Context, c client.Client, namespace string, attrs map[string]string) error {
+	resp, err := c.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: namespace})
+	if err != nil {
+		return fmt.Errorf("list search attributes of namespace %s: %w", namespace, err)
+	}
+	have := resp.GetCustomAttributes()
+	missing := map[string]enumspb.IndexedValueType{}
+	for name, typ := range attrs {
+		want, err := enumspb.IndexedValueTypeFromString(typ)
+		if err != nil {
+			return fmt.Errorf("search attribute %s: %w", name, err)
+		}
+		got, ok := have[name]
+		switch {
+		case !ok:
+			missing[name] = want
+		case got != want:
+			return fmt.Errorf("search attribute %s is %s in namespace %s, want %s", name, got, namespace, want)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	_, err = c.OperatorService().AddSearchAttributes(ctx, &operatorservice.AddSearchAttributesRequest{
+		Namespace: namespace, SearchAttributes: missing,
+	})
+	var exists *serviceerror.AlreadyExists
+	if err != nil && !errors.As(err, &exists) {
+		return fmt.Errorf("add search attributes to namespace %s: %w", namespace, err)
+	}
+	return nil
+}
+
+type closer interface{ Close() error }
+
+// newScope reports the SDK's metrics (Prometheus names, histograms for timers) into reg.
+func newScope(reg *prom.Registry) (tally.Scope, closer) {
+	reporter := tallyprom.NewReporter(tallyprom.Options{Registerer: reg, DefaultTimerType: tallyprom.HistogramTimerType})
+	scope, c := tally.NewRootScope(tally.ScopeOptions{
+		CachedReporter:  reporter,
+		Separator:       tallyprom.DefaultSeparator,
+		SanitizeOptions: &sdktally.PrometheusSanitizeOptions,
+	}, time.Second)
+	return sdktally.NewPrometheusNamingScope(scope), c
+}
+
+// serveMetrics serves /metrics and /healthz on addr and returns a function that stops the server.
+func serveMetrics(addr string, reg *prom.Registry, log *slog.Logger) (func(), error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("metrics listener on %s: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("metrics server", "err", err)
+		}
+	}()
+	log.Info("metrics", "address", ln.Addr().String())
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+	}, nil
+}
