@@ -41,8 +41,8 @@ var Served = []Kind{
 	{Kind: "NovaCell", GVR: gvr(nova, "v1beta1", "novacells")},
 	{Kind: "NovaExternalCompute", GVR: gvr(nova, "v1beta1", "novaexternalcomputes")},
 
-	// Neutron.
-	{Kind: "NeutronAPI", GVR: gvr(neutron, "v1beta1", "neutronapis")},
+	// Neutron agents on EDPM nodes.
+	{Kind: "OVNMetadataAgent", GVR: gvr(neutron, "v1beta1", "ovnmetadataagents")},
 
 	// OpenStack servers and bastions.
 	{Kind: "OpenStackServer", GVR: gvr(infrastructure, "v1alpha1", "openstackservers")},
