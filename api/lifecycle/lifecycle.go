@@ -148,6 +148,8 @@ const (
 )
 
 // CommonStatus is embedded in every kind's status: what the workflow writes for every object.
+//
+// +kubebuilder:object:generate=true
 type CommonStatus struct {
 	// ObservedGeneration is the generation the workflow last acted on.
 	// +optional
