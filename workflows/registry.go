@@ -12,5 +12,13 @@ func All() []Definition {
 	return []Definition{
 		{Name: "Node", Fn: NodeWorkflow},
 		{Name: "OpenstackNode", Fn: OpenstackNodeWorkflow},
+		// OpenStack servers and bastions: one server-creation logic (server_build.go) behind three kinds.
+		{Name: KindOpenStackServer, Fn: OpenStackServerWorkflow},
+		{Name: KindOpenStackMachine, Fn: OpenStackMachineWorkflow},
+		{Name: KindOpenStackCluster, Fn: OpenStackClusterWorkflow},
+		// Control-plane rollouts: profiles, the cluster configuration and one child per component.
+		{Name: "OpenStackCloudConfigurationProfile", Fn: ProfileWorkflow},
+		{Name: "KupenstackConfiguration", Fn: KupenstackConfigurationWorkflow},
+		{Name: RolloutComponentWorkflowName, Fn: RolloutComponentWorkflow},
 	}
 }
