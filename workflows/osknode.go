@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/stackflow/stackflow/activities"
+	kupenstackv1alpha1 "github.com/stackflow/stackflow/api/kupenstack/v1alpha1"
 	"github.com/stackflow/stackflow/api/lifecycle"
 )
 
@@ -94,13 +95,6 @@ func (nodeReconciler) Teardown(ctx workflow.Context, lc *Lifecycle) error {
 	return nil
 }
 
-// OpenstackNodeSpec is the part of an OpenstackNode's spec its workflow reads.
-type OpenstackNodeSpec struct {
-	Type     string `json:"type,omitempty"`
-	Profile  string `json:"profile,omitempty"`
-	Disabled bool   `json:"disabled,omitempty"`
-}
-
 // Values of an OpenstackNode's status.status column.
 const (
 	NodeStatusReady    = "Ready"
@@ -118,7 +112,7 @@ func OpenstackNodeWorkflow(ctx workflow.Context, in ObjectInput) error {
 type openstackNodeReconciler struct{}
 
 func (openstackNodeReconciler) Reconcile(ctx workflow.Context, lc *Lifecycle, obj *activities.Object) error {
-	var spec OpenstackNodeSpec
+	var spec kupenstackv1alpha1.OpenstackNodeSpec
 	if len(obj.Spec) > 0 {
 		if err := json.Unmarshal(obj.Spec, &spec); err != nil {
 			return temporal.NewNonRetryableApplicationError(fmt.Sprintf("spec of %s: %v", lc.Ref, err), lifecycle.ReasonInvalidSpec, err)
@@ -138,7 +132,10 @@ func (openstackNodeReconciler) Reconcile(ctx workflow.Context, lc *Lifecycle, ob
 		}
 	}
 	lc.SetCondition(ctx, metav1.Condition{Type: "NodeReady", Status: boolCondition(st.Status == NodeStatusReady), Reason: st.Status, Message: st.Message})
-	return nil
+	// Control-plane rollouts: a node given a type or disabled by a KupenstackConfiguration gets its
+	// OpenStack-Helm labels (all removed when disabled), and a node with a profile its desired
+	// configuration (see profile_workflow.go and kupenstack.go).
+	return configureNode(ctx, lc, spec, st, node)
 }
 
 func (openstackNodeReconciler) Teardown(workflow.Context, *Lifecycle) error { return nil }
@@ -153,7 +150,7 @@ type OpenstackNodeStatus struct {
 
 // PlanOpenstackNodeStatus derives an OpenstackNode's status from its spec and its Kubernetes Node: a
 // type in the spec wins; otherwise the roles follow the Node's OpenStack-Helm labels.
-func PlanOpenstackNodeStatus(spec OpenstackNodeSpec, node activities.NodeInfo) OpenstackNodeStatus {
+func PlanOpenstackNodeStatus(spec kupenstackv1alpha1.OpenstackNodeSpec, node activities.NodeInfo) OpenstackNodeStatus {
 	st := OpenstackNodeStatus{Profile: spec.Profile, Roles: []string{}}
 	switch {
 	case spec.Type != "":
