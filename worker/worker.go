@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"time"
 
@@ -171,7 +172,13 @@ func register(queue string, w sdkworker.Worker, cfg Config) (int, error) {
 			return 0, fmt.Errorf("kubernetes activities: %w", err)
 		}
 		w.RegisterActivity(kube)
-		return 1, nil
+		// The Helm activities of the control-plane rollouts are Kubernetes work too: same queue.
+		helm, err := activities.NewHelm(cfg.Kube, helmCacheDir())
+		if err != nil {
+			return 0, fmt.Errorf("helm activities: %w", err)
+		}
+		w.RegisterActivity(helm)
+		return 2, nil
 	case lifecycle.AnsibleQueue:
 		// The Ansible activities (ansible-playbook over SSH) register here once they exist.
 		return 0, nil
@@ -180,6 +187,19 @@ func register(queue string, w sdkworker.Worker, cfg Config) (int, error) {
 		return 0, nil
 	}
 	return 0, fmt.Errorf("unknown task queue %q", queue)
+}
+
+// helmCacheDir is where the Helm activities cache downloaded charts: $STACKFLOW_HELM_CACHE, else the
+// user's cache directory.
+func helmCacheDir() string {
+	if d := os.Getenv("STACKFLOW_HELM_CACHE"); d != "" {
+		return d
+	}
+	d, err := os.UserCacheDir()
+	if err != nil {
+		d = os.TempDir()
+	}
+	return filepath.Join(d, "stackflow", "helm")
 }
 
 // dial connects to Temporal, retrying until ctx ends: a worker started before its server waits for it.

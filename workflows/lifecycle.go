@@ -51,13 +51,16 @@ type ObjectState struct {
 	Observed int64 `json:"observed"`
 	// Failed is the generation whose reconcile failed; it is not retried until a retry signal or a newer
 	// generation.
-	Failed     int64                  `json:"failed,omitempty"`
-	Deleting   bool                   `json:"deleting,omitempty"`
-	Paused     bool                   `json:"paused,omitempty"`
-	Retry      *lifecycle.RetrySignal `json:"retry,omitempty"`
-	Phase      string                 `json:"phase"`
-	Step       string                 `json:"step,omitempty"`
-	Conditions []metav1.Condition     `json:"conditions,omitempty"`
+	Failed   int64                  `json:"failed,omitempty"`
+	Deleting bool                   `json:"deleting,omitempty"`
+	Paused   bool                   `json:"paused,omitempty"`
+	Retry    *lifecycle.RetrySignal `json:"retry,omitempty"`
+	// Refresh asks for one more reconcile of the current generation: something the object depends on
+	// (e.g. the profile a KupenstackConfiguration names) changed. Set by SignalRefresh.
+	Refresh    bool               `json:"refresh,omitempty"`
+	Phase      string             `json:"phase"`
+	Step       string             `json:"step,omitempty"`
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
 	// Fields are kind-specific status fields the workflow mirrors into the object.
 	Fields map[string]json.RawMessage `json:"fields,omitempty"`
 	// Data is the kind's own recorded state (what it created), kept for teardown.
@@ -86,6 +89,10 @@ type Lifecycle struct {
 	approved        map[string]string
 	detailer        Detailer
 }
+
+// SignalRefresh asks an object workflow to reconcile its current generation again because something it
+// depends on changed (a profile's workflow sends it to the configurations and nodes that use profiles).
+const SignalRefresh = "refresh"
 
 // ErrDeleted ends a reconcile because the object is gone or being deleted.
 var ErrDeleted = errors.New("object is being deleted")
@@ -161,7 +168,7 @@ func (lc *Lifecycle) needsReconcile() bool {
 	if s.Desired > s.Observed && s.Desired != s.Failed {
 		return true
 	}
-	return s.Retry != nil && s.Failed != 0
+	return s.Retry != nil && s.Failed != 0 || s.Refresh && s.Desired > 0
 }
 
 func (lc *Lifecycle) shouldContinueAsNew(ctx workflow.Context) bool {
@@ -175,6 +182,8 @@ func (lc *Lifecycle) reconcile(ctx workflow.Context, r Reconciler) error {
 	lc.cancelReconcile = cancel
 	defer func() { lc.cancelReconcile = nil; cancel() }()
 	lc.State.Failed = 0
+	// A refresh arriving while this reconcile runs asks for another one, so it is cleared before, not after.
+	lc.State.Refresh = false
 	// The retry request stays readable (lc.Retry) while this reconcile runs, and is spent by it.
 	defer func() { lc.State.Retry = nil }()
 
@@ -451,6 +460,10 @@ func (lc *Lifecycle) addSignalCases(ctx workflow.Context, sel workflow.Selector)
 		c.Receive(ctx, nil)
 		lc.State.Paused = false
 		lc.markDirty(ctx)
+	})
+	sel.AddReceive(workflow.GetSignalChannel(ctx, SignalRefresh), func(c workflow.ReceiveChannel, _ bool) {
+		c.Receive(ctx, nil)
+		lc.State.Refresh = true
 	})
 	sel.AddReceive(workflow.GetSignalChannel(ctx, lifecycle.SignalRetry), func(c workflow.ReceiveChannel, _ bool) {
 		var s lifecycle.RetrySignal
