@@ -35,6 +35,11 @@ type KupenstackConfigurationSpec struct {
 	// +kubebuilder:validation:MaxLength=253
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
 	DefaultProfile string `json:"defaultProfile"`
+	// ReleaseNamespace is the namespace of the components' Helm releases (default openstack).
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	ReleaseNamespace string `json:"releaseNamespace,omitempty"`
 	// Nodes assigns nodes their type and profile, by Node name.
 	// +optional
 	// +listType=map
@@ -56,7 +61,10 @@ type ComponentStatus struct {
 	// Revision is the Helm release's revision.
 	// +optional
 	Revision int32 `json:"revision,omitempty"`
-	// State is Pending, Deploying, Deployed, Failed or Disabled.
+	// ValuesHash identifies the chart and rendered values of the deployed revision.
+	// +optional
+	ValuesHash string `json:"valuesHash,omitempty"`
+	// State is Pending, Deploying, Deployed, Failed, Blocked (a dependency failed) or Disabled.
 	// +optional
 	State string `json:"state,omitempty"`
 	// Message says what happened last, in words.

@@ -59,6 +59,15 @@ type ComponentProfile struct {
 	// +optional
 	// +kubebuilder:validation:MaxProperties=64
 	Images map[string]ImageReference `json:"images,omitempty"`
+	// Replicas sets the replicas of the chart's Deployments by pod group (pod.replicas.<group>).
+	// +optional
+	// +kubebuilder:validation:MaxProperties=32
+	// +kubebuilder:validation:XValidation:rule="self.all(k, self[k] >= 0 && self[k] <= 100)",message="replicas must be between 0 and 100"
+	Replicas map[string]int32 `json:"replicas,omitempty"`
+	// ReadinessTimeout bounds how long the component's release may take to become Ready before it is
+	// rolled back (default 10m).
+	// +optional
+	ReadinessTimeout *metav1.Duration `json:"readinessTimeout,omitempty"`
 }
 
 // OpenStackCloudConfigurationProfileSpec configures the components of the cloud. A profile may derive

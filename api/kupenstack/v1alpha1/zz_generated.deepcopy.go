@@ -8,6 +8,7 @@ package v1alpha1
 
 import (
 	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 )
 
@@ -57,6 +58,18 @@ func (in *ComponentProfile) DeepCopyInto(out *ComponentProfile) {
 		for key, val := range *in {
 			(*out)[key] = val
 		}
+	}
+	if in.Replicas != nil {
+		in, out := &in.Replicas, &out.Replicas
+		*out = make(map[string]int32, len(*in))
+		for key, val := range *in {
+			(*out)[key] = val
+		}
+	}
+	if in.ReadinessTimeout != nil {
+		in, out := &in.ReadinessTimeout, &out.ReadinessTimeout
+		*out = new(metav1.Duration)
+		**out = **in
 	}
 }
 
