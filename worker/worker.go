@@ -183,8 +183,16 @@ func register(queue string, w sdkworker.Worker, cfg Config) (int, error) {
 		// The Ansible activities (ansible-playbook over SSH) register here once they exist.
 		return 0, nil
 	case lifecycle.OpenStackQueue:
-		// The OpenStack API activities (Nova, Neutron, Cinder, Ironic, Glance) register here once they exist.
-		return 0, nil
+		// The OpenStack API activities read credentials from identity Secrets, hence the kubeconfig.
+		if cfg.Kube == nil {
+			return 0, errors.New("the OpenStack activities need a kubeconfig (identity Secrets)")
+		}
+		osa, err := activities.NewOpenStack(cfg.Kube)
+		if err != nil {
+			return 0, fmt.Errorf("openstack activities: %w", err)
+		}
+		w.RegisterActivity(osa)
+		return 1, nil
 	}
 	return 0, fmt.Errorf("unknown task queue %q", queue)
 }

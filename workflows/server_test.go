@@ -161,7 +161,9 @@ func (c *fakeCloud) install(env *testsuite.TestWorkflowEnvironment) {
 }
 
 // leftovers counts what still exists.
-func (c *fakeCloud) leftovers() int { return len(c.ports) + len(c.servers) + len(c.fips) + len(c.volumes) }
+func (c *fakeCloud) leftovers() int {
+	return len(c.ports) + len(c.servers) + len(c.fips) + len(c.volumes)
+}
 
 // objectHarness runs one object workflow against a fake cloud, with a scripted object.
 type objectHarness struct {

@@ -1,0 +1,201 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gophercloud/gophercloud/v2/openstack"
+	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/flavors"
+	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/servers"
+	"github.com/gophercloud/gophercloud/v2/openstack/image/v2/images"
+	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/networks"
+	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/ports"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	serverstest "github.com/stackflow/stackflow/tests/servers"
+)
+
+// benchServers is how many servers both sides create at once.
+const benchServers = 20
+
+// BenchmarkTwentyServers creates 20 OpenStackServers at once through stackflow (bridge, workflows,
+// worker) and the same 20 servers with a plain gophercloud program (resolve, port, server, wait for
+// ACTIVE, all concurrent, polling as often as the worker does), and prints the wall-time ratio. The goal
+// is a ratio of at most 1.2; nothing is asserted on timing.
+func BenchmarkTwentyServers(b *testing.B) {
+	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Minute)
+	defer cancel()
+	dir := b.TempDir()
+	env, err := serverstest.Setup(ctx, dir, "stackflow-bench-servers", "bsv")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer env.Close()
+	worker, err := env.StartWorker(dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer worker.Stop()
+	bridge, err := env.StartBridge(dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer bridge.Stop()
+
+	for i := 0; i < b.N; i++ {
+		plain, err := plainGophercloud(ctx, env, fmt.Sprintf("plain%d-%s", i, env.Run))
+		if err != nil {
+			b.Fatal(err)
+		}
+		flow, err := viaStackflow(ctx, env, fmt.Sprintf("sf%d-%s", i, env.Run))
+		if err != nil {
+			b.Fatalf("%v\n--- worker log ---\n%s", err, worker.Tail(40))
+		}
+		ratio := flow.Seconds() / plain.Seconds()
+		fmt.Fprintf(os.Stdout, "servers: %d at once: stackflow %s, plain gophercloud %s, ratio %.2f (goal ≤ 1.2)\n",
+			benchServers, flow.Round(time.Millisecond), plain.Round(time.Millisecond), ratio)
+		b.ReportMetric(flow.Seconds(), "stackflow-s")
+		b.ReportMetric(plain.Seconds(), "gophercloud-s")
+		b.ReportMetric(ratio, "ratio")
+	}
+}
+
+// viaStackflow creates the servers as OpenStackServers and returns the time until all are Ready; then
+// it deletes them (not timed).
+func viaStackflow(ctx context.Context, env *serverstest.Env, prefix string) (time.Duration, error) {
+	var names []string
+	for i := 0; i < benchServers; i++ {
+		names = append(names, fmt.Sprintf("%s-%d", prefix, i))
+	}
+	defer func() {
+		dctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		defer cancel()
+		if err := env.DeleteAndWait(dctx, serverstest.ServersGVR, names...); err != nil {
+			env.ForceDelete(serverstest.ServersGVR, names...)
+		}
+	}()
+	start := time.Now()
+	for _, n := range names {
+		u := env.Object("infrastructure.cluster.x-k8s.io/v1alpha1", "OpenStackServer", n, env.ServerSpec(env.Flavor(), 1))
+		if _, err := env.Create(ctx, serverstest.ServersGVR, u); err != nil {
+			return 0, err
+		}
+	}
+	for _, n := range names {
+		if _, err := env.WaitFor(ctx, serverstest.ServersGVR, n, func(u *unstructured.Unstructured) error {
+			if r, _ := u.Object["status"].(map[string]any); r != nil && r["ready"] == true {
+				return nil
+			}
+			return fmt.Errorf("not ready")
+		}); err != nil {
+			return 0, err
+		}
+	}
+	return time.Since(start), nil
+}
+
+// plainGophercloud does what the workflow does for each server, directly: resolve flavor, image and
+// network, create a port, boot the server, poll until ACTIVE; all servers at once. It deletes them after
+// (not timed).
+func plainGophercloud(ctx context.Context, env *serverstest.Env, prefix string) (time.Duration, error) {
+	image, err := openstack.NewImageV2(env.Provider, env.Endpoint)
+	if err != nil {
+		return 0, err
+	}
+	var mu sync.Mutex
+	var created []string
+	var createdPorts []string
+	defer func() {
+		for _, id := range created {
+			_ = servers.Delete(context.Background(), env.Compute, id).ExtractErr()
+		}
+		for _, id := range created {
+			for i := 0; i < 120; i++ {
+				if _, err := servers.Get(context.Background(), env.Compute, id).Extract(); err != nil {
+					break
+				}
+				time.Sleep(500 * time.Millisecond)
+			}
+		}
+		for _, id := range createdPorts {
+			_ = ports.Delete(context.Background(), env.Network, id).ExtractErr()
+		}
+	}()
+	start := time.Now()
+	errs := make(chan error, benchServers)
+	var wg sync.WaitGroup
+	for i := 0; i < benchServers; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			errs <- func() error {
+				name := fmt.Sprintf("%s-%d", prefix, i)
+				fpages, err := flavors.ListDetail(env.Compute, flavors.ListOpts{}).AllPages(ctx)
+				if err != nil {
+					return err
+				}
+				fl, _ := flavors.ExtractFlavors(fpages)
+				var flavorID string
+				for _, f := range fl {
+					if f.Name == env.Flavor() {
+						flavorID = f.ID
+					}
+				}
+				ipages, err := images.List(image, images.ListOpts{Name: env.Stack.OpenStack.Image}).AllPages(ctx)
+				if err != nil {
+					return err
+				}
+				imgs, _ := images.ExtractImages(ipages)
+				npages, err := networks.List(env.Network, networks.ListOpts{Name: env.Stack.OpenStack.TenantNetwork}).AllPages(ctx)
+				if err != nil {
+					return err
+				}
+				nets, _ := networks.ExtractNetworks(npages)
+				if flavorID == "" || len(imgs) != 1 || len(nets) != 1 {
+					return fmt.Errorf("resolve: flavor %q, %d images, %d networks", flavorID, len(imgs), len(nets))
+				}
+				port, err := ports.Create(ctx, env.Network, ports.CreateOpts{NetworkID: nets[0].ID, Name: name + "-0"}).Extract()
+				if err != nil {
+					return err
+				}
+				mu.Lock()
+				createdPorts = append(createdPorts, port.ID)
+				mu.Unlock()
+				s, err := servers.Create(ctx, env.Compute, servers.CreateOpts{Name: name, FlavorRef: flavorID, ImageRef: imgs[0].ID,
+					Networks: []servers.Network{{Port: port.ID}}, Tags: []string{"bench-" + env.Run}}, nil).Extract()
+				if err != nil {
+					return err
+				}
+				mu.Lock()
+				created = append(created, s.ID)
+				mu.Unlock()
+				for {
+					cur, err := servers.Get(ctx, env.Compute, s.ID).Extract()
+					if err != nil {
+						return err
+					}
+					switch cur.Status {
+					case "ACTIVE":
+						return nil
+					case "ERROR":
+						return fmt.Errorf("server %s: ERROR: %s", name, cur.Fault.Message)
+					}
+					time.Sleep(time.Second)
+				}
+			}()
+		}(i)
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			return 0, err
+		}
+	}
+	return elapsed, nil
+}

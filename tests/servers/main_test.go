@@ -1,0 +1,93 @@
+package servers
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// temporalNamespace holds the tests' workflows, away from other users of the shared stack.
+const temporalNamespace = "stackflow-e2e-servers"
+
+var env *Env
+
+func TestMain(m *testing.M) {
+	os.Exit(mainErr(m))
+}
+
+func mainErr(m *testing.M) int {
+	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Minute)
+	defer cancel()
+	dir, err := os.MkdirTemp("", "stackflow-servers-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	env, err = Setup(ctx, dir, temporalNamespace, "srv")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer env.Close()
+	return m.Run()
+}
+
+// stack runs a bridge and a worker for the test and stops them at its end, printing their logs when
+// the test failed.
+func stack(t *testing.T) (bridge, worker *Proc) {
+	t.Helper()
+	dir := t.TempDir()
+	w, err := env.StartWorker(dir)
+	require.NoError(t, err)
+	b, err := env.StartBridge(dir)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		b.Stop()
+		w.Stop()
+		if t.Failed() {
+			t.Logf("--- worker log ---\n%s\n--- bridge log ---\n%s", w.Tail(80), b.Tail(30))
+		}
+	})
+	return b, w
+}
+
+// condition returns the object's condition of type typ.
+func condition(u *unstructured.Unstructured, typ string) (status, reason, message string) {
+	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	for _, c := range conds {
+		m, _ := c.(map[string]any)
+		if m["type"] == typ {
+			s, _ := m["status"].(string)
+			r, _ := m["reason"].(string)
+			msg, _ := m["message"].(string)
+			return s, r, msg
+		}
+	}
+	return "", "", ""
+}
+
+// ready is a WaitFor condition: Ready=True at the object's current generation.
+func ready(u *unstructured.Unstructured) error {
+	s, r, msg := condition(u, "Ready")
+	og, _, _ := unstructured.NestedInt64(u.Object, "status", "observedGeneration")
+	if s != "True" || og != u.GetGeneration() {
+		return fmt.Errorf("Ready=%s (%s: %s), observed generation %d of %d", s, r, msg, og, u.GetGeneration())
+	}
+	return nil
+}
+
+// failed is a WaitFor condition: Ready=False with a failure reason, at the current generation.
+func failed(u *unstructured.Unstructured) error {
+	s, r, msg := condition(u, "Ready")
+	phase, _, _ := unstructured.NestedString(u.Object, "status", "phase")
+	if s != "False" || phase != "Failed" {
+		return fmt.Errorf("Ready=%s (%s: %s), phase %s", s, r, msg, phase)
+	}
+	return nil
+}

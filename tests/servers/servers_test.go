@@ -1,0 +1,287 @@
+package servers
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gophercloud/gophercloud/v2"
+	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/servers"
+	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/extensions/layer3/floatingips"
+	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/ports"
+	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/stackflow/stackflow/activities"
+	"github.com/stackflow/stackflow/api/lifecycle"
+)
+
+func clusterSpec(bastion map[string]any) map[string]any {
+	return map[string]any{
+		"identityRef":     env.Identity(),
+		"externalNetwork": map[string]any{"filter": map[string]any{"name": env.Stack.OpenStack.ExternalNetwork}},
+		"bastion":         map[string]any{"enabled": true, "spec": bastion},
+	}
+}
+
+func gone(err error) bool { return gophercloud.ResponseCodeIs(err, 404) }
+
+// requireOwned checks what OpenStack holds for an object, by its owner tag.
+func requireOwned(t *testing.T, ref lifecycle.ObjectRef, nServers, nPorts, nFIPs int) Owned {
+	t.Helper()
+	o, err := env.ListOwned(context.Background(), ref)
+	require.NoError(t, err)
+	require.Equal(t, []int{nServers, nPorts, nFIPs}, []int{len(o.Servers), len(o.Ports), len(o.FloatingIPs)},
+		"servers, ports, floating IPs of %s: %s", ref, o)
+	return o
+}
+
+func TestServerWithTwoPortsAndBastionWithFloatingIPThenBastionReplacement(t *testing.T) {
+	stack(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	srvName, clName := "web-"+env.Run, "c1-"+env.Run
+	t.Cleanup(func() { env.ForceDelete(ServersGVR, srvName); env.ForceDelete(ClustersGVR, clName) })
+
+	start := time.Now()
+	srv, err := env.Create(ctx, ServersGVR, env.Object("infrastructure.cluster.x-k8s.io/v1alpha1", "OpenStackServer", srvName, env.ServerSpec(env.Flavor(), 2)))
+	require.NoError(t, err)
+	cl, err := env.Create(ctx, ClustersGVR, env.Object("infrastructure.cluster.x-k8s.io/v1beta1", "OpenStackCluster", clName, clusterSpec(env.ServerSpec(env.Flavor(), 1))))
+	require.NoError(t, err)
+	srvRef, clRef := RefOf("OpenStackServer", ServersGVR, srv), RefOf("OpenStackCluster", ClustersGVR, cl)
+
+	srv, err = env.WaitFor(ctx, ServersGVR, srvName, ready)
+	require.NoError(t, err)
+	cl, err = env.WaitFor(ctx, ClustersGVR, clName, ready)
+	require.NoError(t, err)
+	t.Logf("server and bastion ACTIVE with complete status in %s", time.Since(start).Round(time.Millisecond))
+
+	// The server: ACTIVE, two ports, both addresses, everything in status.
+	st := srv.Object["status"].(map[string]any)
+	require.Equal(t, true, st["ready"])
+	require.Equal(t, "ACTIVE", st["instanceState"])
+	id, _ := st["instanceID"].(string)
+	require.NotEmpty(t, id)
+	portStatus, _, _ := unstructured.NestedSlice(srv.Object, "status", "resources", "ports")
+	require.Len(t, portStatus, 2)
+	addrs, _, _ := unstructured.NestedSlice(srv.Object, "status", "addresses")
+	require.Len(t, addrs, 2, "one address per port")
+	nova, err := servers.Get(ctx, env.Compute, id).Extract()
+	require.NoError(t, err)
+	require.Equal(t, "ACTIVE", nova.Status)
+	require.Len(t, nova.Addresses[env.Stack.OpenStack.TenantNetwork], 2)
+	owned := requireOwned(t, srvRef, 1, 2, 0)
+	names := []string{owned.Ports[0].Name, owned.Ports[1].Name}
+	require.ElementsMatch(t, []string{srvName + "-0", srvName + "-1"}, names, "ports have deterministic names")
+
+	// The bastion: ACTIVE with a floating IP from the external network.
+	b1 := bastionStatus(t, cl)
+	require.Equal(t, clName+"-bastion-1", b1["name"])
+	require.Equal(t, "ACTIVE", b1["state"])
+	require.NotEmpty(t, b1["ip"])
+	require.NotEmpty(t, b1["floatingIP"])
+	o1 := requireOwned(t, clRef, 1, 1, 1)
+	require.Equal(t, b1["floatingIP"], o1.FloatingIPs[0].FloatingIP)
+	require.Equal(t, o1.Ports[0].ID, o1.FloatingIPs[0].PortID)
+
+	// A spec change replaces the bastion; the old server, port and address are gone.
+	bastion := env.ServerSpec(env.Flavor(), 1)
+	bastion["tags"] = []any{"e2e-" + env.Run, "second"}
+	start = time.Now()
+	require.NoError(t, env.MergePatch(ctx, ClustersGVR, clName, mustJSON(map[string]any{"spec": map[string]any{"bastion": map[string]any{"spec": bastion}}})))
+	cl, err = env.WaitFor(ctx, ClustersGVR, clName, ready)
+	require.NoError(t, err)
+	t.Logf("bastion replaced in %s", time.Since(start).Round(time.Millisecond))
+	b2 := bastionStatus(t, cl)
+	require.Equal(t, clName+"-bastion-2", b2["name"])
+	o2 := requireOwned(t, clRef, 1, 1, 1)
+	require.NotEqual(t, o1.Servers[0].ID, o2.Servers[0].ID)
+	_, err = servers.Get(ctx, env.Compute, o1.Servers[0].ID).Extract()
+	require.True(t, gone(err), "old bastion server still there: %v", err)
+	_, err = ports.Get(ctx, env.Network, o1.Ports[0].ID).Extract()
+	require.True(t, gone(err), "old bastion port still there: %v", err)
+	_, err = floatingips.Get(ctx, env.Network, o1.FloatingIPs[0].ID).Extract()
+	require.True(t, gone(err), "old bastion floating IP still there: %v", err)
+
+	// Pinning the current address, then changing the spec again: the address survives the replacement.
+	pinned := b2["floatingIP"].(string)
+	bastion["tags"] = []any{"e2e-" + env.Run, "third"}
+	require.NoError(t, env.MergePatch(ctx, ClustersGVR, clName, mustJSON(map[string]any{"spec": map[string]any{"bastion": map[string]any{"spec": bastion, "floatingIP": pinned}}})))
+	cl, err = env.WaitFor(ctx, ClustersGVR, clName, ready)
+	require.NoError(t, err)
+	b3 := bastionStatus(t, cl)
+	require.Equal(t, clName+"-bastion-3", b3["name"])
+	require.Equal(t, pinned, b3["floatingIP"])
+	o3 := requireOwned(t, clRef, 1, 1, 1)
+	require.Equal(t, o2.FloatingIPs[0].ID, o3.FloatingIPs[0].ID, "the pinned floating IP is kept")
+	require.Equal(t, o3.Ports[0].ID, o3.FloatingIPs[0].PortID)
+
+	// Deleting both removes everything they created.
+	start = time.Now()
+	require.NoError(t, env.DeleteAndWait(ctx, ServersGVR, srvName))
+	require.NoError(t, env.DeleteAndWait(ctx, ClustersGVR, clName))
+	t.Logf("both deleted in %s", time.Since(start).Round(time.Millisecond))
+	requireOwned(t, srvRef, 0, 0, 0)
+	requireOwned(t, clRef, 0, 0, 0)
+}
+
+func TestBadFlavorFailsWithOpenStacksMessageAndLeavesNothing(t *testing.T) {
+	stack(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	name := "bad-" + env.Run
+	t.Cleanup(func() { env.ForceDelete(ServersGVR, name) })
+	u, err := env.Create(ctx, ServersGVR, env.Object("infrastructure.cluster.x-k8s.io/v1alpha1", "OpenStackServer", name, env.ServerSpec("no-such-flavor", 2)))
+	require.NoError(t, err)
+	ref := RefOf("OpenStackServer", ServersGVR, u)
+	u, err = env.WaitFor(ctx, ServersGVR, name, failed)
+	require.NoError(t, err)
+	_, reason, msg := condition(u, "Ready")
+	require.Equal(t, activities.ErrOSNotFound, reason)
+	require.Contains(t, msg, "Flavor no-such-flavor could not be found.", "Nova's own message")
+	requireOwned(t, ref, 0, 0, 0)
+	require.NoError(t, env.DeleteAndWait(ctx, ServersGVR, name))
+	requireOwned(t, ref, 0, 0, 0)
+}
+
+func TestMachineSpecEditIsRefused(t *testing.T) {
+	stack(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	name := "m-" + env.Run
+	t.Cleanup(func() { env.ForceDelete(MachinesGVR, name) })
+	u, err := env.Create(ctx, MachinesGVR, env.Object("infrastructure.cluster.x-k8s.io/v1beta1", "OpenStackMachine", name, env.ServerSpec(env.Flavor(), 1)))
+	require.NoError(t, err)
+	ref := RefOf("OpenStackMachine", MachinesGVR, u)
+	err = env.MergePatch(ctx, MachinesGVR, name, `{"spec":{"flavor":"m1.other"}}`)
+	require.Error(t, err, "a machine's spec cannot change")
+	require.Contains(t, strings.ToLower(err.Error()), "immutable")
+	_, err = env.WaitFor(ctx, MachinesGVR, name, ready)
+	require.NoError(t, err)
+	requireOwned(t, ref, 1, 1, 0)
+	require.NoError(t, env.DeleteAndWait(ctx, MachinesGVR, name))
+	requireOwned(t, ref, 0, 0, 0)
+}
+
+// TestKillNineAnywhereConverges crashes the worker with SIGKILL at random moments while servers and a
+// bastion are created, the bastion replaced and everything deleted: every object converges, with
+// exactly the resources it should have, and nothing is left afterwards. Rounds repeat until at least
+// ten crashes happened.
+func TestKillNineAnywhereConverges(t *testing.T) {
+	_, worker := stack(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Minute)
+	defer cancel()
+
+	// The chaos: kill -9 every 4–12 s (longer than the activities' heartbeat timeout, so work moves on
+	// between crashes) and start again at once.
+	var kills atomic.Int32
+	var phase atomic.Value
+	phase.Store("create")
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var points []string
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(time.Duration(4000+rand.IntN(8000)) * time.Millisecond):
+			}
+			worker.Kill9()
+			kills.Add(1)
+			mu.Lock()
+			points = append(points, phase.Load().(string))
+			mu.Unlock()
+			if err := worker.Start(); err != nil {
+				t.Errorf("restart worker: %v", err)
+				return
+			}
+		}
+	}()
+	var once sync.Once
+	stopChaos := func() { once.Do(func() { close(stop); wg.Wait() }) }
+	defer stopChaos()
+
+	for round := 1; round <= 4 && (round == 1 || kills.Load() < 10); round++ {
+		killRound(ctx, t, round, &phase)
+		t.Logf("round %d converged; %d kills so far", round, kills.Load())
+	}
+	stopChaos()
+	mu.Lock()
+	defer mu.Unlock()
+	t.Logf("%d kill -9 of the worker, at phases %v", kills.Load(), points)
+	require.GreaterOrEqual(t, int(kills.Load()), 10)
+}
+
+// killRound creates three servers and a bastion, replaces the bastion and deletes everything, checking
+// after each phase that OpenStack holds exactly what it should: no duplicates, no orphans.
+func killRound(ctx context.Context, t *testing.T, round int, phase *atomic.Value) {
+	const nServers = 3
+	var srvNames []string
+	for i := 0; i < nServers; i++ {
+		srvNames = append(srvNames, fmt.Sprintf("k%d-%d-%s", round, i, env.Run))
+	}
+	clName := fmt.Sprintf("kc%d-%s", round, env.Run)
+	t.Cleanup(func() { env.ForceDelete(ServersGVR, srvNames...); env.ForceDelete(ClustersGVR, clName) })
+
+	phase.Store(fmt.Sprintf("create/%d", round))
+	refs := map[string]lifecycle.ObjectRef{}
+	for _, n := range srvNames {
+		u, err := env.Create(ctx, ServersGVR, env.Object("infrastructure.cluster.x-k8s.io/v1alpha1", "OpenStackServer", n, env.ServerSpec(env.Flavor(), 2)))
+		require.NoError(t, err)
+		refs[n] = RefOf("OpenStackServer", ServersGVR, u)
+	}
+	cl, err := env.Create(ctx, ClustersGVR, env.Object("infrastructure.cluster.x-k8s.io/v1beta1", "OpenStackCluster", clName, clusterSpec(env.ServerSpec(env.Flavor(), 1))))
+	require.NoError(t, err)
+	clRef := RefOf("OpenStackCluster", ClustersGVR, cl)
+	for _, n := range srvNames {
+		_, err := env.WaitFor(ctx, ServersGVR, n, ready)
+		require.NoError(t, err)
+		requireOwned(t, refs[n], 1, 2, 0)
+	}
+	_, err = env.WaitFor(ctx, ClustersGVR, clName, ready)
+	require.NoError(t, err)
+	before := requireOwned(t, clRef, 1, 1, 1)
+
+	phase.Store(fmt.Sprintf("replace/%d", round))
+	bastion := env.ServerSpec(env.Flavor(), 1)
+	bastion["tags"] = []any{"e2e-" + env.Run, "replaced"}
+	require.NoError(t, env.MergePatch(ctx, ClustersGVR, clName, mustJSON(map[string]any{"spec": map[string]any{"bastion": map[string]any{"spec": bastion}}})))
+	cl, err = env.WaitFor(ctx, ClustersGVR, clName, ready)
+	require.NoError(t, err)
+	after := requireOwned(t, clRef, 1, 1, 1)
+	require.NotEqual(t, before.Servers[0].ID, after.Servers[0].ID)
+	require.Equal(t, clName+"-bastion-2", bastionStatus(t, cl)["name"])
+
+	phase.Store(fmt.Sprintf("delete/%d", round))
+	require.NoError(t, env.DeleteAndWait(ctx, ServersGVR, srvNames...))
+	require.NoError(t, env.DeleteAndWait(ctx, ClustersGVR, clName))
+	for _, r := range refs {
+		requireOwned(t, r, 0, 0, 0)
+	}
+	requireOwned(t, clRef, 0, 0, 0)
+}
+
+func mustJSON(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}
+
+func bastionStatus(t *testing.T, u *unstructured.Unstructured) map[string]any {
+	t.Helper()
+	b, ok, _ := unstructured.NestedMap(u.Object, "status", "bastion")
+	require.True(t, ok, "status.bastion is set: %v", u.Object["status"])
+	return b
+}
