@@ -1,0 +1,141 @@
+package activities
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// INI is oslo.config options by section: section → option → value. It is the parsed form of a
+// configuration file or a customServiceConfig snippet (workflows.ParseServiceConfig produces it).
+type INI map[string]map[string]string
+
+// SecretOption is an option whose value is a Secret's key. The workflow names it; the activity reads the
+// Secret when it runs, so the value never enters workflow history.
+type SecretOption struct {
+	Section string `json:"section"`
+	Option  string `json:"option"`
+	// Secret is the Secret's name, in the namespace of the object being deployed.
+	Secret string `json:"secret"`
+	Key    string `json:"key"`
+}
+
+// ConfigFile is one oslo.config file an activity installs on a host: either generated options (with
+// options from Secrets), or a verbatim snippet (a customServiceConfig, installed as written).
+type ConfigFile struct {
+	// Dest is the file's path on the host.
+	Dest string `json:"dest"`
+	// Header is a comment put on top of a generated file.
+	Header string `json:"header,omitempty"`
+	// Options are the generated options.
+	Options INI `json:"options,omitempty"`
+	// SecretOptions are filled in from Secrets when the activity runs.
+	SecretOptions []SecretOption `json:"secretOptions,omitempty"`
+	// Raw, when set, is the file's whole content, installed verbatim.
+	Raw string `json:"raw,omitempty"`
+}
+
+// DefaultSection is oslo.config's unnamed section; it always comes first in rendered files.
+const DefaultSection = "DEFAULT"
+
+// RenderINI renders options as an oslo.config file: [DEFAULT] first, then the other sections and
+// every section's options in lexical order, so the same options always give the same bytes (and the
+// same hash). A value spanning lines is written with indented continuation lines, as oslo.config
+// reads them back.
+func RenderINI(header string, ini INI) string {
+	var b strings.Builder
+	for _, line := range strings.Split(strings.TrimRight(header, "\n"), "\n") {
+		if line != "" {
+			b.WriteString("# " + line + "\n")
+		}
+	}
+	for i, section := range SectionOrder(ini) {
+		if i > 0 || header != "" {
+			b.WriteString("\n")
+		}
+		b.WriteString("[" + section + "]\n")
+		opts := ini[section]
+		keys := make([]string, 0, len(opts))
+		for k := range opts {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			v := strings.ReplaceAll(opts[k], "\n", "\n    ")
+			if v == "" {
+				b.WriteString(k + " =\n")
+				continue
+			}
+			b.WriteString(k + " = " + v + "\n")
+		}
+	}
+	return b.String()
+}
+
+// SectionOrder lists ini's sections as RenderINI writes them: DEFAULT first, then lexical order.
+func SectionOrder(ini INI) []string {
+	out := make([]string, 0, len(ini))
+	for s := range ini {
+		if s != DefaultSection {
+			out = append(out, s)
+		}
+	}
+	slices.Sort(out)
+	if _, ok := ini[DefaultSection]; ok {
+		out = append([]string{DefaultSection}, out...)
+	}
+	return out
+}
+
+// MergeINI is the configuration oslo.config ends up with when it reads the layers in order (several
+// --config-file arguments, or the sorted files of a --config-dir): an option set in a later layer wins,
+// every other option keeps its earlier value. Option names are compared as written, like oslo.config
+// does for files. The layers are not modified.
+func MergeINI(layers ...INI) INI {
+	out := INI{}
+	for _, l := range layers {
+		for section, opts := range l {
+			if out[section] == nil {
+				out[section] = map[string]string{}
+			}
+			for k, v := range opts {
+				out[section][k] = v
+			}
+		}
+	}
+	return out
+}
+
+// Set sets one option, creating its section.
+func (ini INI) Set(section, option, value string) {
+	if ini[section] == nil {
+		ini[section] = map[string]string{}
+	}
+	ini[section][option] = value
+}
+
+// Get returns one option and whether it is set.
+func (ini INI) Get(section, option string) (string, bool) {
+	v, ok := ini[section][option]
+	return v, ok
+}
+
+// RenderConfigFile renders f with the Secret values in secrets ("name/key" → value). A missing value is
+// an error naming the Secret and key, never a silently empty option.
+func RenderConfigFile(f ConfigFile, secrets map[string]string) (string, error) {
+	if f.Raw != "" {
+		if !strings.HasSuffix(f.Raw, "\n") {
+			return f.Raw + "\n", nil
+		}
+		return f.Raw, nil
+	}
+	ini := MergeINI(f.Options)
+	for _, so := range f.SecretOptions {
+		v, ok := secrets[so.Secret+"/"+so.Key]
+		if !ok {
+			return "", fmt.Errorf("%s: option [%s] %s: Secret %s has no key %s", f.Dest, so.Section, so.Option, so.Secret, so.Key)
+		}
+		ini.Set(so.Section, so.Option, v)
+	}
+	return RenderINI(f.Header, ini), nil
+}
