@@ -110,8 +110,8 @@ func TestRenderConfigFile(t *testing.T) {
 			want:    "[DEFAULT]\nhost = h\ntransport_url = rabbit://u:p@192.0.2.1:5672/\n",
 		},
 		{
-			name: "a missing secret key is an error naming it",
-			file: ConfigFile{Dest: "/x.conf", SecretOptions: []SecretOption{{Section: "placement", Option: "password", Secret: "nova", Key: "NovaPassword"}}},
+			name:    "a missing secret key is an error naming it",
+			file:    ConfigFile{Dest: "/x.conf", SecretOptions: []SecretOption{{Section: "placement", Option: "password", Secret: "nova", Key: "NovaPassword"}}},
 			wantErr: "Secret nova has no key NovaPassword",
 		},
 		{
