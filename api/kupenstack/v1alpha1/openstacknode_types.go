@@ -62,7 +62,7 @@ type OpenstackNodeStatus struct {
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
-// +kubebuilder:resource:scope=Cluster,shortName=osknode,categories=stackflow;kupenstack
+// +kubebuilder:resource:scope=Cluster,shortName=osknode;osknodes,categories=stackflow;kupenstack
 // +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.status`
 // +kubebuilder:printcolumn:name="Roles",type=string,JSONPath=`.status.roles`
 // +kubebuilder:printcolumn:name="Profile",type=string,JSONPath=`.status.profile`
