@@ -206,4 +206,6 @@ func mergePatch(obj, patch map[string]any) {
 	}
 }
 
-func unstructuredOf(m map[string]any) *unstructured.Unstructured { return &unstructured.Unstructured{Object: m} }
+func unstructuredOf(m map[string]any) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: m}
+}
