@@ -160,6 +160,8 @@ var refused = []change{
 		want: []string{"spec.ports", "Required value"}},
 	{name: "server fixed IP not an address", kind: "OpenStackServer", patch: `spec: {ports: [{fixedIPs: [{ipAddress: 999.1.1.1}]}]}`,
 		want: []string{"spec.ports[0].fixedIPs[0].ipAddress", "must be an IPv4 or IPv6 address"}},
+	{name: "server port tag with a comma", kind: "OpenStackServer", patch: `spec: {ports: [{network: {filter: {name: private}}, tags: ["a,b"]}]}`,
+		want: []string{"spec.ports[0].tags[0]", "should match"}},
 	{name: "server identity without cloud name", kind: "OpenStackServer", patch: `spec: {identityRef: {cloudName: null}}`,
 		want: []string{"spec.identityRef.cloudName", "Required value"}},
 	{name: "server spec changed", kind: "OpenStackServer", update: true, patch: `spec: {flavor: m1.small}`,

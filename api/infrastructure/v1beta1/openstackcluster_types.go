@@ -41,6 +41,10 @@ type ManagedSecurityGroups struct {
 type OpenStackClusterSpec struct {
 	// IdentityRef names the credentials.
 	IdentityRef OpenStackIdentityReference `json:"identityRef"`
+	// Network is the network the cluster's servers (and the bastion) attach to when their ports name
+	// none.
+	// +optional
+	Network *NetworkParam `json:"network,omitempty"`
 	// ExternalNetwork is where floating IPs come from; the only external network when unset.
 	// +optional
 	ExternalNetwork *NetworkParam `json:"externalNetwork,omitempty"`

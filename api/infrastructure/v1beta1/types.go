@@ -29,6 +29,8 @@ type ImageFilter struct {
 	// Tags are tags the image must all have.
 	// +optional
 	// +listType=set
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MaxLength=255
 	Tags []string `json:"tags,omitempty"`
 }
 
@@ -45,6 +47,37 @@ type ImageParam struct {
 	Filter *ImageFilter `json:"filter,omitempty"`
 }
 
+// NeutronTag is a Neutron resource tag: no commas.
+//
+// +kubebuilder:validation:MinLength=1
+// +kubebuilder:validation:MaxLength=255
+// +kubebuilder:validation:Pattern=`^[^,]+$`
+type NeutronTag string
+
+// FilterByNeutronTags selects Neutron resources by their tags.
+type FilterByNeutronTags struct {
+	// Tags: the resource has all of them.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=32
+	Tags []NeutronTag `json:"tags,omitempty"`
+	// TagsAny: the resource has at least one of them.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=32
+	TagsAny []NeutronTag `json:"tagsAny,omitempty"`
+	// NotTags: the resource does not have all of them.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=32
+	NotTags []NeutronTag `json:"notTags,omitempty"`
+	// NotTagsAny: the resource has none of them.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=32
+	NotTagsAny []NeutronTag `json:"notTagsAny,omitempty"`
+}
+
 // NetworkFilter selects a Neutron network by properties.
 type NetworkFilter struct {
 	// +optional
@@ -56,9 +89,8 @@ type NetworkFilter struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=255
 	ProjectID string `json:"projectID,omitempty"`
-	// +optional
-	// +listType=set
-	Tags []string `json:"tags,omitempty"`
+
+	FilterByNeutronTags `json:",inline"`
 }
 
 // NetworkParam selects a network by ID or by filter: exactly one of them.
@@ -80,15 +112,24 @@ type SubnetFilter struct {
 	// +kubebuilder:validation:MaxLength=255
 	Name string `json:"name,omitempty"`
 	// +optional
+	// +kubebuilder:validation:MaxLength=255
+	Description string `json:"description,omitempty"`
+	// +optional
+	// +kubebuilder:validation:MaxLength=255
+	ProjectID string `json:"projectID,omitempty"`
+	// +optional
 	// +kubebuilder:validation:Enum=4;6
 	IPVersion int32 `json:"ipVersion,omitempty"`
+	// +optional
+	// +kubebuilder:validation:MaxLength=45
+	// +kubebuilder:validation:XValidation:rule="isIP(self)",message="gatewayIP must be an IP address"
+	GatewayIP string `json:"gatewayIP,omitempty"`
 	// +optional
 	// +kubebuilder:validation:MaxLength=64
 	// +kubebuilder:validation:XValidation:rule="isCIDR(self)",message="cidr must be a CIDR such as 10.0.0.0/24"
 	CIDR string `json:"cidr,omitempty"`
-	// +optional
-	// +listType=set
-	Tags []string `json:"tags,omitempty"`
+
+	FilterByNeutronTags `json:",inline"`
 }
 
 // SubnetParam selects a subnet by ID or by filter: exactly one of them.
@@ -110,8 +151,13 @@ type SecurityGroupFilter struct {
 	// +kubebuilder:validation:MaxLength=255
 	Name string `json:"name,omitempty"`
 	// +optional
-	// +listType=set
-	Tags []string `json:"tags,omitempty"`
+	// +kubebuilder:validation:MaxLength=255
+	Description string `json:"description,omitempty"`
+	// +optional
+	// +kubebuilder:validation:MaxLength=255
+	ProjectID string `json:"projectID,omitempty"`
+
+	FilterByNeutronTags `json:",inline"`
 }
 
 // SecurityGroupParam selects a security group by ID or by filter: exactly one of them.
@@ -180,7 +226,8 @@ type PortOpts struct {
 	// Tags are set on the port.
 	// +optional
 	// +listType=set
-	Tags []string `json:"tags,omitempty"`
+	// +kubebuilder:validation:MaxItems=32
+	Tags []NeutronTag `json:"tags,omitempty"`
 	// Trunk creates a trunk on the port.
 	// +optional
 	Trunk *bool `json:"trunk,omitempty"`
@@ -203,6 +250,9 @@ type PortOpts struct {
 	// DisablePortSecurity turns port security (and security groups) off for the port.
 	// +optional
 	DisablePortSecurity *bool `json:"disablePortSecurity,omitempty"`
+	// PropagateUplinkStatus propagates the uplink status to the port.
+	// +optional
+	PropagateUplinkStatus *bool `json:"propagateUplinkStatus,omitempty"`
 }
 
 // BlockDeviceVolume is a Cinder volume's type and availability zone.
