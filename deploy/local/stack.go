@@ -249,12 +249,14 @@ func (s *Stack) Tool(name, versionKey string) (string, error) {
 	return p, nil
 }
 
-// lock serializes Up and Down across processes sharing the state directory (parallel test packages).
-func (s *Stack) lock() (func(), error) {
-	if err := os.MkdirAll(s.StateDir, 0o755); err != nil {
+// lock serializes work on one part of the stack across processes sharing the state directory (parallel
+// test packages, a developer's `up`): one lock per component, so bringing up Kubernetes never waits for
+// a first OpenStack set-up that takes minutes.
+func (s *Stack) lock(name string) (func(), error) {
+	if err := os.MkdirAll(s.Path("locks"), 0o755); err != nil {
 		return nil, err
 	}
-	f, err := os.OpenFile(s.Path("lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	f, err := os.OpenFile(s.Path("locks", name), os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {
 		return nil, err
 	}
@@ -265,55 +267,59 @@ func (s *Stack) lock() (func(), error) {
 	return func() { _ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN); f.Close() }, nil
 }
 
-// Up brings up every requested component, reusing what already runs, and writes stack.json.
+// locked runs fn holding the named lock.
+func (s *Stack) locked(name string, fn func() error) error {
+	unlock, err := s.lock(name)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	return fn()
+}
+
+// Up brings up every requested component, reusing what already runs, and records its endpoints in
+// stack.json beside those other components published.
 func Up(ctx context.Context, opts Options) (*Stack, error) {
 	s, err := New(opts)
 	if err != nil {
 		return nil, err
 	}
-	unlock, err := s.lock()
-	if err != nil {
+	// Endpoints other components already published (e.g. hosts on a stack whose Kubernetes runs).
+	if err := s.loadPublished(); err != nil {
 		return nil, err
-	}
-	defer unlock()
-	// Keep endpoints that other components already published (e.g. a test that starts only hosts
-	// on a stack whose Kubernetes runs).
-	if b, err := os.ReadFile(s.Path("stack.json")); err == nil {
-		prev := *s
-		if json.Unmarshal(b, s) == nil {
-			s.StateDir, s.CacheDir, s.RepoRoot, s.opts, s.log, s.pending = prev.StateDir, prev.CacheDir, prev.RepoRoot, prev.opts, prev.log, nil
-		}
 	}
 	start := time.Now()
 	// The hosts' bridge comes first: OpenStack's services bind to its gateway address.
 	if s.Has(Hosts) || s.Has(OpenStack) {
-		if err := s.ensureHostNetwork(ctx); err != nil {
+		if err := s.locked("network", func() error { return s.ensureHostNetwork(ctx) }); err != nil {
 			return s, err
 		}
 	}
 	// Kubernetes, Temporal and OpenStack are independent; the test hosts and the Secrets that publish
 	// credentials need Kubernetes, so they come after.
 	g, gctx := errgroup.WithContext(ctx)
-	if s.Has(Kubernetes) {
-		g.Go(func() error { return s.upKubernetes(gctx) })
-	}
-	if s.Has(Temporal) {
-		g.Go(func() error { return s.upTemporal(gctx) })
-	}
-	if s.Has(OpenStack) {
-		g.Go(func() error { return s.upOpenStack(gctx) })
+	for _, c := range []struct {
+		name string
+		up   func(context.Context) error
+	}{{Kubernetes, s.upKubernetes}, {Temporal, s.upTemporal}, {OpenStack, s.upOpenStack}} {
+		if s.Has(c.name) {
+			g.Go(func() error { return s.locked(c.name, func() error { return c.up(gctx) }) })
+		}
 	}
 	if err := g.Wait(); err != nil {
 		return s, err
 	}
 	if s.Has(Hosts) {
-		if err := s.upHosts(ctx); err != nil {
+		if err := s.locked(Hosts, func() error { return s.upHosts(ctx) }); err != nil {
 			return s, err
 		}
 	}
-	if s.Has(Kubernetes) {
+	if s.Kubeconfig != "" {
 		if err := s.publishSecrets(ctx); err != nil {
-			return s, err
+			if s.Has(Kubernetes) {
+				return s, err
+			}
+			s.Logf("warning: Kubernetes is not reachable, Secrets not written: %v", err)
 		}
 	}
 	if err := s.save(); err != nil {
@@ -323,12 +329,68 @@ func Up(ctx context.Context, opts Options) (*Stack, error) {
 	return s, nil
 }
 
-func (s *Stack) save() error {
-	b, err := json.MarshalIndent(s, "", "  ")
+// published lists the stack.json keys each component owns.
+var published = map[string][]string{
+	Kubernetes: {"kubeconfig", "kubeAPI"},
+	Temporal:   {"temporalAddress", "temporalUI", "temporalNamespace"},
+	OpenStack:  {"cloudsYAML", "cloudName", "openstack"},
+	Hosts:      {"testHosts", "sshKeySecret"},
+}
+
+func (s *Stack) loadPublished() error {
+	b, err := os.ReadFile(s.Path("stack.json"))
+	if os.IsNotExist(err) {
+		return nil
+	}
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(s.Path("stack.json"), append(b, '\n'), 0o644)
+	prev := *s
+	if err := json.Unmarshal(b, s); err != nil {
+		return fmt.Errorf("read %s: %w", s.Path("stack.json"), err)
+	}
+	s.StateDir, s.CacheDir, s.RepoRoot, s.opts, s.log, s.pending = prev.StateDir, prev.CacheDir, prev.RepoRoot, prev.opts, prev.log, nil
+	return nil
+}
+
+// save merges the endpoints of this Up's components into stack.json, keeping what other components
+// published.
+func (s *Stack) save() error {
+	return s.locked("state", func() error {
+		cur := map[string]json.RawMessage{}
+		if b, err := os.ReadFile(s.Path("stack.json")); err == nil {
+			_ = json.Unmarshal(b, &cur)
+		}
+		b, err := json.Marshal(s)
+		if err != nil {
+			return err
+		}
+		mine := map[string]json.RawMessage{}
+		if err := json.Unmarshal(b, &mine); err != nil {
+			return err
+		}
+		for _, k := range []string{"stateDir", "cacheDir", "repoRoot"} {
+			cur[k] = mine[k]
+		}
+		for _, c := range s.opts.Components {
+			for _, k := range published[c] {
+				if v, ok := mine[k]; ok {
+					cur[k] = v
+				} else {
+					delete(cur, k)
+				}
+			}
+		}
+		out, err := json.MarshalIndent(cur, "", "  ")
+		if err != nil {
+			return err
+		}
+		tmp := s.Path("stack.json.tmp")
+		if err := os.WriteFile(tmp, append(out, '\n'), 0o644); err != nil {
+			return err
+		}
+		return os.Rename(tmp, s.Path("stack.json"))
+	})
 }
 
 // Down stops every process Up started (by PID) and removes the test hosts' namespaces. Data in the state
@@ -338,11 +400,14 @@ func Down(ctx context.Context, opts Options) error {
 	if err != nil {
 		return err
 	}
-	unlock, err := s.lock()
-	if err != nil {
-		return err
+	// Hold every lock, in one fixed order (Up never holds two at once), so no Up runs half-way meanwhile.
+	for _, name := range []string{Kubernetes, Temporal, OpenStack, Hosts, "network", "state"} {
+		unlock, err := s.lock(name)
+		if err != nil {
+			return err
+		}
+		defer unlock()
 	}
-	defer unlock()
 	var errs []error
 	// Reverse start order, so clients stop before the servers they use.
 	if err := s.downHosts(ctx); err != nil {
