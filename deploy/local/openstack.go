@@ -1,8 +1,253 @@
 package local
 
-import "context"
+// The local cloud: OpenStack Zed from Debian bookworm's library packages, every service a process of the
+// stack (PID file, log under logs/), all state under <state>/openstack:
+//
+//	etc/<service>/      rendered configuration (mode 0600: it holds passwords)
+//	data/               MariaDB datadir, RabbitMQ mnesia, Glance images, Keystone keys, lock paths
+//	lib/python/         WSGI entry point, bootstrap script, the agentless ML2 mechanism driver
+//	markers/            one file per one-time step (schema migrations, cells, Keystone bootstrap)
+//	passwords.json      generated passwords, kept across down/up (0600)
+//	clouds.yaml         the admin cloud (CloudName) for clients on this machine
+//
+// Every API runs under uwsgi and listens on 127.0.0.1 and on the EDPM hosts' gateway HostGateway; the
+// catalog lists 127.0.0.1. RabbitMQ listens on both as well; MariaDB on loopback only.
+//
+// Running Debian's nova-compute (fake driver) on an EDPM test host against this cloud needs:
+//   - message bus: the Secret named by OpenStackInfo.TransportURLSecret, key transport_url
+//     (rabbit://openstack:…@192.0.2.1:5672/, the DEFAULT vhost; cell1 uses the same broker and vhost,
+//     since one conductor serves the API and cell1);
+//   - service user "nova" in project "service" (domain Default), password under key "nova" in
+//     <state>/openstack/passwords.json;
+//   - Keystone http://192.0.2.1:5000/v3 as auth_url, and endpoint_override for the services it calls,
+//     because the catalog holds loopback URLs: placement http://192.0.2.1:8778, neutron
+//     http://192.0.2.1:9696, glance http://192.0.2.1:9292 (cinder http://192.0.2.1:8776/v3/%(project_id)s);
+//   - compute_driver=fake.FakeDriver, vif_plugging_is_fatal=false, vif_plugging_timeout=0, and a unique
+//     [DEFAULT] host (the fake driver names its node after it, which is also its placement provider);
+//   - the scheduler maps new computes into cell1 by itself within seconds (discover_hosts_in_cells_interval).
+//
+// <state>/openstack/etc/nova/nova-compute-edpm.conf is a rendered example of exactly that.
 
-// upOpenStack starts MariaDB, RabbitMQ and the OpenStack services from Debian's packages on loopback.
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+)
+
+// Standard ports of the local cloud's services.
+const (
+	MariaDBPort   = 3306
+	RabbitMQPort  = 5672
+	KeystonePort  = 5000
+	PlacementPort = 8778
+	GlancePort    = 9292
+	NeutronPort   = 9696
+	NovaPort      = 8774
+	IronicPort    = 6385
+	CinderPort    = 8776
+)
+
+// Names of what the local cloud is set up with.
+const (
+	OpenStackRegion  = "RegionOne"
+	CloudName        = "stackflow"
+	NovaCell         = "cell1"
+	LocalComputeHost = "stackflow-compute-0"
+	ExternalNetwork  = "public"
+	ExternalSubnet   = "public-subnet"
+	TenantNetwork    = "private"
+	TenantSubnet     = "private-subnet"
+	RouterName       = "router1"
+	ImageName        = "cirros-tiny"
+	// Secrets (namespace SystemNamespace) published once Kubernetes is up.
+	CloudsSecretName    = "openstack-clouds"
+	TransportSecretName = "cell1-transport"
+)
+
+// osFlavors are the flavors the cloud offers.
+var osFlavors = []map[string]any{
+	{"name": "m1.tiny", "ram": 512, "vcpus": 1, "disk": 1},
+	{"name": "m1.small", "ram": 2048, "vcpus": 1, "disk": 20},
+}
+
+// upOpenStack starts MariaDB, RabbitMQ and the OpenStack services from Debian's packages on loopback
+// (APIs and RabbitMQ also on the hosts' gateway), creates the cloud's initial resources and publishes
+// clouds.yaml and cell1's message-bus URL. Idempotent: running processes are reused and one-time steps
+// are skipped by their markers.
 func (s *Stack) upOpenStack(ctx context.Context) error {
-	return nil // TODO(openstack helper)
+	start := time.Now()
+	o, err := s.newOSEnv()
+	if err != nil {
+		return err
+	}
+	if err := o.writeConfigs(); err != nil {
+		return err
+	}
+
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return o.upMariaDB(gctx) })
+	g.Go(func() error { return o.upRabbitMQ(gctx) })
+	if err := g.Wait(); err != nil {
+		return fmt.Errorf("openstack infrastructure: %w", err)
+	}
+	if err := o.createDatabases(ctx); err != nil {
+		return err
+	}
+
+	// Services migrate and start in parallel. Nova's conductor, scheduler and compute log in to
+	// Keystone and Placement as soon as they start (the first two exit if that fails), so they wait.
+	var started [8]bool
+	identity := make(chan struct{})
+	placement := make(chan struct{})
+	novaAPI := make(chan struct{})
+	sctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+	defer cancel()
+	g, gctx = errgroup.WithContext(sctx)
+	g.Go(func() (err error) {
+		if started[0], err = o.upKeystone(gctx); err != nil {
+			return err
+		}
+		if err := o.registerIdentity(gctx, started[0]); err != nil {
+			return err
+		}
+		close(identity)
+		return nil
+	})
+	g.Go(func() (err error) {
+		started[1], err = o.upPlacement(gctx)
+		if err == nil {
+			close(placement)
+		}
+		return err
+	})
+	g.Go(func() (err error) { started[2], err = o.upGlance(gctx); return err })
+	g.Go(func() (err error) { started[3], err = o.upNeutron(gctx); return err })
+	g.Go(func() (err error) { started[4], err = o.upIronic(gctx); return err })
+	g.Go(func() (err error) { started[5], err = o.upCinder(gctx); return err })
+	g.Go(func() (err error) {
+		started[6], err = o.upNovaAPI(gctx)
+		if err == nil {
+			close(novaAPI)
+		}
+		return err
+	})
+	g.Go(func() (err error) {
+		for _, ch := range []chan struct{}{identity, placement, novaAPI} {
+			select {
+			case <-ch:
+			case <-gctx.Done():
+				return gctx.Err()
+			}
+		}
+		started[7], err = o.upNovaServices(gctx)
+		return err
+	})
+	if err := g.Wait(); err != nil {
+		return fmt.Errorf("openstack services: %w", err)
+	}
+	anyStarted := false
+	for _, st := range started {
+		anyStarted = anyStarted || st
+	}
+	if err := o.createResources(sctx, anyStarted); err != nil {
+		return err
+	}
+
+	clouds := o.cloudsYAML()
+	s.CloudsYAML = filepath.Join(o.Dir, "clouds.yaml")
+	s.CloudName = CloudName
+	if err := writeIfChanged(s.CloudsYAML, clouds, 0o600); err != nil {
+		return err
+	}
+	flavors := make([]string, 0, len(osFlavors))
+	for _, f := range osFlavors {
+		flavors = append(flavors, f["name"].(string))
+	}
+	s.OpenStack = &OpenStackInfo{
+		AuthURL:            o.Keystone + "/v3",
+		Region:             o.Region,
+		ExternalNetwork:    ExternalNetwork,
+		TenantNetwork:      TenantNetwork,
+		TenantSubnet:       TenantSubnet,
+		Router:             RouterName,
+		Image:              ImageName,
+		Flavors:            flavors,
+		CellName:           NovaCell,
+		CloudsSecret:       SystemNamespace + "/" + CloudsSecretName,
+		TransportURLSecret: SystemNamespace + "/" + TransportSecretName,
+		Cinder:             true,
+	}
+	s.QueueSecret(SystemNamespace, CloudsSecretName, map[string][]byte{"clouds.yaml": clouds, "cloud": []byte(CloudName)})
+	s.QueueSecret(SystemNamespace, TransportSecretName, map[string][]byte{"transport_url": []byte(o.EDPMTransport)})
+	s.Logf("openstack: ready in %s (keystone %s, cloud %q in %s)", time.Since(start).Round(100*time.Millisecond), s.OpenStack.AuthURL, CloudName, s.CloudsYAML)
+	return nil
+}
+
+// bootstrapInput is what bootstrap.py reads on stdin.
+func (o *osEnv) bootstrapInput() []byte {
+	users := map[string]string{}
+	for _, u := range osServiceUsers {
+		users[u] = o.Pw[u]
+	}
+	ep := func(port int, path string) string { return fmt.Sprintf("http://127.0.0.1:%d%s", port, path) }
+	in := map[string]any{
+		"auth_url":       o.Keystone + "/v3",
+		"admin_password": o.Pw["admin"],
+		"region":         o.Region,
+		"service_users":  users,
+		"services": []map[string]string{
+			{"name": "placement", "type": "placement", "url": ep(PlacementPort, "")},
+			{"name": "glance", "type": "image", "url": ep(GlancePort, "")},
+			{"name": "neutron", "type": "network", "url": ep(NeutronPort, "")},
+			{"name": "nova", "type": "compute", "url": ep(NovaPort, "/v2.1")},
+			{"name": "ironic", "type": "baremetal", "url": ep(IronicPort, "")},
+			{"name": "cinderv3", "type": "volumev3", "url": ep(CinderPort, "/v3/%(project_id)s")},
+		},
+		"image": ImageName,
+		"external": map[string]string{
+			"name": ExternalNetwork, "subnet": ExternalSubnet, "physnet": o.Physnet,
+			"cidr": "203.0.113.0/24", "gateway": "203.0.113.1", "pool_start": "203.0.113.10", "pool_end": "203.0.113.250",
+		},
+		"tenant": map[string]string{
+			"name": TenantNetwork, "subnet": TenantSubnet, "cidr": "198.51.100.0/24", "gateway": "198.51.100.1",
+		},
+		"router":       RouterName,
+		"flavors":      osFlavors,
+		"compute_host": o.ComputeHost,
+		"cinder":       true,
+	}
+	b, _ := json.Marshal(in)
+	return b
+}
+
+// bootstrap runs one phase of bootstrap.py unless the same input already succeeded and no process was
+// (re)started since: a warm Up does not pay for a Python interpreter and a dozen API calls.
+func (o *osEnv) bootstrap(ctx context.Context, phase string, force bool) error {
+	in := o.bootstrapInput()
+	marker := filepath.Join(o.Dir, "markers", "bootstrap-"+phase)
+	if !force {
+		if b, err := os.ReadFile(marker); err == nil && string(b) == string(in) {
+			return nil
+		}
+	}
+	out, err := o.output(ctx, "bootstrap "+phase, in, "/usr/bin/python3", filepath.Join(o.Lib, "python", "bootstrap.py"), phase)
+	if err != nil {
+		return err
+	}
+	o.s.Logf("openstack: %s bootstrapped %s", phase, out)
+	// The marker holds the input (passwords included), so it is private like the rest.
+	return os.WriteFile(marker, in, 0o600)
+}
+
+func (o *osEnv) registerIdentity(ctx context.Context, force bool) error {
+	return o.bootstrap(ctx, "identity", force)
+}
+
+func (o *osEnv) createResources(ctx context.Context, force bool) error {
+	return o.bootstrap(ctx, "resources", force)
 }

@@ -1,0 +1,203 @@
+"""Registers and creates what the local cloud needs, idempotently, in one interpreter.
+
+    bootstrap.py identity   service project, roles, service users, services and endpoints
+    bootstrap.py resources  image, networks, router, flavors; waits for compute, conductor, volume
+
+Input is a JSON document on stdin (URLs, passwords, names); nothing secret is printed. Every step looks
+its object up by name first, so a rerun on a running cloud only reads.
+"""
+
+import json
+import sys
+import time
+
+from keystoneauth1 import adapter
+from keystoneauth1 import exceptions as ks_exc
+from keystoneauth1 import session as ks_session
+from keystoneauth1.identity import v3
+
+CFG = json.load(sys.stdin)
+
+
+def admin_session():
+    auth = v3.Password(auth_url=CFG["auth_url"], username="admin", password=CFG["admin_password"],
+                       project_name="admin", user_domain_name="Default", project_domain_name="Default")
+    return ks_session.Session(auth=auth)
+
+
+SESS = admin_session()
+
+
+def client(service_type, microversion=None):
+    return adapter.Adapter(SESS, service_type=service_type, interface="public", region_name=CFG["region"],
+                           default_microversion=microversion, raise_exc=True)
+
+
+def one(items, what):
+    if len(items) > 1:
+        raise SystemExit("more than one %s: %s" % (what, [i.get("id") for i in items]))
+    return items[0] if items else None
+
+
+# ---------------------------------------------------------------- identity
+
+def can_login(name, password):
+    auth = v3.Password(auth_url=CFG["auth_url"], username=name, password=password, project_name="service",
+                       user_domain_name="Default", project_domain_name="Default")
+    try:
+        ks_session.Session(auth=auth).get_token()
+        return True
+    except ks_exc.Unauthorized:
+        return False
+
+
+def identity():
+    ks = adapter.Adapter(SESS, endpoint_override=CFG["auth_url"], raise_exc=True)
+
+    def find(kind, key, name, **filters):
+        params = dict(name=name, **filters)
+        return one(ks.get("/%s" % kind, params=params).json()[kind], "%s %s" % (key, name))
+
+    def ensure(kind, key, name, body, **filters):
+        found = find(kind, key, name, **filters)
+        if found:
+            return found
+        return ks.post("/%s" % kind, json={key: dict(body, name=name)}).json()[key]
+
+    project = ensure("projects", "project", "service", {"domain_id": "default", "description": "Service users"},
+                     domain_id="default")
+    roles = {r: ensure("roles", "role", r, {}) for r in ("admin", "service", "member", "reader")}
+    for name, password in sorted(CFG["service_users"].items()):
+        user = find("users", "user", name, domain_id="default")
+        if user is None:
+            user = ks.post("/users", json={"user": {"name": name, "password": password, "domain_id": "default",
+                                                     "default_project_id": project["id"]}}).json()["user"]
+        elif not can_login(name, password):
+            # Passwords live in the state directory; keep Keystone in step if they were regenerated.
+            # Only then: a password change revokes the user's tokens.
+            ks.patch("/users/%s" % user["id"], json={"user": {"password": password}})
+        for role in ("admin", "service"):
+            ks.put("/projects/%s/users/%s/roles/%s" % (project["id"], user["id"], roles[role]["id"]))
+
+    for svc in CFG["services"]:
+        service = one([s for s in ks.get("/services", params={"type": svc["type"]}).json()["services"]
+                       if s["name"] == svc["name"]], "service " + svc["name"])
+        if service is None:
+            service = ks.post("/services", json={"service": {"name": svc["name"], "type": svc["type"],
+                                                             "enabled": True}}).json()["service"]
+        existing = ks.get("/endpoints", params={"service_id": service["id"]}).json()["endpoints"]
+        for iface in ("public", "internal", "admin"):
+            mine = [e for e in existing if e["interface"] == iface and e.get("region_id") == CFG["region"]]
+            if mine and mine[0]["url"] == svc["url"]:
+                continue
+            if mine:
+                ks.patch("/endpoints/%s" % mine[0]["id"], json={"endpoint": {"url": svc["url"]}})
+            else:
+                ks.post("/endpoints", json={"endpoint": {"service_id": service["id"], "interface": iface,
+                                                         "url": svc["url"], "region_id": CFG["region"]}})
+    print(json.dumps({"serviceProject": project["id"]}))
+
+
+# ---------------------------------------------------------------- resources
+
+def image():
+    glance = client("image")
+    name = CFG["image"]
+    for img in glance.get("/v2/images", params={"name": name}).json()["images"]:
+        if img["status"] == "active":
+            return img["id"]
+        # An upload interrupted by an earlier run leaves a queued image behind.
+        glance.delete("/v2/images/%s" % img["id"])
+    img = glance.post("/v2/images", json={"name": name, "disk_format": "raw", "container_format": "bare",
+                                          "visibility": "public", "min_disk": 0, "min_ram": 0}).json()
+    glance.put("/v2/images/%s/file" % img["id"], data=b"\0" * (1 << 20),
+               headers={"Content-Type": "application/octet-stream"})
+    return img["id"]
+
+
+def networks():
+    net = client("network")
+
+    def find(kind, key, **params):
+        return one(net.get("/v2.0/%s" % kind, params=params).json()[kind], "%s %s" % (key, params))
+
+    def ensure(kind, key, body, **params):
+        return find(kind, key, **params) or net.post("/v2.0/%s" % kind, json={key: body}).json()[key]
+
+    pub = CFG["external"]
+    public = ensure("networks", "network", {"name": pub["name"], "router:external": True, "shared": False,
+                                            "provider:network_type": "flat",
+                                            "provider:physical_network": pub["physnet"]}, name=pub["name"])
+    ensure("subnets", "subnet", {"name": pub["subnet"], "network_id": public["id"], "ip_version": 4,
+                                 "cidr": pub["cidr"], "gateway_ip": pub["gateway"], "enable_dhcp": False,
+                                 "allocation_pools": [{"start": pub["pool_start"], "end": pub["pool_end"]}]},
+           name=pub["subnet"], network_id=public["id"])
+    ten = CFG["tenant"]
+    private = ensure("networks", "network", {"name": ten["name"], "shared": True}, name=ten["name"])
+    subnet = ensure("subnets", "subnet", {"name": ten["subnet"], "network_id": private["id"], "ip_version": 4,
+                                          "cidr": ten["cidr"], "gateway_ip": ten["gateway"], "enable_dhcp": True},
+                    name=ten["subnet"], network_id=private["id"])
+    router = ensure("routers", "router", {"name": CFG["router"],
+                                          "external_gateway_info": {"network_id": public["id"]}},
+                    name=CFG["router"])
+    if not net.get("/v2.0/ports", params={"device_id": router["id"], "network_id": private["id"]}).json()["ports"]:
+        net.put("/v2.0/routers/%s/add_router_interface" % router["id"], json={"subnet_id": subnet["id"]})
+    return {"public": public["id"], "private": private["id"], "router": router["id"]}
+
+
+def flavors():
+    nova = client("compute", "2.1")
+    have = {f["name"] for f in nova.get("/flavors").json()["flavors"]}
+    for f in CFG["flavors"]:
+        if f["name"] not in have:
+            nova.post("/flavors", json={"flavor": {"name": f["name"], "ram": f["ram"], "vcpus": f["vcpus"],
+                                                   "disk": f["disk"]}})
+
+
+def wait(what, check, timeout=180):
+    deadline = time.time() + timeout
+    last = None
+    while time.time() < deadline:
+        try:
+            if check():
+                return
+        except (ks_exc.ClientException, KeyError) as e:
+            last = e
+        time.sleep(1)
+    raise SystemExit("timed out waiting for %s (last error: %s)" % (what, last))
+
+
+def compute_up():
+    nova = client("compute", "2.53")
+    services = nova.get("/os-services", params={"binary": "nova-compute", "host": CFG["compute_host"]}).json()
+    if not any(s["state"] == "up" for s in services["services"]):
+        return False
+    hyps = nova.get("/os-hypervisors", params={"hypervisor_hostname_pattern": CFG["compute_host"]},
+                    raise_exc=False)
+    return hyps.status_code == 200 and len(hyps.json()["hypervisors"]) > 0
+
+
+def ironic_up():
+    ironic = client("baremetal", "1.78")
+    return any(d["name"] == "fake-hardware" for d in ironic.get("/v1/drivers").json()["drivers"])
+
+
+def cinder_up():
+    cinder = client("volumev3")
+    services = cinder.get("/os-services", params={"binary": "cinder-volume"}).json()["services"]
+    return any(s["state"] == "up" for s in services)
+
+
+def resources():
+    out = {"image": image()}
+    out.update(networks())
+    flavors()
+    wait("nova-compute %s" % CFG["compute_host"], compute_up)
+    wait("ironic conductor with fake-hardware", ironic_up)
+    if CFG.get("cinder"):
+        wait("cinder-volume", cinder_up)
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    {"identity": identity, "resources": resources}[sys.argv[1]]()

@@ -1,0 +1,281 @@
+package local
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// pyMain is the command line that runs a console script's entry point with Debian's python3 (the
+// console scripts themselves come only with the service packages, which the stack does not install).
+func pyMain(script, module, fn string, args ...string) []string {
+	code := fmt.Sprintf("import sys; sys.argv[0] = %q; from %s import %s as m; sys.exit(m())", script, module, fn)
+	return append([]string{"/usr/bin/python3", "-c", code}, args...)
+}
+
+// configArgs is --config-file for each file under Etc.
+func (o *osEnv) configArgs(files ...string) []string {
+	var out []string
+	for _, f := range files {
+		out = append(out, "--config-file", filepath.Join(o.Etc, f))
+	}
+	return out
+}
+
+// api describes one API served by uwsgi.
+type api struct {
+	proc    string
+	app     string // STACKFLOW_WSGI_APP
+	port    int
+	files   []string
+	workers int
+	// path is fetched to decide readiness (an unauthenticated version document).
+	path string
+}
+
+// startAPI starts an API under uwsgi on loopback and on the hosts' gateway. Connection: close, because
+// uwsgi's http-socket resets connections that clients try to reuse.
+func (o *osEnv) startAPI(a api) (bool, error) {
+	var files []string
+	for _, f := range a.files {
+		files = append(files, filepath.Join(o.Etc, f))
+	}
+	workers := a.workers
+	if workers == 0 {
+		workers = 1
+	}
+	argv := []string{"/usr/bin/uwsgi",
+		"--plugin", "python3",
+		"--master", "--die-on-term", "--need-app", "--lazy-apps", "--enable-threads",
+		"--processes", fmt.Sprint(workers), "--threads", "1",
+		"--http-socket", fmt.Sprintf("127.0.0.1:%d", a.port),
+		"--http-socket", fmt.Sprintf("%s:%d", HostGateway, a.port),
+		"--add-header", "Connection: close",
+		"--buffer-size", "65535",
+		"--disable-logging",
+		"--wsgi-file", filepath.Join(o.Lib, "python", "stackflow_openstack", "wsgi.py"),
+	}
+	env := append(o.pythonEnv(), "STACKFLOW_WSGI_APP="+a.app, "STACKFLOW_CONFIG_FILES="+strings.Join(files, ";"))
+	return o.s.Start(Proc{Name: a.proc, Argv: argv, Env: env})
+}
+
+// waitAPI waits until the API answers on both addresses.
+func (o *osEnv) waitAPI(ctx context.Context, a api) error {
+	return o.s.WaitFor(ctx, a.proc+" ready", a.proc, 300*time.Millisecond, func(ctx context.Context) error {
+		return httpReady(ctx,
+			fmt.Sprintf("http://127.0.0.1:%d%s", a.port, a.path),
+			fmt.Sprintf("http://%s:%d%s", HostGateway, a.port, a.path))
+	})
+}
+
+// startPy starts a Python service (conductor, scheduler, …) from its entry point.
+func (o *osEnv) startPy(proc, module, fn string, files ...string) (bool, error) {
+	return o.s.Start(Proc{Name: proc, Argv: pyMain(proc, module, fn, o.configArgs(files...)...), Env: o.pythonEnv()})
+}
+
+// Every API of the local cloud.
+var (
+	apiKeystone  = api{proc: "os-keystone", app: "keystone", port: KeystonePort, files: []string{"keystone/keystone.conf"}, workers: 2, path: "/v3"}
+	apiPlacement = api{proc: "os-placement", app: "placement", port: PlacementPort, files: []string{"placement/placement.conf"}, workers: 2, path: "/"}
+	apiGlance    = api{proc: "os-glance-api", app: "glance", port: GlancePort, files: []string{"glance/glance-api.conf"}, path: "/versions"}
+	apiNeutron   = api{proc: "os-neutron-api", app: "neutron", port: NeutronPort, files: []string{"neutron/neutron.conf", "neutron/ml2_conf.ini"}, path: "/"}
+	apiNova      = api{proc: "os-nova-api", app: "nova", port: NovaPort, files: []string{"nova/api-paste.ini", "nova/nova.conf"}, path: "/"}
+	apiIronic    = api{proc: "os-ironic-api", app: "ironic", port: IronicPort, files: []string{"ironic/ironic.conf"}, path: "/"}
+	apiCinder    = api{proc: "os-cinder-api", app: "cinder", port: CinderPort, files: []string{"cinder/cinder.conf"}, path: "/"}
+)
+
+// upKeystone migrates and bootstraps Keystone once, starts it and registers the service users,
+// services and endpoints.
+func (o *osEnv) upKeystone(ctx context.Context) (bool, error) {
+	conf := o.configArgs("keystone/keystone.conf")
+	manage := func(args ...string) []string {
+		return pyMain("keystone-manage", "keystone.cmd.manage", "main", append(conf, args...)...)
+	}
+	err := o.once(ctx, "keystone", func(ctx context.Context) error {
+		for _, step := range [][]string{
+			manage("db_sync"),
+			manage("fernet_setup", "--keystone-user", "root", "--keystone-group", "root"),
+			manage("credential_setup", "--keystone-user", "root", "--keystone-group", "root"),
+			manage("bootstrap", "--bootstrap-password", o.Pw["admin"],
+				"--bootstrap-region-id", o.Region,
+				"--bootstrap-admin-url", o.Keystone+"/v3",
+				"--bootstrap-internal-url", o.Keystone+"/v3",
+				"--bootstrap-public-url", o.Keystone+"/v3"),
+		} {
+			if err := o.run(ctx, "keystone-manage "+step[3+len(conf)], nil, step...); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return false, err
+	}
+	started, err := o.startAPI(apiKeystone)
+	if err != nil {
+		return false, err
+	}
+	return started, o.waitAPI(ctx, apiKeystone)
+}
+
+// upPlacement, upGlance, upNeutron, upIronic and upCinder migrate their database once and start their
+// services; they return whether any process was started.
+func (o *osEnv) upPlacement(ctx context.Context) (bool, error) {
+	if err := o.once(ctx, "placement", func(ctx context.Context) error {
+		return o.run(ctx, "placement-manage db sync", nil,
+			pyMain("placement-manage", "placement.cmd.manage", "main", append(o.configArgs("placement/placement.conf"), "db", "sync")...)...)
+	}); err != nil {
+		return false, err
+	}
+	started, err := o.startAPI(apiPlacement)
+	if err != nil {
+		return false, err
+	}
+	return started, o.waitAPI(ctx, apiPlacement)
+}
+
+func (o *osEnv) upGlance(ctx context.Context) (bool, error) {
+	if err := o.once(ctx, "glance", func(ctx context.Context) error {
+		return o.run(ctx, "glance-manage db_sync", nil,
+			pyMain("glance-manage", "glance.cmd.manage", "main", append(o.configArgs("glance/glance-api.conf"), "db_sync")...)...)
+	}); err != nil {
+		return false, err
+	}
+	started, err := o.startAPI(apiGlance)
+	if err != nil {
+		return false, err
+	}
+	return started, o.waitAPI(ctx, apiGlance)
+}
+
+func (o *osEnv) upNeutron(ctx context.Context) (bool, error) {
+	if err := o.once(ctx, "neutron", func(ctx context.Context) error {
+		return o.run(ctx, "neutron-db-manage upgrade heads", nil,
+			pyMain("neutron-db-manage", "neutron.db.migration.cli", "main",
+				append(o.configArgs("neutron/neutron.conf", "neutron/ml2_conf.ini"), "upgrade", "heads")...)...)
+	}); err != nil {
+		return false, err
+	}
+	started, err := o.startAPI(apiNeutron)
+	if err != nil {
+		return false, err
+	}
+	return started, o.waitAPI(ctx, apiNeutron)
+}
+
+func (o *osEnv) upIronic(ctx context.Context) (bool, error) {
+	conf := "ironic/ironic.conf"
+	if err := o.once(ctx, "ironic", func(ctx context.Context) error {
+		return o.run(ctx, "ironic-dbsync upgrade", nil,
+			pyMain("ironic-dbsync", "ironic.cmd.dbsync", "main", append(o.configArgs(conf), "upgrade")...)...)
+	}); err != nil {
+		return false, err
+	}
+	s1, err := o.startAPI(apiIronic)
+	if err != nil {
+		return false, err
+	}
+	s2, err := o.startPy("os-ironic-conductor", "ironic.cmd.conductor", "main", conf)
+	if err != nil {
+		return false, err
+	}
+	return s1 || s2, o.waitAPI(ctx, apiIronic)
+}
+
+func (o *osEnv) upCinder(ctx context.Context) (bool, error) {
+	conf := "cinder/cinder.conf"
+	if err := o.once(ctx, "cinder", func(ctx context.Context) error {
+		return o.run(ctx, "cinder-manage db sync", nil,
+			pyMain("cinder-manage", "cinder.cmd.manage", "main", append(o.configArgs(conf), "db", "sync")...)...)
+	}); err != nil {
+		return false, err
+	}
+	s1, err := o.startAPI(apiCinder)
+	if err != nil {
+		return false, err
+	}
+	s2, err := o.startPy("os-cinder-scheduler", "cinder.cmd.scheduler", "main", conf)
+	if err != nil {
+		return false, err
+	}
+	s3, err := o.startPy("os-cinder-volume", "cinder.cmd.volume", "main", conf)
+	if err != nil {
+		return false, err
+	}
+	return s1 || s2 || s3, o.waitAPI(ctx, apiCinder)
+}
+
+// upNovaAPI sets up cells v2 by hand (API database, cell0, cell1 on the DEFAULT message bus, cell
+// databases) and starts nova-api.
+func (o *osEnv) upNovaAPI(ctx context.Context) (bool, error) {
+	conf := o.configArgs("nova/nova.conf")
+	manage := func(args ...string) []string {
+		return pyMain("nova-manage", "nova.cmd.manage", "main", append(conf, args...)...)
+	}
+	steps := []struct {
+		marker string
+		argv   []string
+	}{
+		{"nova-api-db", manage("api_db", "sync")},
+		{"nova-cell0", manage("cell_v2", "map_cell0", "--database_connection", o.DB("nova", "nova_cell0"))},
+		{"nova-db", manage("db", "sync")},
+	}
+	for _, st := range steps {
+		if err := o.once(ctx, st.marker, func(ctx context.Context) error {
+			return o.run(ctx, "nova-manage "+strings.Join(st.argv[3+len(conf):5+len(conf)], " "), nil, st.argv...)
+		}); err != nil {
+			return false, err
+		}
+	}
+	if err := o.once(ctx, "nova-cell1", func(ctx context.Context) error {
+		n, err := o.sql(ctx, "SELECT COUNT(*) FROM nova_api.cell_mappings WHERE name='"+NovaCell+"'")
+		if err != nil || n != "0" {
+			return err
+		}
+		return o.run(ctx, "nova-manage cell_v2 create_cell", nil, manage("cell_v2", "create_cell", "--name", NovaCell,
+			"--transport-url", o.Transport, "--database_connection", o.DB("nova", "nova"), "--verbose")...)
+	}); err != nil {
+		return false, err
+	}
+	started, err := o.startAPI(apiNova)
+	if err != nil {
+		return false, err
+	}
+	return started, o.waitAPI(ctx, apiNova)
+}
+
+// upNovaServices starts nova-conductor, nova-scheduler and the local nova-compute (fake driver), and
+// waits until the scheduler has mapped the compute into cell1, so the first boot finds it. Conductor
+// and scheduler check their Placement credentials at start, so Keystone must know the nova user.
+func (o *osEnv) upNovaServices(ctx context.Context) (bool, error) {
+	var started bool
+	procs := []struct{ name, module, conf string }{
+		{"os-nova-conductor", "nova.cmd.conductor", "nova/nova.conf"},
+		{"os-nova-scheduler", "nova.cmd.scheduler", "nova/nova.conf"},
+		{"os-nova-compute", "nova.cmd.compute", "nova/nova-compute.conf"},
+	}
+	for _, p := range procs {
+		st, err := o.startPy(p.name, p.module, "main", p.conf)
+		if err != nil {
+			return false, err
+		}
+		started = started || st
+	}
+	return started, o.s.WaitFor(ctx, "nova-compute mapped to "+NovaCell, "", time.Second, func(ctx context.Context) error {
+		for _, p := range procs {
+			if _, ok := o.s.Running(p.name); !ok {
+				return fmt.Errorf("%s exited:\n%s", p.name, o.s.LogTail(p.name, 20))
+			}
+		}
+		n, err := o.sql(ctx, "SELECT COUNT(*) FROM nova_api.host_mappings WHERE host='"+o.ComputeHost+"'")
+		if err != nil {
+			return err
+		}
+		if n != "1" {
+			return fmt.Errorf("host %s not mapped yet", o.ComputeHost)
+		}
+		return nil
+	})
+}
