@@ -92,6 +92,8 @@ const (
 const (
 	ReleaseLabelValuesHash = "stackflow.io/values-hash"
 	ReleaseLabelComponent  = "stackflow.io/component"
+	// ReleaseLabelReady marks a revision WaitReady saw Ready: the only revisions rollbacks return to.
+	ReleaseLabelReady = "stackflow.io/ready"
 )
 
 // ReleaseDeployed is Helm's status of a release that is in place.
@@ -161,10 +163,15 @@ func releaseInfo(cfg *action.Configuration, name string) (ReleaseInfo, []*releas
 	if last.Chart != nil && last.Chart.Metadata != nil {
 		info.ChartVersion = last.Chart.Metadata.Version
 	}
-	for i := len(hist) - 1; i >= 0; i-- {
-		if s := hist[i].Info.Status; s == release.StatusDeployed || s == release.StatusSuperseded {
-			info.LastGood = hist[i].Version
-			break
+	// The last good revision is the newest one seen Ready. Helm marks a revision rolled back from as
+	// superseded too, so the status alone cannot tell; for releases stackflow never saw Ready (installed
+	// by other means), the newest deployed or superseded revision stands in.
+	for _, ready := range []bool{true, false} {
+		for i := len(hist) - 1; i >= 0 && info.LastGood == 0; i-- {
+			s := hist[i].Info.Status
+			if (s == release.StatusDeployed || s == release.StatusSuperseded) && (!ready || hist[i].Labels[ReleaseLabelReady] == "true") {
+				info.LastGood = hist[i].Version
+			}
 		}
 	}
 	return info, hist, nil
@@ -240,7 +247,9 @@ func (h *Helm) UpgradeOrInstall(ctx context.Context, in ReleaseInput) (*UpgradeR
 	up := action.NewUpgrade(cfg)
 	up.Namespace = in.Namespace
 	up.ResetValues = true
-	up.Labels = lbls
+	// Helm copies the previous revision's labels; "null" drops the Ready mark, which this revision has
+	// yet to earn.
+	up.Labels = map[string]string{ReleaseLabelValuesHash: in.ValuesHash, ReleaseLabelComponent: in.Component, ReleaseLabelReady: "null"}
 	up.MaxHistory = 20
 	up.Timeout = 5 * time.Minute
 	rel, err := up.RunWithContext(ctx, in.Release, ch, in.Values)
@@ -307,7 +316,7 @@ func (h *Helm) WaitReady(ctx context.Context, in WaitInput) error {
 			}
 		}
 		if len(waiting) == 0 {
-			return nil
+			return markReady(cfg, rel)
 		}
 		progress := fmt.Sprintf("%d of %d objects Ready; waiting for %s", len(resources)-len(waiting), len(resources), strings.Join(waiting, ", "))
 		if activity.IsActivity(ctx) {
@@ -324,6 +333,21 @@ func (h *Helm) WaitReady(ctx context.Context, in WaitInput) error {
 		case <-time.After(poll):
 		}
 	}
+}
+
+// markReady labels the release record of a revision seen Ready, so rollbacks know it is good.
+func markReady(cfg *action.Configuration, rel *release.Release) error {
+	if rel.Labels[ReleaseLabelReady] == "true" {
+		return nil
+	}
+	if rel.Labels == nil {
+		rel.Labels = map[string]string{}
+	}
+	rel.Labels[ReleaseLabelReady] = "true"
+	if err := cfg.Releases.Update(rel); err != nil {
+		return fmt.Errorf("mark release %s revision %d Ready: %w", rel.Name, rel.Version, err)
+	}
+	return nil
 }
 
 // whyNotReady looks for the reason pods of the release's Deployments are not Ready (e.g. unschedulable).
