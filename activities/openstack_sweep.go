@@ -19,6 +19,9 @@ type SweepInput struct {
 	Ports    []ResolvedPort `json:"ports,omitempty"`
 	// KeepFloatingIPs are IDs of floating IPs to leave (a pinned address kept for the next server).
 	KeepFloatingIPs []string `json:"keepFloatingIPs,omitempty"`
+	// Volumes sweeps Cinder too; only asked when a spec wanted volumes, so a cloud whose block storage
+	// is absent or broken never blocks the deletion of servers that had none.
+	Volumes bool `json:"volumes,omitempty"`
 }
 
 // SweepResult lists the IDs the sweep deleted.
@@ -109,7 +112,7 @@ func (o *OpenStack) SweepOwned(ctx context.Context, in SweepInput) (*SweepResult
 			res.Ports = append(res.Ports, p.ID)
 		}
 
-		if bs, err := c.blockStorage(); err == nil {
+		if bs, err := c.blockStorage(); err == nil && in.Volumes {
 			vpages, err := volumes.List(bs, volumes.ListOpts{Metadata: in.Marker.Metadata()}).AllPages(ctx)
 			if err != nil {
 				return nil, classifyOS("list volumes of "+tags, err)

@@ -282,10 +282,12 @@ func (r *bastionReconciler) Teardown(ctx workflow.Context, lc *Lifecycle) error 
 		r.state.Old = append(r.state.Old, *r.state.Current)
 		r.state.Current = nil
 	}
+	volumes := false
 	for _, o := range r.state.Old {
 		if o.Resolved != nil {
 			planned = append(planned, o.Resolved.Ports...)
 		}
+		volumes = volumes || o.HasVolumes
 	}
 	if err := r.deleteOld(ctx, lc, ident, false); err != nil {
 		return err
@@ -293,7 +295,7 @@ func (r *bastionReconciler) Teardown(ctx workflow.Context, lc *Lifecycle) error 
 	if err := r.releasePinned(ctx, lc, ident, ""); err != nil {
 		return err
 	}
-	return sweepOwner(ctx, ident, OwnerOf(lc.Ref), planned)
+	return sweepOwner(ctx, ident, OwnerOf(lc.Ref), planned, volumes)
 }
 
 // Compensate deletes a bastion whose creation a cancel interrupted; a ready bastion stays.

@@ -151,7 +151,9 @@ func (r *serverReconciler) Teardown(ctx workflow.Context, lc *Lifecycle) error {
 		return nil // nothing was ever asked of OpenStack
 	}
 	var planned []activities.ResolvedPort
+	volumes := false
 	if rec := r.state.Instance; rec != nil {
+		volumes = rec.HasVolumes
 		if rec.Resolved != nil {
 			planned = rec.Resolved.Ports
 		}
@@ -159,7 +161,7 @@ func (r *serverReconciler) Teardown(ctx workflow.Context, lc *Lifecycle) error {
 			return err
 		}
 	}
-	return sweepOwner(ctx, *r.state.Identity, OwnerOf(lc.Ref), planned)
+	return sweepOwner(ctx, *r.state.Identity, OwnerOf(lc.Ref), planned, volumes)
 }
 
 // Compensate removes a server whose creation a cancel interrupted; a finished server stays.

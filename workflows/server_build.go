@@ -43,6 +43,8 @@ type serverRecord struct {
 	// Recreates counts servers deleted after going to ERROR (see MaxServerRecreates).
 	Recreates int  `json:"recreates,omitempty"`
 	Ready     bool `json:"ready,omitempty"`
+	// HasVolumes is set once the spec asked for Cinder volumes: sweeps then look in Cinder too.
+	HasVolumes bool `json:"hasVolumes,omitempty"`
 }
 
 // createdResource is one created resource: its deterministic name and its ID.
@@ -174,6 +176,12 @@ func (b *serverBuild) build(ctx workflow.Context, rec *serverRecord) error {
 	}
 
 	for _, v := range plannedVolumes(rec.Name, b.spec, rec.Resolved.ImageID) {
+		if !rec.HasVolumes {
+			rec.HasVolumes = true
+			if err := b.save(ctx); err != nil {
+				return err
+			}
+		}
 		if rec.volumeID(v.Name) != "" {
 			continue
 		}
@@ -400,7 +408,7 @@ func destroyServer(ctx workflow.Context, lc *Lifecycle, id activities.Identity, 
 			return err
 		}
 	}
-	in := activities.SweepInput{Identity: id, Marker: rec.Marker, KeepFloatingIPs: keep}
+	in := activities.SweepInput{Identity: id, Marker: rec.Marker, KeepFloatingIPs: keep, Volumes: rec.HasVolumes}
 	if rec.Resolved != nil {
 		in.Ports = rec.Resolved.Ports
 	}
@@ -428,9 +436,9 @@ func teardownStep(ctx workflow.Context, lc *Lifecycle, step string) error {
 }
 
 // sweepOwner sweeps every resource of the owner (all its instances) by marker.
-func sweepOwner(ctx workflow.Context, id activities.Identity, owner string, planned []activities.ResolvedPort) error {
+func sweepOwner(ctx workflow.Context, id activities.Identity, owner string, planned []activities.ResolvedPort, volumes bool) error {
 	var swept activities.SweepResult
-	in := activities.SweepInput{Identity: id, Marker: activities.Marker{Owner: owner}, Ports: planned}
+	in := activities.SweepInput{Identity: id, Marker: activities.Marker{Owner: owner}, Ports: planned, Volumes: volumes}
 	if err := workflow.ExecuteActivity(OpenStackActivity(ctx), openstack.SweepOwned, in).Get(ctx, &swept); err != nil {
 		return fmt.Errorf("sweep resources of owner %s: %w", owner, err)
 	}
