@@ -1,0 +1,435 @@
+// Package bench measures stackflow against the real local stack. Figures are printed, never asserted:
+// they depend on the machine.
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	"google.golang.org/protobuf/types/known/durationpb"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/stackflow/stackflow/api/lifecycle"
+	"github.com/stackflow/stackflow/deploy/local"
+	"github.com/stackflow/stackflow/worker"
+	"github.com/stackflow/stackflow/workflows"
+)
+
+// benchNamespace holds the benchmark's workflows. No worker polls it: a workflow that has started is all
+// the benchmark waits for, and nothing else on the shared stack runs them.
+const benchNamespace = "stackflow-bench"
+
+// concurrency is how many requests the benchmark (objects created, raw starts) and the bridge (workers)
+// have in flight at once.
+const concurrency = 8
+
+var osknodes = schema.GroupVersionResource{Group: "kupenstack.io", Version: "v1alpha1", Resource: "openstacknodes"}
+
+type env struct {
+	st     *local.Stack
+	dyn    dynamic.Interface
+	tc     client.Client
+	bridge string // path of the stackflow-bridge binary
+}
+
+var (
+	setupOnce sync.Once
+	shared    *env
+	setupErr  error
+)
+
+func setup(b *testing.B) *env {
+	b.Helper()
+	setupOnce.Do(func() { shared, setupErr = newEnv() })
+	if setupErr != nil {
+		b.Fatal(setupErr)
+	}
+	return shared
+}
+
+func newEnv() (*env, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
+	st, err := local.Up(ctx, local.Options{Components: []string{local.Kubernetes, local.Temporal}})
+	if err != nil {
+		return nil, fmt.Errorf("local stack: %w", err)
+	}
+	dir, err := os.MkdirTemp("", "stackflow-bench-")
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(dir, "stackflow-bridge"), "./bridge/cmd/stackflow-bridge")
+	cmd.Dir, cmd.Stdout, cmd.Stderr = st.RepoRoot, os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("build the bridge: %w", err)
+	}
+	rc, err := clientcmd.BuildConfigFromFlags("", st.Kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	rc.QPS, rc.Burst = 1000, 2000
+	e := &env{st: st, dyn: dynamic.NewForConfigOrDie(rc), bridge: filepath.Join(dir, "stackflow-bridge")}
+	if err := registerNamespace(ctx, st); err != nil {
+		return nil, err
+	}
+	e.tc, err = client.DialContext(ctx, client.Options{HostPort: st.TemporalAddress, Namespace: benchNamespace})
+	return e, err
+}
+
+func registerNamespace(ctx context.Context, st *local.Stack) error {
+	c, err := client.DialContext(ctx, client.Options{HostPort: st.TemporalAddress, Namespace: st.TemporalNamespace})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	_, err = c.WorkflowService().RegisterNamespace(ctx, &workflowservice.RegisterNamespaceRequest{
+		Namespace: benchNamespace, WorkflowExecutionRetentionPeriod: durationpb.New(24 * time.Hour),
+	})
+	var exists *serviceerror.NamespaceAlreadyExists
+	if err != nil && !errors.As(err, &exists) {
+		return fmt.Errorf("register namespace %s: %w", benchNamespace, err)
+	}
+	for deadline := time.Now().Add(time.Minute); ; {
+		nc, err := client.DialContext(ctx, client.Options{HostPort: st.TemporalAddress, Namespace: benchNamespace})
+		if err == nil {
+			err = worker.EnsureSearchAttributes(ctx, nc, benchNamespace, workflows.SearchAttributes)
+			nc.Close()
+		}
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+// bridgeProc is a running stackflow-bridge.
+type bridgeProc struct {
+	cmd     *exec.Cmd
+	metrics string
+	exited  chan struct{}
+}
+
+func (e *env) startBridge(b *testing.B, lease string) *bridgeProc {
+	b.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	logf, err := os.Create(filepath.Join(b.TempDir(), "bridge.log"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	cmd := exec.Command(e.bridge, "--temporal-address", e.st.TemporalAddress, "--namespace", benchNamespace,
+		"--kinds", "OpenstackNode", "--leader-election-name", lease, "--identity", lease,
+		"--metrics-address", addr, "--workers", strconv.Itoa(concurrency), "--log-level", "warn")
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+e.st.Kubeconfig)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	p := &bridgeProc{cmd: cmd, metrics: addr, exited: make(chan struct{})}
+	go func() { _ = cmd.Wait(); logf.Close(); close(p.exited) }()
+	b.Cleanup(p.stop)
+	// Ready when it leads and watches the kind.
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		if v, _ := p.metric("stackflow_bridge_served_kinds"); v == 1 {
+			return p
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("bridge not serving after a minute; log %s", logf.Name())
+		}
+	}
+}
+
+func (p *bridgeProc) stop() {
+	select {
+	case <-p.exited:
+		return
+	default:
+	}
+	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
+	select {
+	case <-p.exited:
+	case <-time.After(30 * time.Second):
+		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+		<-p.exited
+	}
+}
+
+func (p *bridgeProc) metric(name string) (float64, error) {
+	resp, err := http.Get("http://" + p.metrics + "/metrics")
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	var sb strings.Builder
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := resp.Body.Read(buf)
+		sb.Write(buf[:n])
+		if err != nil {
+			break
+		}
+	}
+	var sum float64
+	for _, line := range strings.Split(sb.String(), "\n") {
+		if strings.HasPrefix(line, name+" ") || strings.HasPrefix(line, name+"{") {
+			v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+			if err == nil {
+				sum += v
+			}
+		}
+	}
+	return sum, nil
+}
+
+// rssMB is the resident memory of the bridge process.
+func (p *bridgeProc) rssMB() float64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+	if err != nil {
+		return -1
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "VmRSS:") {
+			kb, _ := strconv.ParseFloat(strings.Fields(line)[1], 64)
+			return kb / 1024
+		}
+	}
+	return -1
+}
+
+// parallel runs fn for 0..n-1 on concurrency goroutines and returns the first error.
+func parallel(n, workers int, fn func(i int) error) error {
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		first error
+	)
+	next := make(chan int)
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				if err := fn(i); err != nil {
+					mu.Lock()
+					if first == nil {
+						first = err
+					}
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	return first
+}
+
+// createObjects creates OpenstackNodes prefix-00000… and returns when each create was sent and the objects.
+func (e *env) createObjects(ctx context.Context, prefix string, from, to int) ([]time.Time, []*unstructured.Unstructured, error) {
+	sent := make([]time.Time, to-from)
+	objs := make([]*unstructured.Unstructured, to-from)
+	err := parallel(to-from, 2*concurrency, func(i int) error {
+		u := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "kupenstack.io/v1alpha1", "kind": "OpenstackNode",
+			"metadata": map[string]any{"name": fmt.Sprintf("%s%05d", prefix, from+i), "labels": map[string]any{"stackflow.io/bench": prefix}},
+			"spec":     map[string]any{},
+		}}
+		sent[i] = time.Now()
+		out, err := e.dyn.Resource(osknodes).Create(ctx, u, metav1.CreateOptions{})
+		objs[i] = out
+		return err
+	})
+	return sent, objs, err
+}
+
+// startTimes returns each object's workflow start time, waiting until every workflow exists.
+func (e *env) startTimes(ctx context.Context, objs []*unstructured.Unstructured) ([]time.Time, error) {
+	out := make([]time.Time, len(objs))
+	err := parallel(len(objs), 2*concurrency, func(i int) error {
+		u := objs[i]
+		id := lifecycle.WorkflowID(lifecycle.ObjectRef{Group: osknodes.Group, Version: osknodes.Version, Kind: "OpenstackNode",
+			Resource: osknodes.Resource, Name: u.GetName(), UID: string(u.GetUID())})
+		for {
+			d, err := e.tc.DescribeWorkflowExecution(ctx, id, "")
+			if err == nil {
+				out[i] = d.WorkflowExecutionInfo.StartTime.AsTime()
+				return nil
+			}
+			var nf *serviceerror.NotFound
+			if !errors.As(err, &nf) || ctx.Err() != nil {
+				return fmt.Errorf("describe %s: %w", id, err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	})
+	return out, err
+}
+
+// cleanup releases and deletes the benchmark's objects (the bridge must be stopped: no workflow will run
+// their teardown) and terminates their workflows.
+func (e *env) cleanup(prefix string, objs []*unstructured.Unstructured) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	r := e.dyn.Resource(osknodes)
+	_ = parallel(len(objs), 4*concurrency, func(i int) error {
+		if objs[i] == nil {
+			return nil
+		}
+		_, _ = r.Patch(ctx, objs[i].GetName(), types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
+		return nil
+	})
+	_ = r.DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: "stackflow.io/bench=" + prefix})
+	_ = parallel(len(objs), 4*concurrency, func(i int) error {
+		if objs[i] == nil {
+			return nil
+		}
+		id := lifecycle.WorkflowID(lifecycle.ObjectRef{Kind: "OpenstackNode", Name: objs[i].GetName(), UID: string(objs[i].GetUID())})
+		_ = e.tc.TerminateWorkflow(ctx, id, "", "benchmark cleanup")
+		return nil
+	})
+}
+
+func percentile(d []time.Duration, p float64) time.Duration {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	i := int(p * float64(len(s)-1))
+	return s[i]
+}
+
+// BenchmarkBridgeBurst: 1000 OpenstackNodes created in a burst while the bridge runs; how long until every
+// workflow has started, against 1000 raw SDK starts on the same server, and each object's create→start
+// latency.
+func BenchmarkBridgeBurst(b *testing.B) {
+	const n = 1000
+	e := setup(b)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	tag := fmt.Sprintf("bb%06x-", time.Now().UnixNano()&0xffffff)
+
+	// Baseline: the same number of workflows started straight through the SDK, as many in flight as the
+	// bridge has workers.
+	rawIDs := make([]string, n)
+	t0 := time.Now()
+	err := parallel(n, concurrency, func(i int) error {
+		rawIDs[i] = fmt.Sprintf("bench-raw/%s%05d", tag, i)
+		_, err := e.tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: rawIDs[i], TaskQueue: lifecycle.WorkflowQueue}, "OpenstackNode", lifecycle.ObjectRef{Name: rawIDs[i]})
+		return err
+	})
+	raw := time.Since(t0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() {
+		_ = parallel(n, 4*concurrency, func(i int) error {
+			return e.tc.TerminateWorkflow(context.Background(), rawIDs[i], "", "benchmark cleanup")
+		})
+	}()
+
+	p := e.startBridge(b, "bench-"+tag+"burst")
+	var objs []*unstructured.Unstructured
+	defer func() { p.stop(); e.cleanup(tag, objs) }()
+	b.ResetTimer()
+	sent, objs, err := e.createObjects(ctx, tag, 0, n)
+	created := time.Since(sent[0])
+	if err != nil {
+		b.Fatal(err)
+	}
+	starts, err := e.startTimes(ctx, objs)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.StopTimer()
+	first, last := slices.MinFunc(sent, time.Time.Compare), slices.MaxFunc(starts, time.Time.Compare)
+	total := last.Sub(first)
+	lat := make([]time.Duration, n)
+	for i := range lat {
+		lat[i] = starts[i].Sub(sent[i])
+	}
+	p50, p99 := percentile(lat, 0.50), percentile(lat, 0.99)
+	ratio := total.Seconds() / raw.Seconds()
+	fmt.Printf("bridge burst: %d objects created in %s; all workflows started %s after the first create\n", n, created.Round(time.Millisecond), total.Round(time.Millisecond))
+	fmt.Printf("raw SDK:      %d workflows started in %s (%d in flight)\n", n, raw.Round(time.Millisecond), concurrency)
+	fmt.Printf("ratio bridge/raw: %.2f (goal <= 1.2); create->start p50 %s, p99 %s (goal p99 <= 500ms); bridge RSS %.0f MB\n",
+		ratio, p50.Round(time.Millisecond), p99.Round(time.Millisecond), p.rssMB())
+	b.ReportMetric(ratio, "bridge/raw")
+	b.ReportMetric(float64(p50.Milliseconds()), "p50-ms")
+	b.ReportMetric(float64(p99.Milliseconds()), "p99-ms")
+	b.ReportMetric(total.Seconds(), "burst-s")
+	b.ReportMetric(raw.Seconds(), "raw-s")
+}
+
+// BenchmarkBridgeMemory: the bridge's resident memory while it serves 10,000 objects.
+func BenchmarkBridgeMemory(b *testing.B) {
+	const n = 10000
+	e := setup(b)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
+	tag := fmt.Sprintf("bm%06x-", time.Now().UnixNano()&0xffffff)
+	p := e.startBridge(b, "bench-"+tag+"memory")
+	idle := p.rssMB()
+	base, _ := p.metric("stackflow_bridge_signals_total")
+
+	var objs []*unstructured.Unstructured
+	defer func() { p.stop(); e.cleanup(tag, objs) }()
+	t0 := time.Now()
+	_, objs, err := e.createObjects(ctx, tag, 0, n)
+	if err != nil {
+		b.Fatal(err)
+	}
+	created := time.Since(t0)
+	peak := 0.0
+	for {
+		v, err := p.metric("stackflow_bridge_signals_total")
+		if err != nil {
+			b.Fatal(err)
+		}
+		peak = max(peak, p.rssMB())
+		if v-base >= n {
+			break
+		}
+		if ctx.Err() != nil {
+			b.Fatalf("only %.0f of %d objects signalled", v-base, n)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	served := time.Since(t0)
+	time.Sleep(2 * time.Second)
+	settled := p.rssMB()
+	fmt.Printf("bridge memory: idle %.0f MB; %d objects created in %s, all signalled after %s; RSS peak %.0f MB, settled %.0f MB (goal <= 100 MB)\n",
+		idle, n, created.Round(time.Millisecond), served.Round(time.Millisecond), peak, settled)
+	b.ReportMetric(peak, "peak-rss-MB")
+	b.ReportMetric(settled, "rss-MB")
+	b.ReportMetric(float64(n)/served.Seconds(), "objects/s")
+}
