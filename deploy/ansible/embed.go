@@ -1,0 +1,27 @@
+// Package ansible ships stackflow's own playbooks for EDPM data-plane nodes. They are embedded in the
+// worker binary, which writes them to a private directory at start, so a worker always runs the
+// playbooks of its own version.
+//
+// Phase 0 (infrastructure): bootstrap.yml, configure-network.yml, configure-os.yml.
+// Phase 1 (services): nova-compute.yml (and nova-compute-remove.yml on teardown), ovn-metadata-agent.yml
+// (and ovn-metadata-agent-remove.yml).
+//
+// Every playbook runs against one host (the node) and appends one line per run to
+// /var/log/stackflow/edpm-steps.log on that host, the host's own record of what ran there. Variables
+// they read:
+//
+//	stackflow_step, stackflow_run   the step's name and the activity's run ID (set by the activity)
+//	stackflow_files                 config files the activity rendered: [{src, dest, mode}]
+//	edpm_network_attachments, edpm_management_network   (node/role)
+//	edpm_bootstrap_command, edpm_network_config_command, edpm_os_command   optional shell commands the
+//	                                role or node adds to a step (site-specific preparation)
+//	edpm_sysctl                     map of sysctl settings written to the host's sysctl file
+//	edpm_python                     the Python running OpenStack services (default /usr/bin/python3)
+package ansible
+
+import "embed"
+
+// Playbooks holds the playbooks and their shared task files.
+//
+//go:embed *.yml tasks/*.yml callback_plugins/*.py
+var Playbooks embed.FS
