@@ -1,0 +1,93 @@
+package activities
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/hypervisors"
+	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/services"
+	"go.temporal.io/sdk/temporal"
+)
+
+// ComputeHostInput names a compute host of the cloud behind a clouds Secret.
+type ComputeHostInput struct {
+	Cloud CloudSecret `json:"cloud"`
+	Host  string      `json:"host"`
+}
+
+// ComputeRegistration is what Nova knows of a compute host.
+type ComputeRegistration struct {
+	ServiceID          string `json:"serviceID"`
+	State              string `json:"state"`
+	Status             string `json:"status"`
+	HypervisorID       string `json:"hypervisorID,omitempty"`
+	HypervisorHostname string `json:"hypervisorHostname,omitempty"`
+}
+
+// ErrComputeNotRegistered is the retryable error of WaitComputeRegistered; the retry policy paces it.
+const ErrComputeNotRegistered = "ComputeNotRegistered"
+
+// WaitComputeRegistered succeeds once Nova lists an up nova-compute service on the host and its
+// hypervisor, and fails retryably before (saying which of the two is missing).
+func (o *OpenStack) WaitComputeRegistered(ctx context.Context, in ComputeHostInput) (*ComputeRegistration, error) {
+	c, err := o.edpmClientsFor(ctx, in.Cloud)
+	if err != nil {
+		return nil, err
+	}
+	pages, err := services.List(c.compute, services.ListOpts{Binary: "nova-compute", Host: in.Host}).AllPages(ctx)
+	if err != nil {
+		return nil, classifyOS("list compute services of "+in.Host, err)
+	}
+	svcs, err := services.ExtractServices(pages)
+	if err != nil {
+		return nil, classifyOS("list compute services of "+in.Host, err)
+	}
+	if len(svcs) == 0 {
+		return nil, temporal.NewApplicationError(fmt.Sprintf("no nova-compute service on host %s yet", in.Host), ErrComputeNotRegistered)
+	}
+	reg := &ComputeRegistration{ServiceID: svcs[0].ID, State: svcs[0].State, Status: svcs[0].Status}
+	if reg.State != "up" {
+		return nil, temporal.NewApplicationError(fmt.Sprintf("nova-compute service on host %s is %s", in.Host, reg.State), ErrComputeNotRegistered)
+	}
+	pattern := in.Host
+	hpages, err := hypervisors.List(c.compute, hypervisors.ListOpts{HypervisorHostnamePattern: &pattern}).AllPages(ctx)
+	if err != nil && !isNotFound(err) {
+		return nil, classifyOS("list hypervisors of "+in.Host, err)
+	}
+	if err == nil {
+		hvs, err := hypervisors.ExtractHypervisors(hpages)
+		if err != nil {
+			return nil, classifyOS("list hypervisors of "+in.Host, err)
+		}
+		for _, h := range hvs {
+			if h.HypervisorHostname == in.Host || h.Service.Host == in.Host {
+				reg.HypervisorID, reg.HypervisorHostname = h.ID, h.HypervisorHostname
+				return reg, nil
+			}
+		}
+	}
+	return nil, temporal.NewApplicationError(fmt.Sprintf("nova-compute on host %s is up but Nova lists no hypervisor for it yet", in.Host), ErrComputeNotRegistered)
+}
+
+// DeleteComputeService removes the host's nova-compute service record (with its compute node and
+// resource provider) from Nova; a host Nova does not know is not an error.
+func (o *OpenStack) DeleteComputeService(ctx context.Context, in ComputeHostInput) error {
+	c, err := o.edpmClientsFor(ctx, in.Cloud)
+	if err != nil {
+		return err
+	}
+	pages, err := services.List(c.compute, services.ListOpts{Binary: "nova-compute", Host: in.Host}).AllPages(ctx)
+	if err != nil {
+		return classifyOS("list compute services of "+in.Host, err)
+	}
+	svcs, err := services.ExtractServices(pages)
+	if err != nil {
+		return classifyOS("list compute services of "+in.Host, err)
+	}
+	for _, s := range svcs {
+		if err := services.Delete(ctx, c.compute, s.ID).ExtractErr(); err != nil && !isNotFound(err) {
+			return classifyOS("delete compute service of "+in.Host, err)
+		}
+	}
+	return nil
+}
