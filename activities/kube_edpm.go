@@ -158,15 +158,15 @@ func (k *Kube) GetObjectStatus(ctx context.Context, in StatusInput) (*ObjectStat
 	return st, nil
 }
 
-// ListInput names a kind (Ref's group, version, resource, kind and namespace; its name is ignored) and
+// EDPMListInput names a kind (Ref's group, version, resource, kind and namespace; its name is ignored) and
 // an optional label selector.
-type ListInput struct {
+type EDPMListInput struct {
 	Ref           lifecycle.ObjectRef `json:"ref"`
 	LabelSelector string              `json:"labelSelector,omitempty"`
 }
 
-// ListedObject is one object of a list: what workflows plan with. Never Secret data.
-type ListedObject struct {
+// EDPMObject is one object of a list: what workflows plan with. Never Secret data.
+type EDPMObject struct {
 	Name        string            `json:"name"`
 	UID         string            `json:"uid"`
 	Generation  int64             `json:"generation"`
@@ -176,22 +176,22 @@ type ListedObject struct {
 	Spec        json.RawMessage   `json:"spec,omitempty"`
 }
 
-// ListObjects lists the objects of a kind in a namespace, sorted by name.
-func (k *Kube) ListObjects(ctx context.Context, in ListInput) ([]ListedObject, error) {
+// ListEDPMObjects lists the objects of a kind in a namespace, sorted by name.
+func (k *Kube) ListEDPMObjects(ctx context.Context, in EDPMListInput) ([]EDPMObject, error) {
 	list, err := k.resource(in.Ref).List(ctx, metav1.ListOptions{LabelSelector: in.LabelSelector})
 	if err != nil {
 		return nil, classify("list "+in.Ref.Resource+" in "+in.Ref.Namespace, err)
 	}
-	out := make([]ListedObject, 0, len(list.Items))
+	out := make([]EDPMObject, 0, len(list.Items))
 	for _, u := range list.Items {
-		o := ListedObject{Name: u.GetName(), UID: string(u.GetUID()), Generation: u.GetGeneration(),
+		o := EDPMObject{Name: u.GetName(), UID: string(u.GetUID()), Generation: u.GetGeneration(),
 			Deleting: u.GetDeletionTimestamp() != nil, Labels: u.GetLabels(), Annotations: u.GetAnnotations()}
 		if spec, ok := u.Object["spec"]; ok {
 			o.Spec, _ = json.Marshal(spec)
 		}
 		out = append(out, o)
 	}
-	slices.SortFunc(out, func(a, b ListedObject) int {
+	slices.SortFunc(out, func(a, b EDPMObject) int {
 		switch {
 		case a.Name < b.Name:
 			return -1
