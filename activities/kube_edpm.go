@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"slices"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -33,6 +34,16 @@ type ApplyInput struct {
 	Labels   map[string]string          `json:"labels,omitempty"`
 	Owned    map[string]json.RawMessage `json:"owned,omitempty"`
 	Defaults map[string]json.RawMessage `json:"defaults,omitempty"`
+	// SpecEnvDefaults are spec fields defaulted at creation from the worker's environment: field →
+	// environment variable (DefaultImages holds the value when the variable is unset).
+	SpecEnvDefaults map[string]string `json:"specEnvDefaults,omitempty"`
+}
+
+// DefaultImages are the images service CRs get when the worker's environment names none.
+var DefaultImages = map[string]string{
+	"STACKFLOW_NOVA_COMPUTE_IMAGE":       "quay.io/podified-antelope-centos9/openstack-nova-compute:current-podified",
+	"STACKFLOW_NOVA_LIBVIRT_IMAGE":       "quay.io/podified-antelope-centos9/openstack-nova-libvirt:current-podified",
+	"STACKFLOW_OVN_METADATA_AGENT_IMAGE": "quay.io/podified-antelope-centos9/openstack-neutron-metadata-agent-ovn:current-podified",
 }
 
 // ApplyObject creates the object (owned fields plus defaults) when it is missing, then server-side
@@ -56,6 +67,22 @@ func (k *Kube) ApplyObject(ctx context.Context, in ApplyInput) (string, error) {
 				return "", temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s: default %s: %v", in.Ref, key, err), ErrInvalid, err)
 			}
 			content[key] = v
+		}
+		if len(in.SpecEnvDefaults) > 0 {
+			spec, _ := content["spec"].(map[string]any)
+			if spec == nil {
+				spec = map[string]any{}
+			}
+			for field, env := range in.SpecEnvDefaults {
+				v := os.Getenv(env)
+				if v == "" {
+					v = DefaultImages[env]
+				}
+				if v != "" {
+					spec[field] = v
+				}
+			}
+			content["spec"] = spec
 		}
 		content = deepMerge(content, owned)
 		u := &unstructured.Unstructured{Object: content}
