@@ -1,0 +1,371 @@
+package rollout
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/stackflow/stackflow/activities"
+	"github.com/stackflow/stackflow/api/lifecycle"
+	"github.com/stackflow/stackflow/workflows"
+)
+
+// proc is a stackflow binary running as a child process of the test.
+type proc struct {
+	t       *testing.T
+	name    string
+	argv    []string
+	env     []string
+	log     string
+	metrics string
+
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	exited chan struct{}
+}
+
+// startProc starts binary with args (plus --metrics-address on a free loopback port) and stops it when
+// the test ends; its log is printed if the test failed.
+func startProc(t *testing.T, name, binary string, env []string, args ...string) *proc {
+	t.Helper()
+	p := &proc{t: t, name: name, env: env, metrics: freeAddr(t), log: filepath.Join(t.TempDir(), name+".log")}
+	p.argv = append([]string{filepath.Join(bin, binary), "--metrics-address", p.metrics}, args...)
+	p.start()
+	t.Cleanup(func() {
+		p.stop()
+		if t.Failed() {
+			t.Logf("--- %s log (tail) ---\n%s", name, p.tail(40))
+		}
+	})
+	return p
+}
+
+func (p *proc) start() {
+	p.t.Helper()
+	logf, err := os.OpenFile(p.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	require.NoError(p.t, err)
+	defer logf.Close()
+	fmt.Fprintf(logf, "=== %s start\n", time.Now().Format(time.RFC3339Nano))
+	cmd := exec.Command(p.argv[0], p.argv[1:]...)
+	cmd.Env = append(append(os.Environ(), "KUBECONFIG="+st.Kubeconfig), p.env...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	require.NoError(p.t, cmd.Start())
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	p.mu.Lock()
+	p.cmd, p.exited = cmd, exited
+	p.mu.Unlock()
+	require.Eventually(p.t, func() bool {
+		resp, err := http.Get("http://" + p.metrics + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err == nil && resp.StatusCode == http.StatusOK
+	}, 30*time.Second, 100*time.Millisecond, "%s did not serve /healthz:\n%s", p.name, p.tail(30))
+}
+
+// kill9 crashes the process: no shutdown code runs.
+func (p *proc) kill9() {
+	p.mu.Lock()
+	cmd, exited := p.cmd, p.exited
+	p.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	<-exited
+	p.t.Logf("%s: killed with SIGKILL (pid %d)", p.name, cmd.Process.Pid)
+}
+
+// stop asks the process to shut down (SIGTERM) and kills it if it does not within 40 s.
+func (p *proc) stop() {
+	p.mu.Lock()
+	cmd, exited := p.cmd, p.exited
+	p.cmd = nil
+	p.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	select {
+	case <-exited:
+		return
+	default:
+	}
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+	select {
+	case <-exited:
+	case <-time.After(40 * time.Second):
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		<-exited
+	}
+}
+
+func (p *proc) tail(n int) string {
+	b, _ := os.ReadFile(p.log)
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+func freeAddr(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// servedKinds are the kinds the rollout tests' bridge serves. Nodes are left out: their workflows would
+// put finalizers on the shared kwok Nodes; the KupenstackConfiguration creates OpenstackNodes itself.
+const servedKinds = "OpenstackNode,KupenstackConfiguration,OpenStackCloudConfigurationProfile"
+
+func startBridge(t *testing.T, identity string) *proc {
+	return startProc(t, identity, "stackflow-bridge", nil,
+		"--temporal-address", st.TemporalAddress,
+		"--namespace", temporalNamespace,
+		"--kinds", servedKinds,
+		"--identity", identity,
+		"--leader-election-name", run+"-"+identity,
+		"--lease-duration", "6s", "--renew-deadline", "4s", "--retry-period", "1s",
+	)
+}
+
+func startWorker(t *testing.T, identity, helmCache string) *proc {
+	return startProc(t, identity, "stackflow-worker", []string{"STACKFLOW_HELM_CACHE=" + helmCache},
+		"--temporal-address", st.TemporalAddress,
+		"--namespace", temporalNamespace,
+		"--temporal-ui", st.TemporalUI,
+		"--identity", identity,
+		"--stop-timeout", "5s",
+	)
+}
+
+var (
+	gvrConfig  = schema.GroupVersionResource{Group: "kupenstack.io", Version: "v1alpha1", Resource: "kupenstackconfigurations"}
+	gvrProfile = schema.GroupVersionResource{Group: "kupenstack.io", Version: "v1alpha1", Resource: "openstackcloudconfigurationprofiles"}
+	gvrOSKNode = schema.GroupVersionResource{Group: "kupenstack.io", Version: "v1alpha1", Resource: "openstacknodes"}
+)
+
+// components are the control-plane components the test profiles enable, with their charts.
+var components = []string{"mariadb", "rabbitmq", "memcached", "keystone", "glance", "placement", "nova", "neutron", "horizon"}
+
+// baseProfileSpec enables every component at chart version 0.1.0 from the test repository.
+func baseProfileSpec(readiness string) map[string]any {
+	comps := map[string]any{}
+	for _, c := range components {
+		comps[c] = map[string]any{
+			"chart":            map[string]any{"repository": charts.URL, "name": c, "version": "0.1.0"},
+			"readinessTimeout": readiness,
+		}
+	}
+	return map[string]any{"components": comps}
+}
+
+func createObject(t *testing.T, gvr schema.GroupVersionResource, kind, name string, spec map[string]any) *unstructured.Unstructured {
+	t.Helper()
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "kupenstack.io/v1alpha1", "kind": kind,
+		"metadata": map[string]any{"name": name, "labels": map[string]any{"stackflow.io/test-run": run}},
+		"spec":     spec,
+	}}
+	out, err := dyn.Resource(gvr).Create(context.Background(), u, metav1.CreateOptions{})
+	require.NoError(t, err, "create %s %s", kind, name)
+	return out
+}
+
+// deleteAndWait deletes an object and waits until its workflow removed the finalizer.
+func deleteAndWait(t *testing.T, gvr schema.GroupVersionResource, name string, timeout time.Duration) {
+	t.Helper()
+	ctx := context.Background()
+	err := dyn.Resource(gvr).Delete(ctx, name, metav1.DeleteOptions{})
+	if apierrors.IsNotFound(err) {
+		return
+	}
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		_, err := dyn.Resource(gvr).Get(ctx, name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err)
+	}, timeout, 500*time.Millisecond, "%s %s not deleted", gvr.Resource, name)
+}
+
+func mergePatch(t *testing.T, gvr schema.GroupVersionResource, name string, patch map[string]any) {
+	t.Helper()
+	b, _ := json.Marshal(patch)
+	_, err := dyn.Resource(gvr).Patch(context.Background(), name, types.MergePatchType, b, metav1.PatchOptions{})
+	require.NoError(t, err, "patch %s %s", gvr.Resource, name)
+}
+
+func getObject(t *testing.T, gvr schema.GroupVersionResource, name string) *unstructured.Unstructured {
+	t.Helper()
+	u, err := dyn.Resource(gvr).Get(context.Background(), name, metav1.GetOptions{})
+	require.NoError(t, err)
+	return u
+}
+
+// configStatus is the part of a KupenstackConfiguration's status the tests read.
+type configStatus struct {
+	ObservedGeneration int64                       `json:"observedGeneration"`
+	Phase              string                      `json:"phase"`
+	WorkflowID         string                      `json:"workflowID"`
+	Conditions         []metav1.Condition          `json:"conditions"`
+	Components         []workflows.ComponentStatus `json:"components"`
+}
+
+func readConfigStatus(t *testing.T, name string) (configStatus, int64) {
+	t.Helper()
+	u := getObject(t, gvrConfig, name)
+	var s configStatus
+	raw, _ := json.Marshal(u.Object["status"])
+	require.NoError(t, json.Unmarshal(raw, &s))
+	return s, u.GetGeneration()
+}
+
+func (s configStatus) condition(typ string) metav1.Condition {
+	for _, c := range s.Conditions {
+		if c.Type == typ {
+			return c
+		}
+	}
+	return metav1.Condition{}
+}
+
+func (s configStatus) component(name string) workflows.ComponentStatus {
+	for _, c := range s.Components {
+		if c.Name == name {
+			return c
+		}
+	}
+	return workflows.ComponentStatus{}
+}
+
+// waitConfig polls the configuration's status until ok says so, and fails with the last status.
+func waitConfig(t *testing.T, name string, timeout time.Duration, what string, ok func(configStatus, int64) bool) configStatus {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		s, gen := readConfigStatus(t, name)
+		if ok(s, gen) {
+			return s
+		}
+		if time.Now().After(deadline) {
+			b, _ := json.MarshalIndent(s, "", "  ")
+			require.FailNow(t, "timed out waiting: "+what, "status of %s:\n%s", name, b)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// allDeployed is true once every component is Deployed and ComponentsReady is True for the current
+// generation.
+func allDeployed(s configStatus, gen int64) bool {
+	if s.ObservedGeneration != gen || s.condition(workflows.ConditionComponentsReady).Status != metav1.ConditionTrue ||
+		s.condition(lifecycle.ConditionReady).Status != metav1.ConditionTrue {
+		return false
+	}
+	for _, c := range components {
+		if s.component(c).State != workflows.ComponentDeployed {
+			return false
+		}
+	}
+	return true
+}
+
+// releases reads the components' releases through the Helm activities (read-only).
+func releases(t *testing.T, ns string) map[string]activities.ReleaseInfo {
+	t.Helper()
+	h, err := activities.NewHelm(restCfg, t.TempDir())
+	require.NoError(t, err)
+	out, err := h.Releases(context.Background(), activities.ReleasesInput{Namespace: ns, Names: components})
+	require.NoError(t, err)
+	return out
+}
+
+// childEvents returns, per component, the parent history's event IDs of its child's start and
+// completion (the latest rollout of each), read from the parent workflow's history.
+func childEvents(t *testing.T, parentID string) (started, closed map[string]int64) {
+	t.Helper()
+	started, closed = map[string]int64{}, map[string]int64{}
+	it := tc.GetWorkflowHistory(context.Background(), parentID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	prefix := parentID + "/"
+	for it.HasNext() {
+		ev, err := it.Next()
+		require.NoError(t, err)
+		if a := ev.GetChildWorkflowExecutionStartedEventAttributes(); a != nil {
+			started[strings.TrimPrefix(a.WorkflowExecution.WorkflowId, prefix)] = ev.EventId
+		}
+		if a := ev.GetChildWorkflowExecutionCompletedEventAttributes(); a != nil {
+			closed[strings.TrimPrefix(a.WorkflowExecution.WorkflowId, prefix)] = ev.EventId
+		}
+		if a := ev.GetChildWorkflowExecutionFailedEventAttributes(); a != nil {
+			closed[strings.TrimPrefix(a.WorkflowExecution.WorkflowId, prefix)] = ev.EventId
+		}
+	}
+	return started, closed
+}
+
+// childRuns counts the runs of each component's rollout workflow under a parent, through visibility.
+func childRuns(t *testing.T, parentID string) map[string]int {
+	t.Helper()
+	out := map[string]int{}
+	resp, err := tc.ListWorkflow(context.Background(), &workflowservice.ListWorkflowExecutionsRequest{
+		Namespace: temporalNamespace, PageSize: 1000,
+		Query: fmt.Sprintf("WorkflowId STARTS_WITH %q AND WorkflowType = %q", parentID+"/", workflows.RolloutComponentWorkflowName),
+	})
+	require.NoError(t, err)
+	for _, e := range resp.Executions {
+		out[strings.TrimPrefix(e.Execution.WorkflowId, parentID+"/")]++
+	}
+	return out
+}
+
+// nodeSpecs are the kwok nodes and their types.
+var nodeSpecs = []map[string]any{
+	{"name": "control-0", "type": "control"}, {"name": "control-1", "type": "control"}, {"name": "control-2", "type": "control"},
+	{"name": "compute-0", "type": "compute"}, {"name": "compute-1", "type": "compute"},
+}
+
+// restoreNodes gives the shared kwok nodes back their role labels and empties their OpenstackNodes'
+// specs, whatever the test did.
+func restoreNodes(t *testing.T) {
+	ctx := context.Background()
+	for _, n := range nodeSpecs {
+		name := n["name"].(string)
+		label := workflows.RoleLabels[n["type"].(string)]
+		b, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]any{label: "enabled"}}})
+		if _, err := kube.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, b, metav1.PatchOptions{}); err != nil {
+			t.Logf("restore labels of %s: %v", name, err)
+		}
+		b, _ = json.Marshal(map[string]any{"spec": nil})
+		if _, err := dyn.Resource(gvrOSKNode).Patch(ctx, name, types.MergePatchType, b, metav1.PatchOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			t.Logf("restore OpenstackNode %s: %v", name, err)
+		}
+	}
+}
+
+// clientUpdate asks the configuration's workflow for a preview and waits for the answer.
+func clientUpdate(workflowID string, req workflows.PreviewRequest) client.UpdateWorkflowOptions {
+	return client.UpdateWorkflowOptions{WorkflowID: workflowID, UpdateName: workflows.UpdatePreview,
+		Args: []any{req}, WaitForStage: client.WorkflowUpdateStageCompleted}
+}

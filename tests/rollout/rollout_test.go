@@ -1,0 +1,285 @@
+package rollout
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/stackflow/stackflow/activities"
+	"github.com/stackflow/stackflow/workflows"
+)
+
+// TestRollout is the control-plane story on 3 control and 2 compute kwok nodes: a KupenstackConfiguration
+// gives every node its OpenstackNode and labels and rolls out every component in graph order; a nova
+// profile change, previewed first, upgrades only nova; a nova chart version that never becomes Ready is
+// rolled back with a failed condition; disabling a node removes its labels.
+func TestRollout(t *testing.T) {
+	t.Cleanup(func() { restoreNodes(t) })
+	startBridge(t, "bridge")
+	startWorker(t, "worker", t.TempDir())
+	ns := releaseNamespace(t, "cloud")
+	base, child, cfgName := run+"-base", run+"-cloud", run+"-cloud"
+
+	createObject(t, gvrProfile, "OpenStackCloudConfigurationProfile", base, baseProfileSpec("2m"))
+	createObject(t, gvrProfile, "OpenStackCloudConfigurationProfile", child, map[string]any{
+		"from": base,
+		"components": map[string]any{"nova": map[string]any{
+			"config": map[string]any{"nova.conf": "[DEFAULT]\ndebug = false\n"},
+		}},
+	})
+	start := time.Now()
+	createObject(t, gvrConfig, "KupenstackConfiguration", cfgName, map[string]any{
+		"defaultProfile": child, "releaseNamespace": ns, "nodes": nodeSpecs,
+	})
+	t.Cleanup(func() { deleteAndWait(t, gvrConfig, cfgName, 3*time.Minute) })
+	t.Cleanup(func() {
+		deleteAndWait(t, gvrProfile, child, time.Minute)
+		deleteAndWait(t, gvrProfile, base, time.Minute)
+	})
+
+	var parentID string
+	t.Run("full rollout in graph order", func(t *testing.T) {
+		s := waitConfig(t, cfgName, 5*time.Minute, "every component Deployed", allDeployed)
+		t.Logf("full rollout of %d components Ready in %s", len(components), time.Since(start).Round(100*time.Millisecond))
+		parentID = s.WorkflowID
+		require.NotEmpty(t, parentID)
+
+		// Every release is deployed at revision 1 with the rendered values hash, and its Deployments
+		// are available.
+		rels := releases(t, ns)
+		for _, c := range components {
+			require.True(t, rels[c].Exists, c)
+			require.Equal(t, activities.ReleaseDeployed, rels[c].Status, c)
+			require.Equal(t, 1, rels[c].Revision, c)
+			require.Equal(t, s.component(c).ValuesHash, rels[c].ValuesHash, c)
+		}
+		deps, err := kube.AppsV1().Deployments(ns).List(context.Background(), metav1.ListOptions{})
+		require.NoError(t, err)
+		require.GreaterOrEqual(t, len(deps.Items), 11)
+		for _, d := range deps.Items {
+			require.True(t, available(d), "deployment %s available", d.Name)
+		}
+
+		// Graph order, from the parent's history: every component started only after each of its
+		// dependencies' rollouts completed; the independent infrastructure started together.
+		started, closed := childEvents(t, parentID)
+		for _, c := range components {
+			comp, _ := workflows.ControlPlane.Get(c)
+			require.Contains(t, started, c)
+			for _, d := range comp.DependsOn {
+				require.Less(t, closed[d], started[c], "%s started before its dependency %s completed", c, d)
+			}
+		}
+		firstDone := min(closed["mariadb"], closed["rabbitmq"], closed["memcached"])
+		for _, c := range []string{"mariadb", "rabbitmq", "memcached"} {
+			require.Less(t, started[c], firstDone, "%s started in parallel with the other infrastructure", c)
+		}
+
+		// OpenstackNodes: roles, profile, desired configuration; Kubernetes Nodes labelled.
+		for _, n := range nodeSpecs {
+			name, typ := n["name"].(string), n["type"].(string)
+			var osk struct {
+				Status struct {
+					Status                   string                      `json:"status"`
+					Roles                    []string                    `json:"roles"`
+					Profile                  string                      `json:"profile"`
+					DesiredNodeConfiguration workflows.NodeConfiguration `json:"desiredNodeConfiguration"`
+				} `json:"status"`
+			}
+			require.Eventually(t, func() bool {
+				raw, _ := json.Marshal(getObject(t, gvrOSKNode, name).Object)
+				_ = json.Unmarshal(raw, &osk)
+				return osk.Status.Profile == child && len(osk.Status.DesiredNodeConfiguration.Components) > 0
+			}, time.Minute, 500*time.Millisecond, "OpenstackNode %s gets profile and desired configuration", name)
+			require.Equal(t, []string{typ}, osk.Status.Roles)
+			require.Equal(t, "Ready", osk.Status.Status)
+			if typ == "compute" {
+				require.Contains(t, osk.Status.DesiredNodeConfiguration.Components, "nova")
+				require.NotContains(t, osk.Status.DesiredNodeConfiguration.Components, "keystone")
+			} else {
+				require.Contains(t, osk.Status.DesiredNodeConfiguration.Components, "keystone")
+			}
+			node, err := kube.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
+			require.NoError(t, err)
+			require.Equal(t, "enabled", node.Labels[workflows.RoleLabels[typ]], "node %s labelled", name)
+		}
+	})
+
+	t.Run("preview then a nova change upgrades only nova", func(t *testing.T) {
+		require.NotEmpty(t, parentID)
+		newNova := map[string]any{"config": map[string]any{"nova.conf": "[DEFAULT]\ndebug = true\n"}}
+		candidate := workflows.PreviewRequest{Profile: &workflows.NamedProfile{Name: child, Spec: workflows.ProfileSpec{
+			From: base, Components: map[string]workflows.ComponentProfile{"nova": {Config: map[string]string{"nova.conf": "[DEFAULT]\ndebug = true\n"}}},
+		}}}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		h, err := tc.UpdateWorkflow(ctx, clientUpdate(parentID, candidate))
+		require.NoError(t, err)
+		var preview workflows.PreviewResult
+		require.NoError(t, h.Get(ctx, &preview))
+		require.Equal(t, [][]string{{"nova"}}, preview.Plan.Waves)
+		require.Len(t, preview.Diffs, 1)
+		require.Contains(t, preview.Diffs[0].Diff, "-    debug = false")
+		require.Contains(t, preview.Diffs[0].Diff, "+    debug = true")
+		t.Logf("preview of nova:\n%s", preview.Diffs[0].Diff)
+		require.Equal(t, 1, releases(t, ns)["nova"].Revision, "the preview applied nothing")
+
+		mergePatch(t, gvrProfile, child, map[string]any{"spec": map[string]any{"components": map[string]any{"nova": newNova}}})
+		s := waitConfig(t, cfgName, 3*time.Minute, "nova at revision 2", func(s configStatus, gen int64) bool {
+			return allDeployed(s, gen) && s.component("nova").Revision == 2
+		})
+		rels := releases(t, ns)
+		for _, c := range components {
+			want := 1
+			if c == "nova" {
+				want = 2
+			}
+			require.Equal(t, want, rels[c].Revision, "revision of %s", c)
+		}
+		require.Equal(t, s.component("nova").ValuesHash, rels["nova"].ValuesHash)
+		runs := childRuns(t, parentID)
+		require.Equal(t, 2, runs["nova"], "nova rolled out twice in all")
+		require.Equal(t, 1, runs["keystone"], "keystone rolled out once in all")
+	})
+
+	t.Run("a never-ready chart version is rolled back", func(t *testing.T) {
+		mergePatch(t, gvrProfile, child, map[string]any{"spec": map[string]any{"components": map[string]any{"nova": map[string]any{
+			"chart": map[string]any{"repository": charts.URL, "name": "nova", "version": "0.9.0"}, "readinessTimeout": "15s",
+		}}}})
+		s := waitConfig(t, cfgName, 3*time.Minute, "nova failed and rolled back", func(s configStatus, _ int64) bool {
+			return s.component("nova").State == workflows.ComponentFailed
+		})
+		cond := s.condition(workflows.ConditionComponentsReady)
+		require.Equal(t, metav1.ConditionFalse, cond.Status)
+		require.Equal(t, activities.ErrNotReady, cond.Reason)
+		require.Contains(t, cond.Message, "nova failed")
+		require.Contains(t, cond.Message, "Deployment/nova-api")
+		require.Contains(t, cond.Message, "rolled back to revision 2")
+		require.Contains(t, cond.Message, "Helm: Rollback to 2")
+		ready := s.condition("Ready")
+		require.Equal(t, metav1.ConditionFalse, ready.Status)
+		require.Equal(t, activities.ErrNotReady, ready.Reason)
+		t.Logf("failed condition: %s", cond.Message)
+
+		// The previous revision runs again: deployed, chart 0.1.0, nova-api available.
+		rels := releases(t, ns)
+		require.Equal(t, activities.ReleaseDeployed, rels["nova"].Status)
+		require.Equal(t, "0.1.0", rels["nova"].ChartVersion)
+		require.Equal(t, 4, rels["nova"].Revision)
+		require.Eventually(t, func() bool {
+			d, err := kube.AppsV1().Deployments(ns).Get(context.Background(), "nova-api", metav1.GetOptions{})
+			return err == nil && available(*d) && d.Spec.Template.Spec.NodeSelector["stackflow.io/never-scheduled"] == ""
+		}, time.Minute, time.Second, "nova-api of the good revision is available")
+		for _, c := range components {
+			if c != "nova" {
+				require.Equal(t, 1, rels[c].Revision, "%s untouched", c)
+			}
+		}
+
+		// Back to the good version: nothing to upgrade, the rollback already deployed those values.
+		mergePatch(t, gvrProfile, child, map[string]any{"spec": map[string]any{"components": map[string]any{"nova": map[string]any{
+			"chart": map[string]any{"repository": charts.URL, "name": "nova", "version": "0.1.0"}, "readinessTimeout": "2m",
+		}}}})
+		waitConfig(t, cfgName, 2*time.Minute, "Ready again", func(s configStatus, gen int64) bool {
+			return allDeployed(s, gen) && s.component("nova").Revision == 4
+		})
+		require.Equal(t, 4, releases(t, ns)["nova"].Revision)
+	})
+
+	t.Run("disabling a node removes its labels", func(t *testing.T) {
+		nodes := slices.Clone(nodeSpecs)
+		nodes[4] = map[string]any{"name": "compute-1", "type": "compute", "disabled": true}
+		mergePatch(t, gvrConfig, cfgName, map[string]any{"spec": map[string]any{"nodes": nodes}})
+		require.Eventually(t, func() bool {
+			n, err := kube.CoreV1().Nodes().Get(context.Background(), "compute-1", metav1.GetOptions{})
+			if err != nil {
+				return false
+			}
+			_, labelled := n.Labels[workflows.LabelCompute]
+			st, _ := getObject(t, gvrOSKNode, "compute-1").Object["status"].(map[string]any)
+			dnc, _ := st["desiredNodeConfiguration"].(map[string]any)
+			// A disabled node wants nothing.
+			return !labelled && st["status"] == "Disabled" && dnc != nil && dnc["components"] == nil
+		}, 2*time.Minute, 500*time.Millisecond, "compute-1 unlabelled, its OpenstackNode Disabled and wanting nothing")
+		n0, err := kube.CoreV1().Nodes().Get(context.Background(), "compute-0", metav1.GetOptions{})
+		require.NoError(t, err)
+		require.Equal(t, "enabled", n0.Labels[workflows.LabelCompute], "the other compute keeps its label")
+		waitConfig(t, cfgName, 2*time.Minute, "configuration Ready at the new generation", allDeployed)
+
+		// Enabled again, it gets its label back.
+		mergePatch(t, gvrConfig, cfgName, map[string]any{"spec": map[string]any{"nodes": nodeSpecs}})
+		require.Eventually(t, func() bool {
+			n, err := kube.CoreV1().Nodes().Get(context.Background(), "compute-1", metav1.GetOptions{})
+			return err == nil && n.Labels[workflows.LabelCompute] == "enabled"
+		}, 2*time.Minute, 500*time.Millisecond, "compute-1 labelled again")
+	})
+}
+
+func available(d appsv1.Deployment) bool {
+	for _, c := range d.Status.Conditions {
+		if c.Type == appsv1.DeploymentAvailable && c.Status == "True" {
+			return d.Status.UpdatedReplicas == *d.Spec.Replicas && d.Status.ObservedGeneration >= d.Generation
+		}
+	}
+	return false
+}
+
+// TestRolloutSurvivesWorkerKill kills the worker with SIGKILL in the middle of a full rollout; a new
+// worker finishes it, and no component that had finished is upgraded a second time.
+func TestRolloutSurvivesWorkerKill(t *testing.T) {
+	t.Cleanup(func() { restoreNodes(t) })
+	startBridge(t, "bridge-kill")
+	cache := t.TempDir()
+	w := startWorker(t, "worker-kill-1", cache)
+	ns := releaseNamespace(t, "crash")
+	profile, cfgName := run+"-crash", run+"-crash"
+	createObject(t, gvrProfile, "OpenStackCloudConfigurationProfile", profile, baseProfileSpec("2m"))
+	createObject(t, gvrConfig, "KupenstackConfiguration", cfgName, map[string]any{
+		"defaultProfile": profile, "releaseNamespace": ns, "nodes": nodeSpecs,
+	})
+	t.Cleanup(func() {
+		deleteAndWait(t, gvrConfig, cfgName, 3*time.Minute)
+		deleteAndWait(t, gvrProfile, profile, time.Minute)
+	})
+
+	// Kill once some components are Deployed and others are not.
+	s := waitConfig(t, cfgName, 3*time.Minute, "part of the rollout done", func(s configStatus, _ int64) bool {
+		n := 0
+		for _, c := range s.Components {
+			if c.State == workflows.ComponentDeployed {
+				n++
+			}
+		}
+		return n >= 3 && n < len(components)
+	})
+	var finished []string
+	for _, c := range s.Components {
+		if c.State == workflows.ComponentDeployed {
+			finished = append(finished, c.Name)
+		}
+	}
+	w.kill9()
+	t.Logf("killed the worker with %s finished", strings.Join(finished, ", "))
+	time.Sleep(2 * time.Second)
+	startWorker(t, "worker-kill-2", cache)
+
+	s = waitConfig(t, cfgName, 5*time.Minute, "every component Deployed after the crash", allDeployed)
+	rels := releases(t, ns)
+	for _, c := range finished {
+		require.Equal(t, 1, rels[c].Revision, "%s finished before the crash and was not upgraded again", c)
+	}
+	for _, c := range components {
+		require.Equal(t, activities.ReleaseDeployed, rels[c].Status, c)
+	}
+	runs := childRuns(t, s.WorkflowID)
+	for _, c := range components {
+		require.Equal(t, 1, runs[c], "one rollout run of %s", c)
+	}
+}
