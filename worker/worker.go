@@ -180,8 +180,17 @@ func register(queue string, w sdkworker.Worker, cfg Config) (int, error) {
 		w.RegisterActivity(helm)
 		return 2, nil
 	case lifecycle.AnsibleQueue:
-		// The Ansible activities (ansible-playbook over SSH) register here once they exist.
-		return 0, nil
+		// ansible-playbook over SSH with the playbooks embedded in this binary (or those in
+		// $STACKFLOW_ANSIBLE_DIR); SSH keys are read from Secrets, hence the kubeconfig.
+		if cfg.Kube == nil {
+			return 0, errors.New("the Ansible activities need a kubeconfig (SSH key Secrets)")
+		}
+		ans, err := activities.NewAnsible(cfg.Kube, os.Getenv("STACKFLOW_ANSIBLE_DIR"))
+		if err != nil {
+			return 0, fmt.Errorf("ansible activities: %w", err)
+		}
+		w.RegisterActivity(ans)
+		return 1, nil
 	case lifecycle.OpenStackQueue:
 		// The OpenStack API activities read credentials from identity Secrets, hence the kubeconfig.
 		if cfg.Kube == nil {

@@ -20,5 +20,11 @@ func All() []Definition {
 		{Name: "OpenStackCloudConfigurationProfile", Fn: ProfileWorkflow},
 		{Name: "KupenstackConfiguration", Fn: KupenstackConfigurationWorkflow},
 		{Name: RolloutComponentWorkflowName, Fn: RolloutComponentWorkflow},
+		// EDPM data plane: per-node pipelines admitted by their data plane; phase 1 by the service CRs.
+		{Name: "OpenStackDataPlane", Fn: OpenStackDataPlaneWorkflow},
+		{Name: "OpenStackDataPlaneRole", Fn: OpenStackDataPlaneRoleWorkflow},
+		{Name: "OpenStackDataPlaneNode", Fn: OpenStackDataPlaneNodeWorkflow},
+		{Name: "NovaExternalCompute", Fn: NovaExternalComputeWorkflow},
+		{Name: "OVNMetadataAgent", Fn: OVNMetadataAgentWorkflow},
 	}
 }

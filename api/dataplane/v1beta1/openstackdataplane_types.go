@@ -60,6 +60,33 @@ type OpenStackDataPlaneStatus struct {
 	// +optional
 	// +listType=set
 	FailedNodes []string `json:"failedNodes,omitempty"`
+	// NodeStates is where each node's pipeline is: state, phase, step, last message, admissions.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	NodeStates []DataPlaneNodeState `json:"nodeStates,omitempty"`
+}
+
+// DataPlaneNodeState is one node's pipeline as its data plane sees it.
+type DataPlaneNodeState struct {
+	// Name is the OpenStackDataPlaneNode.
+	Name string `json:"name"`
+	// Host is its hostName.
+	// +optional
+	Host string `json:"host,omitempty"`
+	// State is Pending, Running, Succeeded, Failed, Held or Stopped.
+	State string `json:"state"`
+	// Phase (-1, 0, 1) and Step are where the node is, or where it failed.
+	// +optional
+	Phase int32 `json:"phase,omitempty"`
+	// +optional
+	Step string `json:"step,omitempty"`
+	// Message is the node's last report (the failure message when it failed).
+	// +optional
+	Message string `json:"message,omitempty"`
+	// Attempts counts the times the node was admitted in this rollout (1 plus retries).
+	// +optional
+	Attempts int32 `json:"attempts,omitempty"`
 }
 
 // OpenStackDataPlane deploys a set of EDPM data-plane nodes, in batches, with a failure budget.

@@ -1,0 +1,56 @@
+package workflows
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/stackflow/stackflow/activities"
+	dataplanev1beta1 "github.com/stackflow/stackflow/api/dataplane/v1beta1"
+	"github.com/stackflow/stackflow/api/lifecycle"
+)
+
+// OpenStackDataPlaneRoleWorkflow serves an OpenStackDataPlaneRole. A role deploys nothing itself: on
+// every new generation it asks its nodes' workflows to reconcile again (refresh), so a changed
+// nodeTemplate reaches every node's inventory, service CRs and, when the effective configuration
+// changed, phase 0; and it lists its nodes in status. (Annotations do not change a generation: the cell
+// annotation cannot change anyway, and a changed agent annotation reaches a node with its next
+// reconcile.)
+func OpenStackDataPlaneRoleWorkflow(ctx workflow.Context, in ObjectInput) error {
+	return RunObject(ctx, in, &edpmRoleReconciler{}, Options{})
+}
+
+type edpmRoleReconciler struct{}
+
+func (edpmRoleReconciler) Reconcile(ctx workflow.Context, lc *Lifecycle, obj *activities.Object) error {
+	if err := lc.Step(ctx, "refresh the role's nodes"); err != nil {
+		return err
+	}
+	var all []activities.EDPMObject
+	if err := workflow.ExecuteActivity(KubeActivity(ctx), kube.ListEDPMObjects, activities.EDPMListInput{Ref: DataPlaneNodeRef(lc.Ref.Namespace, "")}).Get(ctx, &all); err != nil {
+		return fmt.Errorf("list nodes of %s: %w", lc.Ref, err)
+	}
+	names := []string{}
+	ready := 0
+	for _, o := range all {
+		var spec dataplanev1beta1.OpenStackDataPlaneNodeSpec
+		if json.Unmarshal(o.Spec, &spec) != nil || spec.Role != lc.Ref.Name || o.Deleting {
+			continue
+		}
+		names = append(names, o.Name)
+		ref := DataPlaneNodeRef(lc.Ref.Namespace, o.Name)
+		ref.UID = o.UID
+		// A node whose workflow is not running yet reads the role when it starts: nothing to tell it.
+		_ = workflow.SignalExternalWorkflow(ctx, lifecycle.WorkflowID(ref), "", SignalRefresh, nil).Get(ctx, nil)
+		var st activities.ObjectStatus
+		if err := workflow.ExecuteActivity(KubeActivity(ctx), kube.GetObjectStatus, activities.StatusInput{Ref: ref, Fields: []string{"deployed"}}).Get(ctx, &st); err == nil && string(st.Fields["deployed"]) == "true" {
+			ready++
+		}
+	}
+	_ = lc.SetField(ctx, "nodes", names)
+	_ = lc.SetField(ctx, "readyNodes", ready)
+	return nil
+}
+
+func (edpmRoleReconciler) Teardown(workflow.Context, *Lifecycle) error { return nil }
