@@ -141,11 +141,11 @@ func freeAddr(t *testing.T) string {
 // put finalizers on the shared kwok Nodes; the KupenstackConfiguration creates OpenstackNodes itself.
 const servedKinds = "OpenstackNode,KupenstackConfiguration,OpenStackCloudConfigurationProfile"
 
-func startBridge(t *testing.T, identity string) *proc {
+func startBridge(t *testing.T, identity, kinds string) *proc {
 	return startProc(t, identity, "stackflow-bridge", nil,
 		"--temporal-address", st.TemporalAddress,
 		"--namespace", temporalNamespace,
-		"--kinds", servedKinds,
+		"--kinds", kinds,
 		"--identity", identity,
 		"--leader-election-name", run+"-"+identity,
 		"--lease-duration", "6s", "--renew-deadline", "4s", "--retry-period", "1s",

@@ -22,7 +22,7 @@ import (
 // rolled back with a failed condition; disabling a node removes its labels.
 func TestRollout(t *testing.T) {
 	t.Cleanup(func() { restoreNodes(t) })
-	startBridge(t, "bridge")
+	startBridge(t, "bridge", servedKinds)
 	startWorker(t, "worker", t.TempDir())
 	ns := releaseNamespace(t, "cloud")
 	base, child, cfgName := run+"-base", run+"-cloud", run+"-cloud"
@@ -234,20 +234,21 @@ func available(d appsv1.Deployment) bool {
 // TestRolloutSurvivesWorkerKill kills the worker with SIGKILL in the middle of a full rollout; a new
 // worker finishes it, and no component that had finished is upgraded a second time.
 func TestRolloutSurvivesWorkerKill(t *testing.T) {
-	t.Cleanup(func() { restoreNodes(t) })
-	startBridge(t, "bridge-kill")
+	// Nodes are not part of this story: only configurations and profiles are served.
+	startBridge(t, "bridge-kill", "KupenstackConfiguration,OpenStackCloudConfigurationProfile")
 	cache := t.TempDir()
 	w := startWorker(t, "worker-kill-1", cache)
 	ns := releaseNamespace(t, "crash")
 	profile, cfgName := run+"-crash", run+"-crash"
 	createObject(t, gvrProfile, "OpenStackCloudConfigurationProfile", profile, baseProfileSpec("2m"))
 	createObject(t, gvrConfig, "KupenstackConfiguration", cfgName, map[string]any{
-		"defaultProfile": profile, "releaseNamespace": ns, "nodes": nodeSpecs,
+		"defaultProfile": profile, "releaseNamespace": ns,
 	})
-	t.Cleanup(func() {
+	cleanup := func() {
 		deleteAndWait(t, gvrConfig, cfgName, 3*time.Minute)
 		deleteAndWait(t, gvrProfile, profile, time.Minute)
-	})
+	}
+	t.Cleanup(cleanup)
 
 	// Kill once some components are Deployed and others are not.
 	s := waitConfig(t, cfgName, 3*time.Minute, "part of the rollout done", func(s configStatus, _ int64) bool {
@@ -282,4 +283,6 @@ func TestRolloutSurvivesWorkerKill(t *testing.T) {
 	for _, c := range components {
 		require.Equal(t, 1, runs[c], "one rollout run of %s", c)
 	}
+	// While the second worker still runs (cleanups run in reverse order, and it started last).
+	cleanup()
 }

@@ -1,0 +1,292 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	"google.golang.org/protobuf/types/known/durationpb"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/stackflow/stackflow/deploy/local"
+	"github.com/stackflow/stackflow/tests/rollout/chartrepo"
+	"github.com/stackflow/stackflow/worker"
+	"github.com/stackflow/stackflow/workflows"
+)
+
+// rolloutBenchNamespace holds the rollout benchmark's workflows.
+const rolloutBenchNamespace = "stackflow-bench-rollout"
+
+var rolloutComponents = []string{"mariadb", "rabbitmq", "memcached", "keystone", "glance", "placement", "nova", "neutron", "horizon"}
+
+// BenchmarkFullRollout rolls out the nine control-plane components of the test charts through stackflow
+// (bridge, workflows, worker, Helm) from an empty namespace, and compares the makespan with the sum of
+// the per-component rollout times (what a script rolling one release after the other would take). The
+// critical path of the graph, with the measured times, is the best any schedule could do.
+func BenchmarkFullRollout(b *testing.B) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
+	st, err := local.Up(ctx, local.Options{Components: []string{local.Kubernetes, local.Temporal}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	dir := b.TempDir()
+	binDir := filepath.Join(dir, "bin")
+	for _, pkg := range []string{"./bridge/cmd/stackflow-bridge", "./worker/cmd/stackflow-worker"} {
+		cmd := exec.CommandContext(ctx, "go", "build", "-o", binDir+string(filepath.Separator), pkg)
+		cmd.Dir = st.RepoRoot
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		if err := cmd.Run(); err != nil {
+			b.Fatalf("build %s: %v", pkg, err)
+		}
+	}
+	repoDir := filepath.Join(dir, "charts")
+	if err := os.MkdirAll(repoDir, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	repo, err := chartrepo.Serve(filepath.Join(st.RepoRoot, "deploy", "charts"), repoDir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer repo.Close()
+	cfg, err := clientcmd.BuildConfigFromFlags("", st.Kubeconfig)
+	if err != nil {
+		b.Fatal(err)
+	}
+	dyn := dynamic.NewForConfigOrDie(cfg)
+	kube := kubernetes.NewForConfigOrDie(cfg)
+	if err := rolloutBenchTemporalNamespace(ctx, st); err != nil {
+		b.Fatal(err)
+	}
+	tc, err := client.DialContext(ctx, client.Options{HostPort: st.TemporalAddress, Namespace: rolloutBenchNamespace})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer tc.Close()
+
+	run := fmt.Sprintf("rb%06x", time.Now().UnixNano()&0xffffff)
+	common := []string{"--temporal-address", st.TemporalAddress, "--namespace", rolloutBenchNamespace}
+	wk, err := rolloutBenchStart(st, filepath.Join(binDir, "stackflow-worker"), filepath.Join(dir, "worker.log"),
+		[]string{"STACKFLOW_HELM_CACHE=" + filepath.Join(dir, "helm")}, append(common, "--metrics-address", rolloutBenchAddr(), "--stop-timeout", "5s")...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer wk()
+	br, err := rolloutBenchStart(st, filepath.Join(binDir, "stackflow-bridge"), filepath.Join(dir, "bridge.log"), nil,
+		append(common, "--metrics-address", rolloutBenchAddr(), "--kinds", "KupenstackConfiguration,OpenStackCloudConfigurationProfile",
+			"--leader-election-name", run+"-bridge")...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer br()
+
+	gvrProfile := schema.GroupVersionResource{Group: "kupenstack.io", Version: "v1alpha1", Resource: "openstackcloudconfigurationprofiles"}
+	gvrConfig := schema.GroupVersionResource{Group: "kupenstack.io", Version: "v1alpha1", Resource: "kupenstackconfigurations"}
+	for i := 0; i < b.N; i++ {
+		name := fmt.Sprintf("%s-%d", run, i)
+		if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+			b.Fatal(err)
+		}
+		comps := map[string]any{}
+		for _, c := range rolloutComponents {
+			comps[c] = map[string]any{"chart": map[string]any{"repository": repo.URL, "name": c, "version": "0.1.0"}}
+		}
+		obj := func(kind string, spec map[string]any) *unstructured.Unstructured {
+			return &unstructured.Unstructured{Object: map[string]any{"apiVersion": "kupenstack.io/v1alpha1", "kind": kind,
+				"metadata": map[string]any{"name": name}, "spec": spec}}
+		}
+		if _, err := dyn.Resource(gvrProfile).Create(ctx, obj("OpenStackCloudConfigurationProfile", map[string]any{"components": comps}), metav1.CreateOptions{}); err != nil {
+			b.Fatal(err)
+		}
+		start := time.Now()
+		if _, err := dyn.Resource(gvrConfig).Create(ctx, obj("KupenstackConfiguration", map[string]any{"defaultProfile": name, "releaseNamespace": name}), metav1.CreateOptions{}); err != nil {
+			b.Fatal(err)
+		}
+		parentID, err := rolloutBenchWaitReady(ctx, dyn, gvrConfig, name)
+		if err != nil {
+			b.Fatal(err)
+		}
+		makespan := time.Since(start)
+		per, first, last, err := rolloutBenchChildTimes(ctx, tc, parentID)
+		if err != nil {
+			b.Fatal(err)
+		}
+		var sum time.Duration
+		cost := map[string]float64{}
+		var parts []string
+		for _, c := range rolloutComponents {
+			sum += per[c]
+			cost[c] = per[c].Seconds()
+			parts = append(parts, fmt.Sprintf("%s %.1fs", c, per[c].Seconds()))
+		}
+		path, critical := workflows.ControlPlane.CriticalPath(cost)
+		rolloutSpan := last.Sub(first)
+		fmt.Printf("full rollout of %d components: makespan %.1fs (create → ComponentsReady; first child start → last child close %.1fs)\n",
+			len(rolloutComponents), makespan.Seconds(), rolloutSpan.Seconds())
+		fmt.Printf("  sum of per-component rollouts (sequential script) %.1fs; ratio sum/makespan %.2f\n", sum.Seconds(), sum.Seconds()/makespan.Seconds())
+		fmt.Printf("  critical path %s = %.1fs (lower bound of any schedule); makespan/critical %.2f\n", strings.Join(path, " → "), critical, makespan.Seconds()/critical)
+		fmt.Printf("  per component: %s\n", strings.Join(parts, ", "))
+		b.ReportMetric(makespan.Seconds(), "makespan-s")
+		b.ReportMetric(sum.Seconds(), "sum-s")
+		b.ReportMetric(sum.Seconds()/makespan.Seconds(), "sum/makespan")
+		b.ReportMetric(critical, "critical-path-s")
+
+		// Teardown uninstalls the releases; then the namespace goes.
+		_ = dyn.Resource(gvrConfig).Delete(ctx, name, metav1.DeleteOptions{})
+		deadline := time.Now().Add(3 * time.Minute)
+		for time.Now().Before(deadline) {
+			if _, err := dyn.Resource(gvrConfig).Get(ctx, name, metav1.GetOptions{}); err != nil {
+				break
+			}
+			time.Sleep(time.Second)
+		}
+		_ = dyn.Resource(gvrProfile).Delete(ctx, name, metav1.DeleteOptions{})
+		_ = kube.CoreV1().Namespaces().Delete(ctx, name, metav1.DeleteOptions{})
+	}
+}
+
+// rolloutBenchWaitReady waits for ComponentsReady=True and returns the configuration's workflow ID.
+func rolloutBenchWaitReady(ctx context.Context, dyn dynamic.Interface, gvr schema.GroupVersionResource, name string) (string, error) {
+	deadline := time.Now().Add(10 * time.Minute)
+	for {
+		u, err := dyn.Resource(gvr).Get(ctx, name, metav1.GetOptions{})
+		if err == nil {
+			var s struct {
+				WorkflowID string             `json:"workflowID"`
+				Conditions []metav1.Condition `json:"conditions"`
+			}
+			raw, _ := json.Marshal(u.Object["status"])
+			_ = json.Unmarshal(raw, &s)
+			for _, c := range s.Conditions {
+				if c.Type == workflows.ConditionComponentsReady && c.Status == metav1.ConditionTrue {
+					return s.WorkflowID, nil
+				}
+				if c.Type == workflows.ConditionComponentsReady && c.Status == metav1.ConditionFalse && c.Reason != "RollingOut" {
+					return "", fmt.Errorf("rollout of %s failed: %s: %s", name, c.Reason, c.Message)
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			return "", fmt.Errorf("rollout of %s not Ready in time", name)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// rolloutBenchChildTimes reads each component rollout's start and close time from visibility.
+func rolloutBenchChildTimes(ctx context.Context, tc client.Client, parentID string) (map[string]time.Duration, time.Time, time.Time, error) {
+	per := map[string]time.Duration{}
+	var first, last time.Time
+	deadline := time.Now().Add(time.Minute)
+	for {
+		resp, err := tc.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Namespace: rolloutBenchNamespace, PageSize: 100,
+			Query: fmt.Sprintf("WorkflowId STARTS_WITH %q AND WorkflowType = %q AND ExecutionStatus = 'Completed'", parentID+"/", workflows.RolloutComponentWorkflowName)})
+		if err != nil {
+			return nil, first, last, err
+		}
+		if len(resp.Executions) >= len(rolloutComponents) {
+			for _, e := range resp.Executions {
+				s, c := e.StartTime.AsTime(), e.CloseTime.AsTime()
+				per[strings.TrimPrefix(e.Execution.WorkflowId, parentID+"/")] = c.Sub(s)
+				if first.IsZero() || s.Before(first) {
+					first = s
+				}
+				if c.After(last) {
+					last = c
+				}
+			}
+			return per, first, last, nil
+		}
+		if time.Now().After(deadline) {
+			return nil, first, last, fmt.Errorf("visibility shows %d of %d component rollouts", len(resp.Executions), len(rolloutComponents))
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+// rolloutBenchStart starts a stackflow binary in its own process group and returns its stop function.
+func rolloutBenchStart(st *local.Stack, path, log string, env []string, args ...string) (func(), error) {
+	f, err := os.Create(log)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(path, args...)
+	cmd.Env = append(append(os.Environ(), "KUBECONFIG="+st.Kubeconfig), env...)
+	cmd.Stdout, cmd.Stderr = f, f
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		f.Close()
+		return nil, err
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done); f.Close() }()
+	return func() {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-done
+		}
+	}, nil
+}
+
+func rolloutBenchAddr() string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "127.0.0.1:0"
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// rolloutBenchTemporalNamespace registers the benchmark's namespace with stackflow's search attributes.
+func rolloutBenchTemporalNamespace(ctx context.Context, st *local.Stack) error {
+	c, err := client.DialContext(ctx, client.Options{HostPort: st.TemporalAddress, Namespace: st.TemporalNamespace})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	_, err = c.WorkflowService().RegisterNamespace(ctx, &workflowservice.RegisterNamespaceRequest{
+		Namespace: rolloutBenchNamespace, WorkflowExecutionRetentionPeriod: durationpb.New(24 * time.Hour)})
+	var exists *serviceerror.NamespaceAlreadyExists
+	if err != nil && !errors.As(err, &exists) {
+		return fmt.Errorf("register namespace %s: %w", rolloutBenchNamespace, err)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		nc, err := client.DialContext(ctx, client.Options{HostPort: st.TemporalAddress, Namespace: rolloutBenchNamespace})
+		if err == nil {
+			err = worker.EnsureSearchAttributes(ctx, nc, rolloutBenchNamespace, workflows.SearchAttributes)
+			if err == nil {
+				_, err = nc.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Namespace: rolloutBenchNamespace, Query: `StackflowComponent = "none"`})
+			}
+			nc.Close()
+		}
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("namespace %s not usable: %w", rolloutBenchNamespace, err)
+		}
+		time.Sleep(time.Second)
+	}
+}
