@@ -162,6 +162,7 @@ var osConfigs = map[string]string{
 	"neutron/neutron.conf":        "neutron.conf.tmpl",
 	"neutron/ml2_conf.ini":        "ml2_conf.ini.tmpl",
 	"nova/nova.conf":              "nova.conf.tmpl",
+	"nova/nova-cell0.conf":        "nova-cell0.conf.tmpl",
 	"nova/nova-compute.conf":      "nova-compute.conf.tmpl",
 	"nova/nova-compute-edpm.conf": "nova-compute-edpm.conf.tmpl",
 	"ironic/ironic.conf":          "ironic.conf.tmpl",

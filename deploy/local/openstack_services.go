@@ -2,10 +2,15 @@ package local
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 )
 
 // pyMain is the command line that runs a console script's entry point with Debian's python3 (the
@@ -93,11 +98,16 @@ func (o *osEnv) upKeystone(ctx context.Context) (bool, error) {
 	manage := func(args ...string) []string {
 		return pyMain("keystone-manage", "keystone.cmd.manage", "main", append(conf, args...)...)
 	}
+	// fernet_setup and credential_setup only write random keys; doing that here spares two Python
+	// start-ups on Keystone's path, which everything else waits for.
+	for _, repo := range []string{"fernet-keys", "credential-keys"} {
+		if err := ensureFernetKeys(filepath.Join(o.Data, "keystone", repo)); err != nil {
+			return false, err
+		}
+	}
 	err := o.once(ctx, "keystone", func(ctx context.Context) error {
 		for _, step := range [][]string{
 			manage("db_sync"),
-			manage("fernet_setup", "--keystone-user", "root", "--keystone-group", "root"),
-			manage("credential_setup", "--keystone-user", "root", "--keystone-group", "root"),
 			manage("bootstrap", "--bootstrap-password", o.Pw["admin"],
 				"--bootstrap-region-id", o.Region,
 				"--bootstrap-admin-url", o.Keystone+"/v3",
@@ -118,6 +128,27 @@ func (o *osEnv) upKeystone(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	return started, o.waitAPI(ctx, apiKeystone)
+}
+
+// ensureFernetKeys creates a Fernet key repository as keystone-manage would: key 0 staged, key 1
+// primary, each 32 random bytes in URL-safe base64. An existing repository is left alone.
+func ensureFernetKeys(dir string) error {
+	if _, err := os.Stat(filepath.Join(dir, "0")); err == nil {
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	for _, name := range []string{"0", "1"} {
+		key := make([]byte, 32)
+		if _, err := rand.Read(key); err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(base64.URLEncoding.EncodeToString(key)), 0o600); err != nil {
+			return fmt.Errorf("fernet key %s: %w", filepath.Join(dir, name), err)
+		}
+	}
+	return nil
 }
 
 // upPlacement, upGlance, upNeutron, upIronic and upCinder migrate their database once and start their
@@ -207,35 +238,45 @@ func (o *osEnv) upCinder(ctx context.Context) (bool, error) {
 	return s1 || s2 || s3, o.waitAPI(ctx, apiCinder)
 }
 
-// upNovaAPI sets up cells v2 by hand (API database, cell0, cell1 on the DEFAULT message bus, cell
-// databases) and starts nova-api.
+// upNovaAPI sets up cells v2 by hand and starts nova-api. The API database and both cell databases
+// migrate in parallel (each cell database on its own, --local_cell); the cell mappings nova-manage's
+// map_cell0 and create_cell would write are then two rows, inserted directly: those two commands
+// would cost two more Python start-ups on the longest path of a first start.
 func (o *osEnv) upNovaAPI(ctx context.Context) (bool, error) {
-	conf := o.configArgs("nova/nova.conf")
-	manage := func(args ...string) []string {
-		return pyMain("nova-manage", "nova.cmd.manage", "main", append(conf, args...)...)
+	manage := func(files []string, args ...string) []string {
+		return pyMain("nova-manage", "nova.cmd.manage", "main", append(o.configArgs(files...), args...)...)
 	}
-	steps := []struct {
-		marker string
-		argv   []string
+	nova := []string{"nova/nova.conf"}
+	cell0 := []string{"nova/nova.conf", "nova/nova-cell0.conf"}
+	g, gctx := errgroup.WithContext(ctx)
+	for _, st := range []struct {
+		marker, what string
+		argv         []string
 	}{
-		{"nova-api-db", manage("api_db", "sync")},
-		{"nova-cell0", manage("cell_v2", "map_cell0", "--database_connection", o.DB("nova", "nova_cell0"))},
-		{"nova-db", manage("db", "sync")},
+		{"nova-api-db", "nova-manage api_db sync", manage(nova, "api_db", "sync")},
+		{"nova-cell1-db", "nova-manage db sync (cell1)", manage(nova, "db", "sync", "--local_cell")},
+		{"nova-cell0-db", "nova-manage db sync (cell0)", manage(cell0, "db", "sync", "--local_cell")},
+	} {
+		g.Go(func() error {
+			return o.once(gctx, st.marker, func(ctx context.Context) error { return o.run(ctx, st.what, nil, st.argv...) })
+		})
 	}
-	for _, st := range steps {
-		if err := o.once(ctx, st.marker, func(ctx context.Context) error {
-			return o.run(ctx, "nova-manage "+strings.Join(st.argv[3+len(conf):5+len(conf)], " "), nil, st.argv...)
-		}); err != nil {
-			return false, err
-		}
+	if err := g.Wait(); err != nil {
+		return false, err
 	}
-	if err := o.once(ctx, "nova-cell1", func(ctx context.Context) error {
-		n, err := o.sql(ctx, "SELECT COUNT(*) FROM nova_api.cell_mappings WHERE name='"+NovaCell+"'")
-		if err != nil || n != "0" {
-			return err
+	if err := o.once(ctx, "nova-cells", func(ctx context.Context) error {
+		_, err := o.sql(ctx, fmt.Sprintf(`
+INSERT INTO nova_api.cell_mappings (created_at, uuid, name, transport_url, database_connection, disabled)
+  SELECT UTC_TIMESTAMP(), '%[1]s', 'cell0', 'none:///', '%[2]s', 0 FROM DUAL
+  WHERE NOT EXISTS (SELECT 1 FROM nova_api.cell_mappings WHERE uuid = '%[1]s');
+INSERT INTO nova_api.cell_mappings (created_at, uuid, name, transport_url, database_connection, disabled)
+  SELECT UTC_TIMESTAMP(), UUID(), '%[3]s', '%[4]s', '%[5]s', 0 FROM DUAL
+  WHERE NOT EXISTS (SELECT 1 FROM nova_api.cell_mappings WHERE name = '%[3]s');
+`, novaCell0UUID, o.DB("nova", "nova_cell0"), NovaCell, o.Transport, o.DB("nova", "nova")))
+		if err != nil {
+			return fmt.Errorf("nova cell mappings: %w", err)
 		}
-		return o.run(ctx, "nova-manage cell_v2 create_cell", nil, manage("cell_v2", "create_cell", "--name", NovaCell,
-			"--transport-url", o.Transport, "--database_connection", o.DB("nova", "nova"), "--verbose")...)
+		return nil
 	}); err != nil {
 		return false, err
 	}
@@ -246,28 +287,68 @@ func (o *osEnv) upNovaAPI(ctx context.Context) (bool, error) {
 	return started, o.waitAPI(ctx, apiNova)
 }
 
+// novaCell0UUID is the fixed identity Nova gives cell0.
+const novaCell0UUID = "00000000-0000-0000-0000-000000000000"
+
 // upNovaServices starts nova-conductor, nova-scheduler and the local nova-compute (fake driver), and
 // waits until the scheduler has mapped the compute into cell1, so the first boot finds it. Conductor
 // and scheduler check their Placement credentials at start, so Keystone must know the nova user.
 func (o *osEnv) upNovaServices(ctx context.Context) (bool, error) {
-	var started bool
-	procs := []struct{ name, module, conf string }{
+	type proc = struct{ name, module, conf string }
+	procs := []proc{
 		{"os-nova-conductor", "nova.cmd.conductor", "nova/nova.conf"},
 		{"os-nova-scheduler", "nova.cmd.scheduler", "nova/nova.conf"},
 		{"os-nova-compute", "nova.cmd.compute", "nova/nova-compute.conf"},
 	}
-	for _, p := range procs {
-		st, err := o.startPy(p.name, p.module, "main", p.conf)
-		if err != nil {
-			return false, err
-		}
-		started = started || st
-	}
-	return started, o.s.WaitFor(ctx, "nova-compute mapped to "+NovaCell, "", time.Second, func(ctx context.Context) error {
+	alive := func(procs []proc) error {
 		for _, p := range procs {
 			if _, ok := o.s.Running(p.name); !ok {
 				return fmt.Errorf("%s exited:\n%s", p.name, o.s.LogTail(p.name, 20))
 			}
+		}
+		return nil
+	}
+	since, err := o.sql(ctx, "SELECT UTC_TIMESTAMP()")
+	if err != nil {
+		return false, err
+	}
+	conductorStarted, err := o.startPy(procs[0].name, procs[0].module, "main", procs[0].conf)
+	if err != nil {
+		return false, err
+	}
+	schedulerStarted, err := o.startPy(procs[1].name, procs[1].module, "main", procs[1].conf)
+	if err != nil {
+		return false, err
+	}
+	// nova-compute's first call to the conductor is lost if the conductor's queue does not exist yet,
+	// and is retried only a minute later: wait for a conductor heartbeat (sent after its RPC server
+	// started) before starting the compute.
+	if conductorStarted {
+		err := o.s.WaitFor(ctx, "nova-conductor reporting", "", time.Second, func(ctx context.Context) error {
+			if err := alive(procs[:2]); err != nil {
+				return err
+			}
+			n, err := o.sql(ctx, fmt.Sprintf("SELECT COUNT(*) FROM nova.services WHERE `binary`='nova-conductor' AND host='%s' AND deleted=0 AND updated_at >= '%s'", o.ControlHost, since))
+			if err != nil {
+				return err
+			}
+			if n == "0" {
+				return fmt.Errorf("no heartbeat from nova-conductor yet")
+			}
+			return nil
+		})
+		if err != nil {
+			return false, err
+		}
+	}
+	computeStarted, err := o.startPy(procs[2].name, procs[2].module, "main", procs[2].conf)
+	if err != nil {
+		return false, err
+	}
+	started := conductorStarted || schedulerStarted || computeStarted
+	return started, o.s.WaitFor(ctx, "nova-compute mapped to "+NovaCell, "", time.Second, func(ctx context.Context) error {
+		if err := alive(procs); err != nil {
+			return err
 		}
 		n, err := o.sql(ctx, "SELECT COUNT(*) FROM nova_api.host_mappings WHERE host='"+o.ComputeHost+"'")
 		if err != nil {

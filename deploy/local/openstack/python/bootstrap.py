@@ -54,21 +54,24 @@ def can_login(name, password):
 def identity():
     ks = adapter.Adapter(SESS, endpoint_override=CFG["auth_url"], raise_exc=True)
 
-    def find(kind, key, name, **filters):
-        params = dict(name=name, **filters)
-        return one(ks.get("/%s" % kind, params=params).json()[kind], "%s %s" % (key, name))
+    def listing(kind, **params):
+        return ks.get("/%s" % kind, params=params).json()[kind]
 
-    def ensure(kind, key, name, body, **filters):
-        found = find(kind, key, name, **filters)
-        if found:
-            return found
-        return ks.post("/%s" % kind, json={key: dict(body, name=name)}).json()[key]
-
-    project = ensure("projects", "project", "service", {"domain_id": "default", "description": "Service users"},
-                     domain_id="default")
-    roles = {r: ensure("roles", "role", r, {}) for r in ("admin", "service", "member", "reader")}
+    # One listing per kind, then only the writes that are missing: Keystone is slow per request.
+    project = one(listing("projects", name="service", domain_id="default"), "project service")
+    if project is None:
+        project = ks.post("/projects", json={"project": {"name": "service", "domain_id": "default",
+                                                         "description": "Service users"}}).json()["project"]
+    roles = {r["name"]: r for r in listing("roles")}
+    for name in ("admin", "service"):
+        if name not in roles:
+            roles[name] = ks.post("/roles", json={"role": {"name": name}}).json()["role"]
+    users = {u["name"]: u for u in listing("users", domain_id="default")}
+    assigned = {(a["user"]["id"], a["role"]["id"])
+                for a in ks.get("/role_assignments", params={"scope.project.id": project["id"]}).json()["role_assignments"]
+                if "user" in a}
     for name, password in sorted(CFG["service_users"].items()):
-        user = find("users", "user", name, domain_id="default")
+        user = users.get(name)
         if user is None:
             user = ks.post("/users", json={"user": {"name": name, "password": password, "domain_id": "default",
                                                      "default_project_id": project["id"]}}).json()["user"]
@@ -77,17 +80,19 @@ def identity():
             # Only then: a password change revokes the user's tokens.
             ks.patch("/users/%s" % user["id"], json={"user": {"password": password}})
         for role in ("admin", "service"):
-            ks.put("/projects/%s/users/%s/roles/%s" % (project["id"], user["id"], roles[role]["id"]))
+            if (user["id"], roles[role]["id"]) not in assigned:
+                ks.put("/projects/%s/users/%s/roles/%s" % (project["id"], user["id"], roles[role]["id"]))
 
+    services = {(s["type"], s["name"]): s for s in listing("services")}
+    endpoints = listing("endpoints")
     for svc in CFG["services"]:
-        service = one([s for s in ks.get("/services", params={"type": svc["type"]}).json()["services"]
-                       if s["name"] == svc["name"]], "service " + svc["name"])
+        service = services.get((svc["type"], svc["name"]))
         if service is None:
             service = ks.post("/services", json={"service": {"name": svc["name"], "type": svc["type"],
                                                              "enabled": True}}).json()["service"]
-        existing = ks.get("/endpoints", params={"service_id": service["id"]}).json()["endpoints"]
         for iface in ("public", "internal", "admin"):
-            mine = [e for e in existing if e["interface"] == iface and e.get("region_id") == CFG["region"]]
+            mine = [e for e in endpoints if e["service_id"] == service["id"] and e["interface"] == iface
+                    and e.get("region_id") == CFG["region"]]
             if mine and mine[0]["url"] == svc["url"]:
                 continue
             if mine:
