@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"testing"
 	"time"
@@ -22,6 +24,8 @@ import (
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/networks"
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/ports"
 	"github.com/stretchr/testify/require"
+
+	"github.com/stackflow/stackflow/deploy/local"
 )
 
 // openStackCloud is the admin cloud from the stack's clouds.yaml.
@@ -253,6 +257,36 @@ func TestOpenStackCinderVolume(t *testing.T) {
 type networkWithExternal struct {
 	networks.Network
 	external.NetworkExternalExt
+}
+
+// TestOpenStackReachableOnHostGateway proves what an EDPM test host needs: every API and the message bus
+// answer on the hosts' gateway address too, not only on loopback.
+func TestOpenStackReachableOnHostGateway(t *testing.T) {
+	require.NotNil(t, st.OpenStack)
+	cl := &http.Client{Timeout: 10 * time.Second}
+	for name, port := range map[string]int{
+		"keystone": local.KeystonePort, "placement": local.PlacementPort, "glance": local.GlancePort,
+		"neutron": local.NeutronPort, "nova": local.NovaPort, "ironic": local.IronicPort, "cinder": local.CinderPort,
+	} {
+		url := fmt.Sprintf("http://%s:%d/", local.HostGateway, port)
+		resp, err := cl.Get(url)
+		require.NoError(t, err, "%s on the gateway", name)
+		resp.Body.Close()
+		require.Less(t, resp.StatusCode, 400, "%s: GET %s: %s", name, url, resp.Status)
+	}
+
+	// AMQP 0-9-1: after the protocol header the broker opens with a connection.start method frame.
+	conn, err := net.DialTimeout("tcp", net.JoinHostPort(local.HostGateway, fmt.Sprint(local.RabbitMQPort)), 5*time.Second)
+	require.NoError(t, err)
+	defer conn.Close()
+	require.NoError(t, conn.SetDeadline(time.Now().Add(10*time.Second)))
+	_, err = conn.Write([]byte("AMQP\x00\x00\x09\x01"))
+	require.NoError(t, err)
+	frame := make([]byte, 11)
+	_, err = io.ReadFull(conn, frame)
+	require.NoError(t, err)
+	require.Equal(t, byte(1), frame[0], "frame type method")
+	require.Equal(t, []byte{0, 10, 0, 10}, frame[7:11], "connection.start")
 }
 
 func findNetwork(ctx context.Context, t *testing.T, client *gophercloud.ServiceClient, name string) networkWithExternal {
