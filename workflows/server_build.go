@@ -113,7 +113,8 @@ func OpenStackActivity(ctx workflow.Context) workflow.Context {
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval:    time.Second,
 			BackoffCoefficient: 2,
-			MaximumInterval:    30 * time.Second,
+			// Short enough that work resumes quickly after a crashed worker comes back.
+			MaximumInterval: 10 * time.Second,
 		},
 	})
 }

@@ -23,7 +23,9 @@ import (
 
 	"github.com/gophercloud/gophercloud/v2"
 	"github.com/gophercloud/gophercloud/v2/openstack"
+	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/quotasets"
 	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/servers"
+	"github.com/gophercloud/gophercloud/v2/openstack/identity/v3/tokens"
 	"github.com/gophercloud/gophercloud/v2/openstack/config"
 	"github.com/gophercloud/gophercloud/v2/openstack/config/clouds"
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/extensions/layer3/floatingips"
@@ -139,6 +141,26 @@ func Setup(ctx context.Context, binDir, temporalNS, prefix string) (*Env, error)
 		return nil, err
 	}
 	return e, nil
+}
+
+// UnlimitCompute lifts the Nova quotas (instances, cores, RAM) of the cloud's project: the local cloud's
+// defaults (10 instances) are below what the benchmark creates at once, and other users of the shared
+// stack hold servers in the same project.
+func (e *Env) UnlimitCompute(ctx context.Context) error {
+	res, ok := e.Provider.GetAuthResult().(tokens.CreateResult)
+	if !ok {
+		return errors.New("no Keystone v3 token to find the project")
+	}
+	proj, err := res.ExtractProject()
+	if err != nil || proj == nil {
+		return fmt.Errorf("project of the token: %v", err)
+	}
+	unlimited := -1
+	_, err = quotasets.Update(ctx, e.Compute, proj.ID, quotasets.UpdateOpts{Instances: &unlimited, Cores: &unlimited, RAM: &unlimited}).Extract()
+	if err != nil {
+		return fmt.Errorf("lift compute quotas of project %s: %w", proj.Name, err)
+	}
+	return nil
 }
 
 // Close deletes the run's namespace (after its objects are gone) and closes the clients.
