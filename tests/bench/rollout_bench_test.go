@@ -158,7 +158,13 @@ func BenchmarkFullRollout(b *testing.B) {
 			}
 			time.Sleep(time.Second)
 		}
+		// The profile's workflow removes its finalizer: wait, while the worker still runs.
 		_ = dyn.Resource(gvrProfile).Delete(ctx, name, metav1.DeleteOptions{})
+		for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(time.Second) {
+			if _, err := dyn.Resource(gvrProfile).Get(ctx, name, metav1.GetOptions{}); err != nil {
+				break
+			}
+		}
 		_ = kube.CoreV1().Namespaces().Delete(ctx, name, metav1.DeleteOptions{})
 	}
 }
