@@ -15,13 +15,13 @@ package local
 //
 // Running Debian's nova-compute (fake driver) on an EDPM test host against this cloud needs:
 //   - message bus: the Secret named by OpenStackInfo.TransportURLSecret, key transport_url
-//     (rabbit://openstack:…@192.0.2.1:5672/, the DEFAULT vhost; cell1 uses the same broker and vhost,
+//     (rabbit://openstack:…@198.51.100.1:5672/, the DEFAULT vhost; cell1 uses the same broker and vhost,
 //     since one conductor serves the API and cell1);
 //   - service user "nova" in project "service" (domain Default), password under key "nova" in
 //     <state>/openstack/passwords.json;
-//   - Keystone http://192.0.2.1:5000/v3 as auth_url, and endpoint_override for the services it calls,
-//     because the catalog holds loopback URLs: placement http://192.0.2.1:8778, neutron
-//     http://192.0.2.1:9696, glance http://192.0.2.1:9292 (cinder http://192.0.2.1:8776/v3/%(project_id)s);
+//   - Keystone http://198.51.100.1:5000/v3 as auth_url, and endpoint_override for the services it calls,
+//     because the catalog holds loopback URLs: placement http://198.51.100.1:8778, neutron
+//     http://198.51.100.1:9696, glance http://198.51.100.1:9292 (cinder http://198.51.100.1:8776/v3/%(project_id)s);
 //   - compute_driver=fake.FakeDriver, vif_plugging_is_fatal=false, vif_plugging_timeout=0, and a unique
 //     [DEFAULT] host (the fake driver names its node after it, which is also its placement provider);
 //   - the scheduler maps new computes into cell1 by itself within seconds (discover_hosts_in_cells_interval).
@@ -235,7 +235,7 @@ func (o *osEnv) bootstrap(ctx context.Context, phase string, force bool) error {
 			return nil
 		}
 	}
-	out, err := o.output(ctx, "bootstrap "+phase, in, "/usr/bin/python3", filepath.Join(o.Lib, "python", "bootstrap.py"), phase)
+	out, err := o.output(ctx, "bootstrap "+phase, in, nil, "/usr/bin/python3", filepath.Join(o.Lib, "python", "bootstrap.py"), phase)
 	if err != nil {
 		return err
 	}

@@ -179,12 +179,12 @@ func httpReady(ctx context.Context, urls ...string) error {
 // run executes a one-shot command (schema migration, bootstrap), logging into os-setup.log; a failure
 // carries the tail of the command's output.
 func (o *osEnv) run(ctx context.Context, what string, stdin []byte, argv ...string) error {
-	_, err := o.output(ctx, what, stdin, argv...)
+	_, err := o.output(ctx, what, stdin, nil, argv...)
 	return err
 }
 
-// output is run returning standard output.
-func (o *osEnv) output(ctx context.Context, what string, stdin []byte, argv ...string) (string, error) {
+// output is run with extra environment variables, returning standard output.
+func (o *osEnv) output(ctx context.Context, what string, stdin []byte, env []string, argv ...string) (string, error) {
 	if err := mkdirs(filepath.Dir(o.s.LogFile("os-setup"))); err != nil {
 		return "", err
 	}
@@ -195,7 +195,7 @@ func (o *osEnv) output(ctx context.Context, what string, stdin []byte, argv ...s
 	defer logf.Close()
 	fmt.Fprintf(logf, "\n=== %s %s\n", time.Now().Format(time.RFC3339), what)
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	cmd.Env = o.pythonEnv()
+	cmd.Env = append(o.pythonEnv(), env...)
 	cmd.Dir = o.Dir
 	if stdin != nil {
 		cmd.Stdin = bytes.NewReader(stdin)

@@ -106,19 +106,16 @@ func (o *osEnv) upKeystone(ctx context.Context) (bool, error) {
 		}
 	}
 	err := o.once(ctx, "keystone", func(ctx context.Context) error {
-		for _, step := range [][]string{
-			manage("db_sync"),
-			manage("bootstrap", "--bootstrap-password", o.Pw["admin"],
-				"--bootstrap-region-id", o.Region,
+		if err := o.run(ctx, "keystone-manage db_sync", nil, manage("db_sync")...); err != nil {
+			return err
+		}
+		// The admin password goes by environment, not on a command line anyone can read.
+		_, err := o.output(ctx, "keystone-manage bootstrap", nil, []string{"OS_BOOTSTRAP_PASSWORD=" + o.Pw["admin"]},
+			manage("bootstrap", "--bootstrap-region-id", o.Region,
 				"--bootstrap-admin-url", o.Keystone+"/v3",
 				"--bootstrap-internal-url", o.Keystone+"/v3",
-				"--bootstrap-public-url", o.Keystone+"/v3"),
-		} {
-			if err := o.run(ctx, "keystone-manage "+step[3+len(conf)], nil, step...); err != nil {
-				return err
-			}
-		}
-		return nil
+				"--bootstrap-public-url", o.Keystone+"/v3")...)
+		return err
 	})
 	if err != nil {
 		return false, err
