@@ -24,7 +24,7 @@ func TestClassifyPlaybook(t *testing.T) {
 		{
 			name: "unreachable host is retryable and carries Ansible's message",
 			results: `{"plays":[{"play":{"name":"p"},"tasks":[{"task":{"name":"Check that the host answers"},"hosts":{"h1":{"unreachable":true,
-				"msg":"Failed to connect to the host via ssh: ssh: connect to host 192.0.2.250 port 22: No route to host"}}}]}],
+				"msg":"Failed to connect to the host via ssh: ssh: connect to host 198.51.100.250 port 22: No route to host"}}}]}],
 				"stats":{"h1":{"unreachable":1}}}`,
 			wantType: ErrHostUnreachable, wantRetryable: true,
 			wantMsg: []string{"host h1 unreachable", "No route to host"},
@@ -88,14 +88,14 @@ func TestInventoryHostVars(t *testing.T) {
     edpm_debug: true
   hosts:
     edpm-compute-0:
-      ansible_host: 192.0.2.10
+      ansible_host: 198.51.100.10
       ansible_user: cloud-admin
 `)
 	got, err := InventoryHostVars(inv, "edpm-compute-0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got["ansible_user"] != "cloud-admin" || got["ansible_host"] != "192.0.2.10" || got["edpm_debug"] != true {
+	if got["ansible_user"] != "cloud-admin" || got["ansible_host"] != "198.51.100.10" || got["edpm_debug"] != true {
 		t.Errorf("host vars = %v: the host's own variables must win over all.vars", got)
 	}
 	if _, err := InventoryHostVars(inv, "edpm-compute-9"); err == nil || !strings.Contains(err.Error(), "no host edpm-compute-9") {

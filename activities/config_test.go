@@ -106,8 +106,8 @@ func TestRenderConfigFile(t *testing.T) {
 			file: ConfigFile{Dest: "/etc/nova/nova.conf.d/01-nova.conf",
 				Options:       INI{"DEFAULT": {"host": "h"}},
 				SecretOptions: []SecretOption{{Section: "DEFAULT", Option: "transport_url", Secret: "cell1-transport", Key: "transport_url"}}},
-			secrets: map[string]string{"cell1-transport/transport_url": "rabbit://u:p@192.0.2.1:5672/"},
-			want:    "[DEFAULT]\nhost = h\ntransport_url = rabbit://u:p@192.0.2.1:5672/\n",
+			secrets: map[string]string{"cell1-transport/transport_url": "rabbit://u:p@198.51.100.1:5672/"},
+			want:    "[DEFAULT]\nhost = h\ntransport_url = rabbit://u:p@198.51.100.1:5672/\n",
 		},
 		{
 			name:    "a missing secret key is an error naming it",

@@ -36,7 +36,7 @@ func role(annotations map[string]string, mutate func(*dataplanev1beta1.OpenStack
 func node(name string, annotations map[string]string, mutate func(*dataplanev1beta1.OpenStackDataPlaneNode)) *dataplanev1beta1.OpenStackDataPlaneNode {
 	n := &dataplanev1beta1.OpenStackDataPlaneNode{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "openstack", Annotations: annotations},
-		Spec:       dataplanev1beta1.OpenStackDataPlaneNodeSpec{Role: "compute", HostName: name, AnsibleHost: "192.0.2.10", Deploy: true},
+		Spec:       dataplanev1beta1.OpenStackDataPlaneNodeSpec{Role: "compute", HostName: name, AnsibleHost: "198.51.100.10", Deploy: true},
 	}
 	if mutate != nil {
 		mutate(n)
@@ -180,7 +180,7 @@ func TestEDPMServices(t *testing.T) {
 		t.Errorf("image defaults %v", svcs[0].ImageDefaults)
 	}
 	inv := c.Inventory()
-	for _, s := range []string{`"edpm-compute-0"`, `"ansible_host": "192.0.2.10"`, `"edpm_debug": true`} {
+	for _, s := range []string{`"edpm-compute-0"`, `"ansible_host": "198.51.100.10"`, `"edpm_debug": true`} {
 		if !strings.Contains(inv, s) {
 			t.Errorf("inventory lacks %s:\n%s", s, inv)
 		}
@@ -189,7 +189,7 @@ func TestEDPMServices(t *testing.T) {
 
 func TestNovaComputeConfigFiles(t *testing.T) {
 	cell := novav1beta1.NovaCellSpec{CellName: "cell1", TransportURLSecret: "cell1-transport",
-		NovaServiceAuth: novav1beta1.NovaServiceAuth{Secret: "nova-secret", KeystoneAuthURL: "http://192.0.2.1:5000/v3"}}
+		NovaServiceAuth: novav1beta1.NovaServiceAuth{Secret: "nova-secret", KeystoneAuthURL: "http://198.51.100.1:5000/v3"}}
 	tests := []struct {
 		name      string
 		custom    string

@@ -3,6 +3,7 @@ package local
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"slices"
@@ -38,7 +39,7 @@ const (
 	hostVethPrefix = "sfve"
 	// hostIface is the host's end of its veth, inside its namespace.
 	hostIface = "eth0"
-	// hostFirstOctet is the last octet of host 0's address; host i has .(hostFirstOctet+i).
+	// hostFirstOctet is the last octet of host 0's address (see HostAddress).
 	hostFirstOctet = 10
 	hostSSHPort    = 22
 	hostUser       = "root"
@@ -66,7 +67,7 @@ func (s *Stack) hostSpec(i int) hostSpec {
 		name:    name,
 		netns:   fmt.Sprintf("%s%d", hostNetnsPrefix, i),
 		veth:    fmt.Sprintf("%s%d", hostVethPrefix, i),
-		address: fmt.Sprintf("192.0.2.%d", hostFirstOctet+i),
+		address: HostAddress(i),
 		dir:     s.Path("hosts", name),
 	}
 }
@@ -378,7 +379,7 @@ func forgetHostMAC(ctx context.Context, h hostSpec) error {
 }
 
 // routeToHost routes the host's address from the machine into the bridge. The machine's own uplink may
-// sit in the same documentation range (it does on the development machines: eth0 192.0.2.2/24), and
+// sit in the same range (checkRangeFree refuses that, but a route added later could still shadow ours), and
 // without a more specific route the hosts' addresses would be looked for on the uplink.
 func routeToHost(ctx context.Context, h hostSpec) error {
 	args := []string{"route", "replace", h.address + "/32", "dev", HostBridge, "src", HostGateway}
@@ -426,6 +427,9 @@ func (s *Stack) ensureHostNetwork(ctx context.Context) error {
 			return fmt.Errorf("pin bridge %s address: %w: %s", HostBridge, err, out)
 		}
 	}
+	if err := checkRangeFree(); err != nil {
+		return err
+	}
 	out, err := exec.CommandContext(ctx, "ip", "-o", "addr", "show", "dev", HostBridge).CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("show bridge %s: %w: %s", HostBridge, err, out)
@@ -448,6 +452,31 @@ func (s *Stack) removeHostNetwork(ctx context.Context) error {
 	}
 	if out, err := exec.CommandContext(ctx, "ip", "link", "del", HostBridge).CombinedOutput(); err != nil {
 		return fmt.Errorf("delete bridge %s: %w: %s", HostBridge, err, out)
+	}
+	return nil
+}
+
+// checkRangeFree refuses a hosts' range that any other interface of the machine already uses: the test
+// hosts' traffic would then leave through that interface.
+func checkRangeFree() error {
+	_, hostNet, err := net.ParseCIDR(HostCIDR)
+	if err != nil {
+		return err
+	}
+	ifaces, err := net.Interfaces()
+	if err != nil {
+		return fmt.Errorf("list interfaces: %w", err)
+	}
+	for _, ifc := range ifaces {
+		if ifc.Name == HostBridge {
+			continue
+		}
+		addrs, _ := ifc.Addrs()
+		for _, a := range addrs {
+			if ipn, ok := a.(*net.IPNet); ok && (hostNet.Contains(ipn.IP) || ipn.Contains(hostNet.IP)) {
+				return fmt.Errorf("interface %s has %s, inside the test hosts' range %s: refusing to overlap a real network", ifc.Name, ipn, HostCIDR)
+			}
+		}
 	}
 	return nil
 }

@@ -35,7 +35,7 @@ func TestAddHostIndex(t *testing.T) {
 func TestHostStartScriptMountsBeforeSSHD(t *testing.T) {
 	s := &Stack{StateDir: "/state"}
 	h := s.hostSpec(3)
-	if h.name != "edpm-compute-3" || h.netns != "sf-edpm-3" || h.address != "192.0.2.13" || h.veth != "sfve3" {
+	if h.name != "edpm-compute-3" || h.netns != "sf-edpm-3" || h.address != "198.51.100.13" || h.veth != "sfve3" {
 		t.Fatalf("host 3 is %+v", h)
 	}
 	script := hostStartScript(h)

@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -142,13 +143,19 @@ type TestHost struct {
 }
 
 // The EDPM test hosts' network: a bridge on the machine holding the gateway address, and one veth per
-// host attached to it. A documentation range, never routed anywhere. Services the hosts need (RabbitMQ,
-// Keystone, Placement, …) listen on the gateway address as well as on loopback.
+// host attached to it. A documentation range (TEST-NET-2), never routed anywhere; not TEST-NET-1, which
+// these machines' own uplink uses. Services the hosts need (RabbitMQ, Keystone, Placement, …) listen on
+// the gateway address as well as on loopback.
 const (
 	HostBridge  = "sfbr0"
-	HostCIDR    = "192.0.2.0/24"
-	HostGateway = "192.0.2.1"
+	HostCIDR    = "198.51.100.0/24"
+	HostGateway = "198.51.100.1"
 )
+
+// HostAddress is the address of EDPM test host i (host 0 is .10).
+func HostAddress(i int) string {
+	return strings.TrimSuffix(HostGateway, ".1") + "." + strconv.Itoa(10+i)
+}
 
 // SystemNamespace is the Kubernetes namespace holding the stack's own Secrets (clouds.yaml, SSH key).
 const SystemNamespace = "openstack"

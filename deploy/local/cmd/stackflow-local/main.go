@@ -3,6 +3,7 @@
 //	stackflow-local up [-components kubernetes,temporal,openstack,hosts] [-hosts N]
 //	stackflow-local status
 //	stackflow-local env      # shell exports: KUBECONFIG, TEMPORAL_ADDRESS, OS_CLIENT_CONFIG_FILE, OS_CLOUD
+//	stackflow-local stop NAME…  # stop single processes of the stack (names as in `status`); `up` restarts them
 //	stackflow-local down
 package main
 
@@ -14,6 +15,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/stackflow/stackflow/deploy/local"
 )
@@ -49,6 +51,17 @@ func main() {
 			fail(err)
 		}
 		s.Status(os.Stdout)
+	case "stop":
+		s, err := local.Load(*state)
+		if err != nil {
+			fail(err)
+		}
+		for _, name := range fs.Args() {
+			if err := s.Stop(name, 15*time.Second); err != nil {
+				fail(err)
+			}
+			fmt.Println("stopped", name)
+		}
 	case "env":
 		s, err := local.Load(*state)
 		if err != nil {
@@ -62,7 +75,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: stackflow-local up|down|status|env [flags]")
+	fmt.Fprintln(os.Stderr, "usage: stackflow-local up|down|status|env|stop [flags] [names]")
 	os.Exit(2)
 }
 
