@@ -3,6 +3,8 @@ package activities
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -70,15 +72,50 @@ func NewAnsible(cfg *rest.Config, playbookDir string) (*Ansible, error) {
 	return &Ansible{Core: core, PlaybookDir: playbookDir, KnownHostsFile: known}, nil
 }
 
-// ExtractPlaybooks writes the embedded playbooks into dir (a new private temporary directory when empty)
-// and returns it.
+// ExtractPlaybooks writes the embedded playbooks into dir and returns it. With dir empty it uses a
+// directory under the system's temporary directory named after the playbooks' content hash, shared by
+// every worker of the same version and written once (atomically, by rename).
 func ExtractPlaybooks(dir string) (string, error) {
-	if dir == "" {
-		var err error
-		if dir, err = os.MkdirTemp("", "stackflow-playbooks-"); err != nil {
-			return "", fmt.Errorf("playbook directory: %w", err)
+	if dir != "" {
+		return dir, writePlaybooks(dir)
+	}
+	h := sha256.New()
+	err := fs.WalkDir(edpmansible.Playbooks, ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := edpmansible.Playbooks.ReadFile(p)
+		fmt.Fprintf(h, "%s\x00%d\x00", p, len(b))
+		h.Write(b)
+		return err
+	})
+	if err != nil {
+		return "", fmt.Errorf("hash playbooks: %w", err)
+	}
+	dir = filepath.Join(os.TempDir(), "stackflow-playbooks-"+hex.EncodeToString(h.Sum(nil))[:12])
+	if _, err := os.Stat(dir); err == nil {
+		return dir, nil
+	}
+	tmp, err := os.MkdirTemp(os.TempDir(), "stackflow-playbooks-new-")
+	if err != nil {
+		return "", fmt.Errorf("playbook directory: %w", err)
+	}
+	if err := writePlaybooks(tmp); err != nil {
+		os.RemoveAll(tmp)
+		return "", err
+	}
+	_ = os.Chmod(tmp, 0o755)
+	if err := os.Rename(tmp, dir); err != nil {
+		// Another worker won the race: its copy is identical.
+		os.RemoveAll(tmp)
+		if _, serr := os.Stat(dir); serr != nil {
+			return "", fmt.Errorf("playbook directory %s: %w", dir, err)
 		}
 	}
+	return dir, nil
+}
+
+func writePlaybooks(dir string) error {
 	err := fs.WalkDir(edpmansible.Playbooks, ".", func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -93,9 +130,9 @@ func ExtractPlaybooks(dir string) (string, error) {
 		return os.WriteFile(filepath.Join(dir, p), b, 0o644)
 	})
 	if err != nil {
-		return "", fmt.Errorf("write playbooks to %s: %w", dir, err)
+		return fmt.Errorf("write playbooks to %s: %w", dir, err)
 	}
-	return dir, nil
+	return nil
 }
 
 // Error types of the Ansible activities; they become condition reasons.

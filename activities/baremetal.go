@@ -44,6 +44,7 @@ type edpmClients struct {
 	baremetal *gophercloud.ServiceClient
 	compute   *gophercloud.ServiceClient
 	image     *gophercloud.ServiceClient
+	placement *gophercloud.ServiceClient
 }
 
 var (
@@ -111,6 +112,9 @@ func (o *OpenStack) edpmClientsFor(ctx context.Context, cs CloudSecret) (*edpmCl
 	nc.compute.Microversion = "2.53"
 	if nc.image, err = openstack.NewImageV2(provider, eo); err != nil {
 		return nil, classifyOS("image endpoint of "+cs.String(), err)
+	}
+	if nc.placement, err = openstack.NewPlacementV1(provider, eo); err != nil {
+		return nil, classifyOS("placement endpoint of "+cs.String(), err)
 	}
 	edpmClientsMu.Lock()
 	edpmClientsCache[cs.String()] = nc

@@ -6,6 +6,7 @@ import (
 
 	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/hypervisors"
 	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/services"
+	"github.com/gophercloud/gophercloud/v2/openstack/placement/v1/resourceproviders"
 	"go.temporal.io/sdk/temporal"
 )
 
@@ -62,11 +63,34 @@ func (o *OpenStack) WaitComputeRegistered(ctx context.Context, in ComputeHostInp
 		for _, h := range hvs {
 			if h.HypervisorHostname == in.Host || h.Service.Host == in.Host {
 				reg.HypervisorID, reg.HypervisorHostname = h.ID, h.HypervisorHostname
-				return reg, nil
+				return reg, providerCheck(ctx, c, reg)
 			}
 		}
 	}
 	return nil, temporal.NewApplicationError(fmt.Sprintf("nova-compute on host %s is up but Nova lists no hypervisor for it yet", in.Host), ErrComputeNotRegistered)
+}
+
+// providerCheck makes sure the hypervisor's resource provider (same UUID as the compute node) exists in
+// placement: without it the scheduler can never use the host. A provider of the same name with another
+// UUID (a stale record of an earlier compute of that name) keeps nova-compute from creating its own; the
+// error says so.
+func providerCheck(ctx context.Context, c *edpmClients, reg *ComputeRegistration) error {
+	pages, err := resourceproviders.List(c.placement, resourceproviders.ListOpts{Name: reg.HypervisorHostname}).AllPages(ctx)
+	if err != nil {
+		return classifyOS("list resource providers named "+reg.HypervisorHostname, err)
+	}
+	rps, err := resourceproviders.ExtractResourceProviders(pages)
+	if err != nil {
+		return classifyOS("list resource providers named "+reg.HypervisorHostname, err)
+	}
+	for _, rp := range rps {
+		if rp.UUID == reg.HypervisorID {
+			return nil
+		}
+		return temporal.NewApplicationError(fmt.Sprintf("placement holds a resource provider named %s with UUID %s, not the compute node's %s: a stale record of an earlier compute of that name blocks this one (delete it)",
+			reg.HypervisorHostname, rp.UUID, reg.HypervisorID), ErrComputeNotRegistered)
+	}
+	return temporal.NewApplicationError(fmt.Sprintf("nova-compute on %s has no resource provider in placement yet", reg.HypervisorHostname), ErrComputeNotRegistered)
 }
 
 // DeleteComputeService removes the host's nova-compute service record (with its compute node and

@@ -41,6 +41,9 @@ func OpenStackDataPlaneNodeWorkflow(ctx workflow.Context, in ObjectInput) error 
 
 type edpmNodeReconciler struct {
 	rec edpmNodeRecord
+	// steps and services of the reconcile under way, for status.phases.
+	steps    []EDPMStep
+	services []EDPMService
 }
 
 // edpmNodeRecord is what the node's workflow remembers across reconciles and continue-as-new.
@@ -120,6 +123,7 @@ func (r *edpmNodeReconciler) Reconcile(ctx workflow.Context, lc *Lifecycle, obj 
 	}
 
 	steps := EDPMNodeSteps(cfg)
+	r.steps, r.services = steps, services
 	hash := cfg.InfrastructureHash()
 	if r.rec.InfraHash != hash {
 		// A new effective configuration: phase 0 runs again (provisioning stays done for the same host).
@@ -378,6 +382,7 @@ func (r *edpmNodeReconciler) runStep(ctx workflow.Context, lc *Lifecycle, gen in
 	}
 	rec.State, rec.Message, rec.Started, rec.Finished = EDPMRunning, "", workflow.Now(ctx), time.Time{}
 	r.setStepSearch(ctx, st)
+	r.setPhases(ctx, lc, r.steps, r.services)
 
 	var err error
 	if st.Name == StepProvision {
@@ -576,6 +581,19 @@ func (r *edpmNodeReconciler) Teardown(ctx workflow.Context, lc *Lifecycle) error
 		}).Get(ctx, nil)
 		if err != nil {
 			return fmt.Errorf("deprovision Ironic node %s of %s: %w", r.rec.Ironic.UUID, lc.Ref, err)
+		}
+	}
+	// The data plane counts its nodes again without this one.
+	if r.rec.DataPlane != "" {
+		var dps []activities.EDPMObject
+		if err := workflow.ExecuteActivity(KubeActivity(ctx), kube.ListEDPMObjects, activities.EDPMListInput{Ref: DataPlaneRef(lc.Ref.Namespace, "")}).Get(ctx, &dps); err == nil {
+			for _, d := range dps {
+				if d.Name == r.rec.DataPlane {
+					ref := DataPlaneRef(lc.Ref.Namespace, d.Name)
+					ref.UID = d.UID
+					_ = workflow.SignalExternalWorkflow(ctx, lifecycle.WorkflowID(ref), "", SignalRefresh, nil).Get(ctx, nil)
+				}
+			}
 		}
 	}
 	return nil
