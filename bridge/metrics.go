@@ -25,6 +25,7 @@ type metrics struct {
 	errors   *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
 	rpc      *prometheus.HistogramVec
+	patch    *prometheus.HistogramVec
 	leader   prometheus.Gauge
 	served   prometheus.Gauge
 
@@ -54,6 +55,11 @@ func newMetrics() *metrics {
 			Help:    "Duration of one SignalWithStart call to Temporal.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
 		}, []string{"kind"}),
+		patch: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "stackflow_bridge_finalizer_patch_seconds",
+			Help:    "Duration of one finalizer patch to the API server.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
+		}, []string{"kind"}),
 		leader: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "stackflow_bridge_leader", Help: "1 while this replica leads and acts, 0 otherwise.",
 		}),
@@ -71,7 +77,7 @@ func newMetrics() *metrics {
 		}
 		return float64(m.depth())
 	})
-	m.registry.MustRegister(m.events, m.signals, m.errors, m.latency, m.rpc, m.leader, m.served, depth,
+	m.registry.MustRegister(m.events, m.signals, m.errors, m.latency, m.rpc, m.patch, m.leader, m.served, depth,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

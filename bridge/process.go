@@ -202,7 +202,9 @@ func (b *Bridge) addFinalizer(ctx context.Context, sk servedKind, m *metav1.Part
 	if !sk.ClusterScoped {
 		ri = b.meta.Resource(sk.GVR).Namespace(m.Namespace)
 	}
+	t0 := time.Now()
 	_, err = ri.Patch(ctx, m.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "stackflow-bridge"})
+	b.metrics.patch.WithLabelValues(sk.Kind.Kind).Observe(time.Since(t0).Seconds())
 	return err
 }
 
