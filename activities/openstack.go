@@ -168,21 +168,26 @@ func (o *OpenStack) clientsFor(ctx context.Context, id Identity) (*osClients, er
 	if id.SecretName == "" || id.CloudName == "" {
 		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("identity %s: secret name and cloud name are required", id), ErrOSCredentials, nil)
 	}
-	sec, err := o.Core.CoreV1().Secrets(id.Namespace).Get(ctx, id.SecretName, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("identity Secret %s/%s not found", id.Namespace, id.SecretName), ErrOSCredentials, err)
-	}
-	if err != nil {
-		return nil, classify("get identity Secret "+id.Namespace+"/"+id.SecretName, err)
-	}
 	key := id.Namespace + "/" + id.SecretName + "/" + id.CloudName + "/" + id.Region
-	version := string(sec.UID) + "/" + sec.ResourceVersion
 	o.mu.Lock()
 	if o.clients == nil {
 		o.clients = map[string]*osClients{}
 	}
 	c := o.clients[key]
 	o.mu.Unlock()
+	sec, err := o.Core.CoreV1().Secrets(id.Namespace).Get(ctx, id.SecretName, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		// Deleting a namespace deletes the Secret while the objects in it are still being torn down:
+		// clients this worker already authenticated with it finish the job.
+		if c != nil {
+			return c, nil
+		}
+		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("identity Secret %s/%s not found", id.Namespace, id.SecretName), ErrOSCredentials, err)
+	}
+	if err != nil {
+		return nil, classify("get identity Secret "+id.Namespace+"/"+id.SecretName, err)
+	}
+	version := string(sec.UID) + "/" + sec.ResourceVersion
 	if c != nil && c.version == version {
 		return c, nil
 	}

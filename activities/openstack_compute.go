@@ -14,6 +14,7 @@ import (
 	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/keypairs"
 	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/servergroups"
 	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/servers"
+	"go.temporal.io/sdk/activity"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -265,13 +266,14 @@ func (o *OpenStack) EnsureServer(ctx context.Context, in ServerInput) (*ServerIn
 		if err != nil {
 			return nil, err
 		}
-		if s, err := findServer(ctx, c.compute, in.Name, in.Marker); err != nil || s != nil {
-			if s != nil {
-				info := serverInfo(s)
-				info.Adopted = true
-				return info, nil
-			}
-			return nil, err
+		// A retry may follow an attempt whose create is still on its way through Nova (the worker died,
+		// or was thought dead, mid-request): give that create time to show before making another.
+		wait := time.Duration(0)
+		if activity.IsActivity(ctx) && activity.GetInfo(ctx).Attempt > 1 {
+			wait = retryAdoptWindow
+		}
+		if s, err := o.adoptServer(ctx, c, in, wait); err != nil || s != nil {
+			return s, err
 		}
 		opts := servers.CreateOpts{Name: in.Name, FlavorRef: in.FlavorID, AvailabilityZone: in.AZ, ConfigDrive: in.ConfigDrive,
 			Tags: union(in.Marker.Tags(), in.Tags), Metadata: map[string]string{}}
@@ -324,10 +326,41 @@ func (o *OpenStack) EnsureServer(ctx context.Context, in ServerInput) (*ServerIn
 		}
 		s, err := servers.Create(ctx, c.compute, builder, hints).Extract()
 		if err != nil {
+			// Nova refuses a port another create of ours already holds: adopt that server instead.
+			if gophercloud.ResponseCodeIs(err, 400) || gophercloud.ResponseCodeIs(err, 409) {
+				if found, ferr := o.adoptServer(ctx, c, in, retryAdoptWindow); ferr == nil && found != nil {
+					return found, nil
+				}
+			}
 			return nil, classifyOS("create server "+in.Name, err)
 		}
 		return &ServerInfo{ID: s.ID, Name: in.Name, Status: "BUILD"}, nil
 	})
+}
+
+// retryAdoptWindow is how long a retried create looks for the server of an earlier attempt.
+const retryAdoptWindow = 15 * time.Second
+
+// adoptServer looks for the server (for up to wait) and reports it as adopted.
+func (o *OpenStack) adoptServer(ctx context.Context, c *osClients, in ServerInput, wait time.Duration) (*ServerInfo, error) {
+	deadline := time.Now().Add(wait)
+	for {
+		s, err := findServer(ctx, c.compute, in.Name, in.Marker)
+		if err != nil {
+			return nil, err
+		}
+		if s != nil {
+			info := serverInfo(s)
+			info.Adopted = true
+			return info, nil
+		}
+		if time.Now().After(deadline) {
+			return nil, nil
+		}
+		if err := sleep(ctx, o.poll()); err != nil {
+			return nil, err
+		}
+	}
 }
 
 // findServer finds the live server with this name carrying the marker's tags.

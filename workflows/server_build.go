@@ -101,13 +101,15 @@ type serverBuild struct {
 var openstack *activities.OpenStack
 
 // OpenStackActivity sets the options of OpenStack activities: they heartbeat every second, so a dead
-// worker is noticed in seconds; transient failures (409, 5xx, timeouts) retry with backoff; a
+// worker is noticed within the heartbeat timeout; transient failures (409, 5xx, timeouts) retry with backoff; a
 // cancelled workflow waits until the activity has really stopped, so nothing is created behind teardown.
 func OpenStackActivity(ctx workflow.Context) workflow.Context {
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		TaskQueue:              lifecycle.OpenStackQueue,
-		StartToCloseTimeout:    20 * time.Minute,
-		HeartbeatTimeout:       5 * time.Second,
+		TaskQueue:           lifecycle.OpenStackQueue,
+		StartToCloseTimeout: 20 * time.Minute,
+		// Long enough that a loaded machine's late heartbeat is not taken for a dead worker (a
+		// second attempt racing a live one), short enough that a real crash is noticed quickly.
+		HeartbeatTimeout:       15 * time.Second,
 		ScheduleToCloseTimeout: 30 * time.Minute,
 		WaitForCancellation:    true,
 		RetryPolicy: &temporal.RetryPolicy{
