@@ -185,8 +185,8 @@ func (s *lifecycleSuite) TestApproveUpdateIsRefusedWhenNoGateWaits() {
 	s.signal(time.Second, lifecycle.SignalSpec, lifecycle.SpecSignal{Generation: 1})
 	s.env.RegisterDelayedCallback(func() {
 		s.env.UpdateWorkflow(lifecycle.UpdateApprove, "u1", &testsuite.TestUpdateCallback{
-			OnReject: func(err error) { s.ErrorContains(err, `no gate "deploy" is waiting`) },
-			OnAccept: func() { s.Fail("accepted an approval for a gate that does not wait") },
+			OnReject:   func(err error) { s.ErrorContains(err, `no gate "deploy" is waiting`) },
+			OnAccept:   func() { s.Fail("accepted an approval for a gate that does not wait") },
 			OnComplete: func(any, error) {},
 		}, lifecycle.ApproveRequest{Gate: "deploy"})
 		s.env.SignalWorkflow(lifecycle.SignalDelete, nil)
