@@ -10,6 +10,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/stackflow/stackflow/activities"
 	dataplanev1beta1 "github.com/stackflow/stackflow/api/dataplane/v1beta1"
 	novav1beta1 "github.com/stackflow/stackflow/api/nova/v1beta1"
 )
@@ -239,5 +240,56 @@ func TestNovaComputeConfigFiles(t *testing.T) {
 				t.Errorf("secret options %v", gen.SecretOptions)
 			}
 		})
+	}
+}
+
+func TestGoverningDataPlane(t *testing.T) {
+	dp := func(name string, roles, nodes []string, deleting bool) activities.EDPMObject {
+		b, _ := json.Marshal(dataplanev1beta1.OpenStackDataPlaneSpec{Roles: roles, Nodes: nodes})
+		return activities.EDPMObject{Name: name, Spec: b, Deleting: deleting}
+	}
+	dps := []activities.EDPMObject{
+		dp("a-lists-node", nil, []string{"n1"}, false),
+		dp("b-lists-role", []string{"compute"}, nil, false),
+		dp("c-named-by-role", nil, nil, false),
+		dp("d-deleting", []string{"other"}, nil, true),
+	}
+	tests := []struct {
+		name, roleDP, role, node, want string
+	}{
+		{"the role's data plane wins", "c-named-by-role", "compute", "n1", "c-named-by-role"},
+		{"else the first listing the node or its role", "", "compute", "n1", "a-lists-node"},
+		{"by role", "", "compute", "n9", "b-lists-role"},
+		{"none", "", "storage", "n9", ""},
+		{"a data plane being deleted governs nothing", "", "other", "n9", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := GoverningDataPlane(dps, tt.roleDP, tt.role, tt.node)
+			name := ""
+			if got != nil {
+				name = got.Name
+			}
+			if name != tt.want {
+				t.Errorf("GoverningDataPlane = %q, want %q", name, tt.want)
+			}
+		})
+	}
+}
+
+func TestFindNovaCell(t *testing.T) {
+	cell := func(name, cellName string) activities.EDPMObject {
+		b, _ := json.Marshal(novav1beta1.NovaCellSpec{CellName: cellName, TransportURLSecret: name + "-transport"})
+		return activities.EDPMObject{Name: name, Spec: b}
+	}
+	cells := []activities.EDPMObject{cell("nova-cell2", "cell2"), cell("cell1", "cell1"), cell("other", "cell1")}
+	if spec, name := FindNovaCell(cells, "cell1"); spec == nil || name != "cell1" {
+		t.Errorf("by object name: got %v %q", spec, name)
+	}
+	if spec, name := FindNovaCell(cells, "cell2"); spec == nil || name != "nova-cell2" || spec.TransportURLSecret != "nova-cell2-transport" {
+		t.Errorf("by spec.cellName: got %v %q", spec, name)
+	}
+	if spec, _ := FindNovaCell(cells, "cell3"); spec != nil {
+		t.Errorf("no such cell: got %v", spec)
 	}
 }
