@@ -3,6 +3,7 @@ package bridge
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -55,6 +56,9 @@ func TestServedKindsMatchCRDs(t *testing.T) {
 		}
 	}
 	for kind := range crds {
+		if slices.Contains(NotYetServed, kind) {
+			continue
+		}
 		if _, unknown := Select([]string{kind}); len(unknown) > 0 {
 			t.Errorf("CRD %s is not in the bridge's table of served kinds", kind)
 		}
