@@ -1,0 +1,218 @@
+// Package e2e is the harness of stackflow's end-to-end tests and benchmarks against the real local
+// stack: it brings up the components a package needs, builds the stackflow-bridge and stackflow-worker
+// binaries from this tree, registers a Temporal namespace of the package's own with stackflow's search
+// attributes, and gives the clients (Kubernetes, dynamic, Temporal) the tests drive the stack with.
+//
+// The binaries run as child processes in their own process groups (Proc), so a kill -9 is a real crash;
+// each one is stopped when its test ends, so nothing a test started outlives it. The kubeconfig reaches
+// them by environment, never on the command line.
+//
+// What is particular to a scenario (the kinds a bridge serves, the objects created, what is asserted)
+// stays in the test package.
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/stackflow/stackflow/deploy/local"
+	"github.com/stackflow/stackflow/worker"
+	"github.com/stackflow/stackflow/workflows"
+)
+
+// The binaries Setup can build, by the name of their file in Env.Bin.
+const (
+	Bridge = "stackflow-bridge"
+	Worker = "stackflow-worker"
+)
+
+// packages are the Go packages of the binaries, relative to the repository root.
+var packages = map[string]string{
+	Bridge: "./bridge/cmd/stackflow-bridge",
+	Worker: "./worker/cmd/stackflow-worker",
+}
+
+// Config says what an end-to-end package needs from the stack.
+type Config struct {
+	// Components of the local stack to bring up; Kubernetes and Temporal when empty.
+	Components []string
+	// HostCount is the number of EDPM test hosts, when Components include local.Hosts.
+	HostCount int
+	// TemporalNamespace holds the package's workflows, so other users of the shared stack cannot take
+	// its work. Required.
+	TemporalNamespace string
+	// RunPrefix starts Env.Run, the name of this run that prefixes the objects it creates.
+	RunPrefix string
+	// Binaries to build into Env.Bin; the bridge and the worker when nil.
+	Binaries []string
+	// QPS and Burst of the Kubernetes clients; 100 and 200 when zero.
+	QPS   float32
+	Burst int
+}
+
+// Env is a running end-to-end environment: the stack, its clients, and the freshly built binaries.
+type Env struct {
+	Stack *local.Stack
+	// Dir is a scratch directory of the run, removed by Close; Bin (inside it) holds the binaries.
+	Dir string
+	Bin string
+	// Run names this run: a per-run prefix for object names, leases and Kubernetes namespaces.
+	Run string
+	// TemporalNamespace holds the run's workflows; Temporal is a client of it.
+	TemporalNamespace string
+	REST              *rest.Config
+	Kube              kubernetes.Interface
+	Dyn               dynamic.Interface
+	Temporal          client.Client
+}
+
+// Setup brings up the stack's components (reusing what runs), builds the binaries, creates the clients
+// and makes the Temporal namespace usable. Close releases what it made.
+func Setup(ctx context.Context, cfg Config) (_ *Env, err error) {
+	if cfg.TemporalNamespace == "" {
+		return nil, errors.New("e2e: Config.TemporalNamespace is required")
+	}
+	comps := cfg.Components
+	if len(comps) == 0 {
+		comps = []string{local.Kubernetes, local.Temporal}
+	}
+	st, err := local.Up(ctx, local.Options{Components: comps, HostCount: cfg.HostCount})
+	if err != nil {
+		return nil, fmt.Errorf("local stack: %w", err)
+	}
+	e := &Env{Stack: st, TemporalNamespace: cfg.TemporalNamespace,
+		Run: fmt.Sprintf("%s%06x", cfg.RunPrefix, time.Now().UnixNano()&0xffffff)}
+	defer func() {
+		if err != nil {
+			e.Close()
+		}
+	}()
+	if e.Dir, err = os.MkdirTemp("", "stackflow-e2e-"+cfg.TemporalNamespace+"-"); err != nil {
+		return nil, err
+	}
+	e.Bin = filepath.Join(e.Dir, "bin")
+	bins := cfg.Binaries
+	if bins == nil {
+		bins = []string{Bridge, Worker}
+	}
+	for _, b := range bins {
+		if err := e.build(ctx, b); err != nil {
+			return nil, err
+		}
+	}
+
+	if e.REST, err = st.KubeREST(); err != nil {
+		return nil, err
+	}
+	e.REST.QPS, e.REST.Burst = 100, 200
+	if cfg.QPS != 0 {
+		e.REST.QPS = cfg.QPS
+	}
+	if cfg.Burst != 0 {
+		e.REST.Burst = cfg.Burst
+	}
+	if e.Kube, err = kubernetes.NewForConfig(e.REST); err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	if e.Dyn, err = dynamic.NewForConfig(e.REST); err != nil {
+		return nil, fmt.Errorf("dynamic client: %w", err)
+	}
+
+	if err := EnsureTemporalNamespace(ctx, st, cfg.TemporalNamespace); err != nil {
+		return nil, err
+	}
+	if e.Temporal, err = client.DialContext(ctx, client.Options{HostPort: st.TemporalAddress, Namespace: cfg.TemporalNamespace}); err != nil {
+		return nil, fmt.Errorf("temporal client of namespace %s: %w", cfg.TemporalNamespace, err)
+	}
+	return e, nil
+}
+
+// build compiles one binary of this tree into e.Bin.
+func (e *Env) build(ctx context.Context, binary string) error {
+	pkg, ok := packages[binary]
+	if !ok {
+		return fmt.Errorf("e2e: unknown binary %q", binary)
+	}
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(e.Bin, binary), pkg)
+	cmd.Dir = e.Stack.RepoRoot
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("build %s: %w", pkg, err)
+	}
+	return nil
+}
+
+// Close closes the Temporal client and removes the scratch directory. Processes are stopped by their
+// tests' cleanups, before this runs.
+func (e *Env) Close() {
+	if e.Temporal != nil {
+		e.Temporal.Close()
+	}
+	if e.Dir != "" {
+		_ = os.RemoveAll(e.Dir)
+	}
+}
+
+// EnsureTemporalNamespace registers namespace on the stack's Temporal server (once per stack) with
+// stackflow's search attributes, and waits until the server accepts work and visibility queries on
+// every attribute in it: a freshly registered namespace takes a while to reach all services.
+func EnsureTemporalNamespace(ctx context.Context, st *local.Stack, namespace string) error {
+	c, err := client.DialContext(ctx, client.Options{HostPort: st.TemporalAddress, Namespace: st.TemporalNamespace})
+	if err != nil {
+		return fmt.Errorf("temporal client: %w", err)
+	}
+	defer c.Close()
+	_, err = c.WorkflowService().RegisterNamespace(ctx, &workflowservice.RegisterNamespaceRequest{
+		Namespace:                        namespace,
+		WorkflowExecutionRetentionPeriod: durationpb.New(24 * time.Hour),
+	})
+	var exists *serviceerror.NamespaceAlreadyExists
+	if err != nil && !errors.As(err, &exists) {
+		return fmt.Errorf("register namespace %s: %w", namespace, err)
+	}
+	probe := searchAttributesProbe()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		nc, err := client.DialContext(ctx, client.Options{HostPort: st.TemporalAddress, Namespace: namespace})
+		if err == nil {
+			err = worker.EnsureSearchAttributes(ctx, nc, namespace, workflows.SearchAttributes)
+			if err == nil {
+				_, err = nc.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Namespace: namespace, Query: probe})
+			}
+			nc.Close()
+		}
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("namespace %s not usable: %w", namespace, err)
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+// searchAttributesProbe is a visibility query naming every stackflow search attribute: it fails until
+// all of them are known to the namespace.
+func searchAttributesProbe() string {
+	var terms []string
+	for name := range workflows.SearchAttributes {
+		terms = append(terms, fmt.Sprintf("%s = %q", name, "none"))
+	}
+	slices.Sort(terms)
+	return strings.Join(terms, " AND ")
+}

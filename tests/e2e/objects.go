@@ -1,0 +1,105 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/stackflow/stackflow/api/lifecycle"
+)
+
+// Ref is the ObjectRef the bridge derives for an object of kind served at gvr; lifecycle.WorkflowID of
+// it is the ID of the object's workflow.
+func Ref(kind string, gvr schema.GroupVersionResource, u *unstructured.Unstructured) lifecycle.ObjectRef {
+	return lifecycle.ObjectRef{Group: gvr.Group, Version: gvr.Version, Kind: kind, Resource: gvr.Resource,
+		Namespace: u.GetNamespace(), Name: u.GetName(), UID: string(u.GetUID())}
+}
+
+// Executions lists every run (open or closed) in the run's Temporal namespace whose workflow ID starts
+// with prefix: run IDs by workflow ID.
+func (e *Env) Executions(ctx context.Context, prefix string) (map[string][]string, error) {
+	out := map[string][]string{}
+	var token []byte
+	for {
+		resp, err := e.Temporal.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
+			Namespace:     e.TemporalNamespace,
+			Query:         fmt.Sprintf("WorkflowId STARTS_WITH %q", prefix),
+			PageSize:      1000,
+			NextPageToken: token,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("list workflows %s*: %w", prefix, err)
+		}
+		for _, x := range resp.Executions {
+			out[x.Execution.WorkflowId] = append(out[x.Execution.WorkflowId], x.Execution.RunId)
+		}
+		token = resp.NextPageToken
+		if len(token) == 0 {
+			return out, nil
+		}
+	}
+}
+
+// WorkflowStatus is the status of the current run of workflow id.
+func (e *Env) WorkflowStatus(ctx context.Context, id string) (enumspb.WorkflowExecutionStatus, error) {
+	d, err := e.Temporal.DescribeWorkflowExecution(ctx, id, "")
+	if err != nil {
+		return 0, fmt.Errorf("describe workflow %s: %w", id, err)
+	}
+	return d.WorkflowExecutionInfo.Status, nil
+}
+
+// resource is gvr in namespace ns, or cluster-wide when ns is empty.
+func (e *Env) resource(gvr schema.GroupVersionResource, ns string) dynamic.ResourceInterface {
+	if ns == "" {
+		return e.Dyn.Resource(gvr)
+	}
+	return e.Dyn.Resource(gvr).Namespace(ns)
+}
+
+// DeleteAndWait deletes the named objects of gvr in namespace ns (cluster-scoped when empty) and waits
+// until they are gone, that is until their workflows removed the finalizer, or ctx ends. Objects that
+// are already gone count as deleted.
+func (e *Env) DeleteAndWait(ctx context.Context, gvr schema.GroupVersionResource, ns string, names ...string) error {
+	r := e.resource(gvr, ns)
+	for _, n := range names {
+		if err := r.Delete(ctx, n, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("delete %s %s: %w", gvr.Resource, n, err)
+		}
+	}
+	for _, n := range names {
+		for {
+			_, err := r.Get(ctx, n, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("%s %s still exists (finalizer not removed by its workflow): %w", gvr.Resource, n, ctx.Err())
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+	}
+	return nil
+}
+
+// ForceDelete removes objects a failed test left, finalizers included, so later runs start clean. It
+// reports nothing: the objects may well be gone already.
+func (e *Env) ForceDelete(gvr schema.GroupVersionResource, ns string, names ...string) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	r := e.resource(gvr, ns)
+	for _, n := range names {
+		_ = r.Delete(ctx, n, metav1.DeleteOptions{})
+		_, _ = r.Patch(ctx, n, types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
+	}
+}
