@@ -182,6 +182,7 @@ func TestKillNineAnywhereConverges(t *testing.T) {
 	// heartbeat timeout, so work moves on between crashes.
 	var kills atomic.Int32
 	var phase atomic.Value
+	phaseStarted := make(chan struct{}, 1)
 	phase.Store("create")
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -195,6 +196,13 @@ func TestKillNineAnywhereConverges(t *testing.T) {
 			case <-stop:
 				return
 			case <-time.After(time.Duration(8000+rand.IntN(12000)) * time.Millisecond):
+			case <-phaseStarted:
+				// Every phase gets at least one crash, early in it, wherever that falls.
+				select {
+				case <-stop:
+					return
+				case <-time.After(time.Duration(500+rand.IntN(6000)) * time.Millisecond):
+				}
 			}
 			worker.Kill9()
 			kills.Add(1)
@@ -212,7 +220,13 @@ func TestKillNineAnywhereConverges(t *testing.T) {
 	defer stopChaos()
 
 	for round := 1; round <= 4 && (round == 1 || kills.Load() < 10); round++ {
-		killRound(ctx, t, round, &phase)
+		killRound(ctx, t, round, func(p string) {
+			phase.Store(p)
+			select {
+			case phaseStarted <- struct{}{}:
+			default:
+			}
+		})
 		t.Logf("round %d converged; %d kills so far", round, kills.Load())
 	}
 	stopChaos()
@@ -224,7 +238,7 @@ func TestKillNineAnywhereConverges(t *testing.T) {
 
 // killRound creates three servers and a bastion, replaces the bastion and deletes everything, checking
 // after each phase that OpenStack holds exactly what it should: no duplicates, no orphans.
-func killRound(ctx context.Context, t *testing.T, round int, phase *atomic.Value) {
+func killRound(ctx context.Context, t *testing.T, round int, enter func(phase string)) {
 	const nServers = 3
 	var srvNames []string
 	for i := 0; i < nServers; i++ {
@@ -233,7 +247,7 @@ func killRound(ctx context.Context, t *testing.T, round int, phase *atomic.Value
 	clName := fmt.Sprintf("kc%d-%s", round, env.Run)
 	t.Cleanup(func() { env.ForceDelete(ServersGVR, srvNames...); env.ForceDelete(ClustersGVR, clName) })
 
-	phase.Store(fmt.Sprintf("create/%d", round))
+	enter(fmt.Sprintf("create/%d", round))
 	refs := map[string]lifecycle.ObjectRef{}
 	for _, n := range srvNames {
 		u, err := env.Create(ctx, ServersGVR, env.Object("infrastructure.cluster.x-k8s.io/v1alpha1", "OpenStackServer", n, env.ServerSpec(env.Flavor(), 2)))
@@ -252,7 +266,7 @@ func killRound(ctx context.Context, t *testing.T, round int, phase *atomic.Value
 	require.NoError(t, err)
 	before := requireOwned(t, clRef, 1, 1, 1)
 
-	phase.Store(fmt.Sprintf("replace/%d", round))
+	enter(fmt.Sprintf("replace/%d", round))
 	bastion := env.ServerSpec(env.Flavor(), 1)
 	bastion["tags"] = []any{"e2e-" + env.Run, "replaced"}
 	require.NoError(t, env.MergePatch(ctx, ClustersGVR, clName, mustJSON(map[string]any{"spec": map[string]any{"bastion": map[string]any{"spec": bastion}}})))
@@ -262,7 +276,7 @@ func killRound(ctx context.Context, t *testing.T, round int, phase *atomic.Value
 	require.NotEqual(t, before.Servers[0].ID, after.Servers[0].ID)
 	require.Equal(t, clName+"-bastion-2", bastionStatus(t, cl)["name"])
 
-	phase.Store(fmt.Sprintf("delete/%d", round))
+	enter(fmt.Sprintf("delete/%d", round))
 	require.NoError(t, env.DeleteAndWait(ctx, ServersGVR, srvNames...))
 	require.NoError(t, env.DeleteAndWait(ctx, ClustersGVR, clName))
 	for _, r := range refs {
