@@ -6,34 +6,24 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"go.temporal.io/api/serviceerror"
-	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
-	"google.golang.org/protobuf/types/known/durationpb"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/stackflow/stackflow/api/lifecycle"
-	"github.com/stackflow/stackflow/deploy/local"
-	"github.com/stackflow/stackflow/worker"
+	"github.com/stackflow/stackflow/tests/e2e"
 	"github.com/stackflow/stackflow/workflows"
 )
 
@@ -47,174 +37,52 @@ const concurrency = 16
 
 var osknodes = schema.GroupVersionResource{Group: "kupenstack.io", Version: "v1alpha1", Resource: "openstacknodes"}
 
-type env struct {
-	st     *local.Stack
-	dyn    dynamic.Interface
-	tc     client.Client
-	bridge string // path of the stackflow-bridge binary
-}
+// env is the benchmarks' shared environment: the stack, its clients and the stackflow-bridge binary.
+type env struct{ *e2e.Env }
 
 var (
 	setupOnce sync.Once
-	shared    *env
+	shared    env
 	setupErr  error
 )
 
-func setup(b *testing.B) *env {
+func setup(b *testing.B) env {
 	b.Helper()
-	setupOnce.Do(func() { shared, setupErr = newEnv() })
+	setupOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+		defer cancel()
+		shared.Env, setupErr = e2e.Setup(ctx, e2e.Config{TemporalNamespace: benchNamespace, RunPrefix: "bb",
+			Binaries: []string{e2e.Bridge}, QPS: 1000, Burst: 2000})
+	})
 	if setupErr != nil {
 		b.Fatal(setupErr)
 	}
 	return shared
 }
 
-func newEnv() (*env, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
-	defer cancel()
-	st, err := local.Up(ctx, local.Options{Components: []string{local.Kubernetes, local.Temporal}})
-	if err != nil {
-		return nil, fmt.Errorf("local stack: %w", err)
-	}
-	dir, err := os.MkdirTemp("", "stackflow-bench-")
-	if err != nil {
-		return nil, err
-	}
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(dir, "stackflow-bridge"), "./bridge/cmd/stackflow-bridge")
-	cmd.Dir, cmd.Stdout, cmd.Stderr = st.RepoRoot, os.Stderr, os.Stderr
-	if err := cmd.Run(); err != nil {
-		return nil, fmt.Errorf("build the bridge: %w", err)
-	}
-	rc, err := clientcmd.BuildConfigFromFlags("", st.Kubeconfig)
-	if err != nil {
-		return nil, err
-	}
-	rc.QPS, rc.Burst = 1000, 2000
-	e := &env{st: st, dyn: dynamic.NewForConfigOrDie(rc), bridge: filepath.Join(dir, "stackflow-bridge")}
-	if err := registerNamespace(ctx, st); err != nil {
-		return nil, err
-	}
-	e.tc, err = client.DialContext(ctx, client.Options{HostPort: st.TemporalAddress, Namespace: benchNamespace})
-	return e, err
-}
-
-func registerNamespace(ctx context.Context, st *local.Stack) error {
-	c, err := client.DialContext(ctx, client.Options{HostPort: st.TemporalAddress, Namespace: st.TemporalNamespace})
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	_, err = c.WorkflowService().RegisterNamespace(ctx, &workflowservice.RegisterNamespaceRequest{
-		Namespace: benchNamespace, WorkflowExecutionRetentionPeriod: durationpb.New(24 * time.Hour),
-	})
-	var exists *serviceerror.NamespaceAlreadyExists
-	if err != nil && !errors.As(err, &exists) {
-		return fmt.Errorf("register namespace %s: %w", benchNamespace, err)
-	}
-	for deadline := time.Now().Add(time.Minute); ; {
-		nc, err := client.DialContext(ctx, client.Options{HostPort: st.TemporalAddress, Namespace: benchNamespace})
-		if err == nil {
-			err = worker.EnsureSearchAttributes(ctx, nc, benchNamespace, workflows.SearchAttributes)
-			nc.Close()
-		}
-		if err == nil {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return err
-		}
-		time.Sleep(time.Second)
-	}
-}
-
 // bridgeProc is a running stackflow-bridge.
-type bridgeProc struct {
-	cmd     *exec.Cmd
-	metrics string
-	exited  chan struct{}
-}
+type bridgeProc struct{ *e2e.Proc }
 
-func (e *env) startBridge(b *testing.B, lease string) *bridgeProc {
+// startBridge runs a bridge for OpenstackNodes with as many workers as the benchmark has requests in
+// flight, and waits until it leads and watches the kind.
+func (e env) startBridge(b *testing.B, lease string) bridgeProc {
 	b.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	logf, err := os.Create(filepath.Join(b.TempDir(), "bridge.log"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	cmd := exec.Command(e.bridge, "--temporal-address", e.st.TemporalAddress, "--namespace", benchNamespace,
-		"--kinds", "OpenstackNode", "--leader-election-name", lease, "--identity", lease,
-		"--metrics-address", addr, "--workers", strconv.Itoa(concurrency), "--log-level", "warn")
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+e.st.Kubeconfig)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	p := &bridgeProc{cmd: cmd, metrics: addr, exited: make(chan struct{})}
-	go func() { _ = cmd.Wait(); logf.Close(); close(p.exited) }()
-	b.Cleanup(p.stop)
-	// Ready when it leads and watches the kind.
+	p := bridgeProc{e.StartBridge(b, e2e.BridgeOptions{Identity: lease, Kinds: "OpenstackNode", Workers: concurrency,
+		DefaultLeases: true, ExtraArgs: []string{"--log-level", "warn"}})}
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
-		if v, _ := p.metric("stackflow_bridge_served_kinds"); v == 1 {
+		if v, _ := p.Metric("stackflow_bridge_served_kinds"); v == 1 {
 			return p
 		}
 		if time.Now().After(deadline) {
-			b.Fatalf("bridge not serving after a minute; log %s", logf.Name())
+			b.Fatalf("bridge not serving after a minute:\n%s", p.Tail(30))
 		}
 	}
-}
-
-func (p *bridgeProc) stop() {
-	select {
-	case <-p.exited:
-		return
-	default:
-	}
-	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
-	select {
-	case <-p.exited:
-	case <-time.After(30 * time.Second):
-		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-		<-p.exited
-	}
-}
-
-func (p *bridgeProc) metric(name string) (float64, error) {
-	resp, err := http.Get("http://" + p.metrics + "/metrics")
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	var sb strings.Builder
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := resp.Body.Read(buf)
-		sb.Write(buf[:n])
-		if err != nil {
-			break
-		}
-	}
-	var sum float64
-	for _, line := range strings.Split(sb.String(), "\n") {
-		if strings.HasPrefix(line, name+" ") || strings.HasPrefix(line, name+"{") {
-			v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
-			if err == nil {
-				sum += v
-			}
-		}
-	}
-	return sum, nil
 }
 
 // waitSignals waits until the bridge has sent at least n signals in all.
-func (p *bridgeProc) waitSignals(ctx context.Context, n int) error {
+func (p bridgeProc) waitSignals(ctx context.Context, n int) error {
 	for {
-		v, err := p.metric("stackflow_bridge_signals_total")
+		v, err := p.Metric("stackflow_bridge_signals_total")
 		if err != nil {
 			return err
 		}
@@ -229,12 +97,12 @@ func (p *bridgeProc) waitSignals(ctx context.Context, n int) error {
 }
 
 // rssMB is the resident memory of the bridge process.
-func (p *bridgeProc) rssMB() float64 { return p.status("VmRSS") }
+func (p bridgeProc) rssMB() float64 { return p.status("VmRSS") }
 
 // status reads one memory figure (in MB) from /proc/<pid>/status: VmRSS, RssAnon (heap, stacks) or
 // RssFile (the binary's pages, shared and reclaimable).
-func (p *bridgeProc) status(field string) float64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+func (p bridgeProc) status(field string) float64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.PID()))
 	if err != nil {
 		return -1
 	}
@@ -279,7 +147,7 @@ func parallel(n, workers int, fn func(i int) error) error {
 }
 
 // createObjects creates OpenstackNodes prefix-00000… and returns when each create was sent and the objects.
-func (e *env) createObjects(ctx context.Context, prefix string, from, to int) ([]time.Time, []*unstructured.Unstructured, error) {
+func (e env) createObjects(ctx context.Context, prefix string, from, to int) ([]time.Time, []*unstructured.Unstructured, error) {
 	sent := make([]time.Time, to-from)
 	objs := make([]*unstructured.Unstructured, to-from)
 	err := parallel(to-from, concurrency, func(i int) error {
@@ -289,7 +157,7 @@ func (e *env) createObjects(ctx context.Context, prefix string, from, to int) ([
 			"spec":     map[string]any{},
 		}}
 		sent[i] = time.Now()
-		out, err := e.dyn.Resource(osknodes).Create(ctx, u, metav1.CreateOptions{})
+		out, err := e.Dyn.Resource(osknodes).Create(ctx, u, metav1.CreateOptions{})
 		objs[i] = out
 		return err
 	})
@@ -297,14 +165,13 @@ func (e *env) createObjects(ctx context.Context, prefix string, from, to int) ([
 }
 
 // startTimes returns each object's workflow start time, waiting until every workflow exists.
-func (e *env) startTimes(ctx context.Context, objs []*unstructured.Unstructured) ([]time.Time, error) {
+func (e env) startTimes(ctx context.Context, objs []*unstructured.Unstructured) ([]time.Time, error) {
 	out := make([]time.Time, len(objs))
 	err := parallel(len(objs), concurrency, func(i int) error {
 		u := objs[i]
-		id := lifecycle.WorkflowID(lifecycle.ObjectRef{Group: osknodes.Group, Version: osknodes.Version, Kind: "OpenstackNode",
-			Resource: osknodes.Resource, Name: u.GetName(), UID: string(u.GetUID())})
+		id := lifecycle.WorkflowID(e2e.Ref("OpenstackNode", osknodes, u))
 		for {
-			d, err := e.tc.DescribeWorkflowExecution(ctx, id, "")
+			d, err := e.Temporal.DescribeWorkflowExecution(ctx, id, "")
 			if err == nil {
 				out[i] = d.WorkflowExecutionInfo.StartTime.AsTime()
 				return nil
@@ -321,10 +188,10 @@ func (e *env) startTimes(ctx context.Context, objs []*unstructured.Unstructured)
 
 // cleanup releases and deletes the benchmark's objects (the bridge must be stopped: no workflow will run
 // their teardown) and terminates their workflows.
-func (e *env) cleanup(prefix string, objs []*unstructured.Unstructured) {
+func (e env) cleanup(prefix string, objs []*unstructured.Unstructured) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	r := e.dyn.Resource(osknodes)
+	r := e.Dyn.Resource(osknodes)
 	_ = parallel(len(objs), 4*concurrency, func(i int) error {
 		if objs[i] == nil {
 			return nil
@@ -338,7 +205,7 @@ func (e *env) cleanup(prefix string, objs []*unstructured.Unstructured) {
 			return nil
 		}
 		id := lifecycle.WorkflowID(lifecycle.ObjectRef{Kind: "OpenstackNode", Name: objs[i].GetName(), UID: string(objs[i].GetUID())})
-		_ = e.tc.TerminateWorkflow(ctx, id, "", "benchmark cleanup")
+		_ = e.Temporal.TerminateWorkflow(ctx, id, "", "benchmark cleanup")
 		return nil
 	})
 }
@@ -366,7 +233,7 @@ func BenchmarkBridgeBurst(b *testing.B) {
 	var rawIDs []string
 	defer func() {
 		_ = parallel(len(rawIDs), 4*concurrency, func(i int) error {
-			return e.tc.TerminateWorkflow(context.Background(), rawIDs[i], "", "benchmark cleanup")
+			return e.Temporal.TerminateWorkflow(context.Background(), rawIDs[i], "", "benchmark cleanup")
 		})
 	}()
 	rawRun := func(kind string, start func(id string) error) time.Duration {
@@ -382,12 +249,12 @@ func BenchmarkBridgeBurst(b *testing.B) {
 		return time.Since(t0)
 	}
 	raw := rawRun("start", func(id string) error {
-		_, err := e.tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: lifecycle.WorkflowQueue, TypedSearchAttributes: temporal.NewSearchAttributes(
+		_, err := e.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: lifecycle.WorkflowQueue, TypedSearchAttributes: temporal.NewSearchAttributes(
 			workflows.SAKind.ValueSet("OpenstackNode"), workflows.SAObject.ValueSet(id))}, "OpenstackNode", lifecycle.ObjectRef{Name: id})
 		return err
 	})
 	rawSWS := rawRun("sws", func(id string) error {
-		_, err := e.tc.SignalWithStartWorkflow(ctx, id, lifecycle.SignalSpec, lifecycle.SpecSignal{Generation: 1},
+		_, err := e.Temporal.SignalWithStartWorkflow(ctx, id, lifecycle.SignalSpec, lifecycle.SpecSignal{Generation: 1},
 			client.StartWorkflowOptions{ID: id, TaskQueue: lifecycle.WorkflowQueue, TypedSearchAttributes: temporal.NewSearchAttributes(
 				workflows.SAKind.ValueSet("OpenstackNode"), workflows.SAObject.ValueSet(id))}, "OpenstackNode", lifecycle.ObjectRef{Name: id})
 		return err
@@ -395,7 +262,7 @@ func BenchmarkBridgeBurst(b *testing.B) {
 
 	p := e.startBridge(b, "bench-"+tag+"burst")
 	var objs []*unstructured.Unstructured
-	defer func() { p.stop(); e.cleanup(tag, objs) }()
+	defer func() { p.Stop(); e.cleanup(tag, objs) }()
 	b.ResetTimer()
 	sent, objs, err := e.createObjects(ctx, tag, 0, n)
 	created := time.Since(sent[0])
@@ -424,8 +291,8 @@ func BenchmarkBridgeBurst(b *testing.B) {
 		n, raw.Round(time.Millisecond), rawSWS.Round(time.Millisecond), concurrency)
 	fmt.Printf("ratio bridge/raw: %.2f (goal <= 1.2), bridge/raw SignalWithStart %.2f; create->start p50 %s, p99 %s (goal p99 <= 500ms); bridge RSS %.0f MB\n",
 		ratio, total.Seconds()/rawSWS.Seconds(), p50.Round(time.Millisecond), p99.Round(time.Millisecond), p.rssMB())
-	rpc, _ := p.metric("stackflow_bridge_signal_rpc_seconds_sum")
-	patch, _ := p.metric("stackflow_bridge_finalizer_patch_seconds_sum")
+	rpc, _ := p.Metric("stackflow_bridge_signal_rpc_seconds_sum")
+	patch, _ := p.Metric("stackflow_bridge_finalizer_patch_seconds_sum")
 	fmt.Printf("bridge means per object: SignalWithStart %s, finalizer patch %s\n",
 		time.Duration(rpc/n*float64(time.Second)).Round(time.Millisecond), time.Duration(patch/n*float64(time.Second)).Round(time.Millisecond))
 	b.ReportMetric(ratio, "bridge/raw")
@@ -444,10 +311,10 @@ func BenchmarkBridgeMemory(b *testing.B) {
 	tag := fmt.Sprintf("bm%06x-", time.Now().UnixNano()&0xffffff)
 	p := e.startBridge(b, "bench-"+tag+"memory")
 	idle := p.rssMB()
-	base, _ := p.metric("stackflow_bridge_signals_total")
+	base, _ := p.Metric("stackflow_bridge_signals_total")
 
 	var objs []*unstructured.Unstructured
-	defer func() { p.stop(); e.cleanup(tag, objs) }()
+	defer func() { p.Stop(); e.cleanup(tag, objs) }()
 	t0 := time.Now()
 	_, objs, err := e.createObjects(ctx, tag, 0, n)
 	if err != nil {
@@ -456,7 +323,7 @@ func BenchmarkBridgeMemory(b *testing.B) {
 	created := time.Since(t0)
 	peak := 0.0
 	for {
-		v, err := p.metric("stackflow_bridge_signals_total")
+		v, err := p.Metric("stackflow_bridge_signals_total")
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -472,7 +339,7 @@ func BenchmarkBridgeMemory(b *testing.B) {
 	served := time.Since(t0)
 	time.Sleep(2 * time.Second)
 	settled := p.rssMB()
-	heap, _ := p.metric("go_memstats_heap_inuse_bytes")
+	heap, _ := p.Metric("go_memstats_heap_inuse_bytes")
 	fmt.Printf("bridge memory: idle %.0f MB; %d objects created in %s, all signalled after %s; RSS peak %.0f MB, settled %.0f MB (goal <= 100 MB)\n",
 		idle, n, created.Round(time.Millisecond), served.Round(time.Millisecond), peak, settled)
 	fmt.Printf("bridge memory with %d objects: anonymous %.0f MB (Go heap in use %.0f MB), binary pages %.0f MB\n",

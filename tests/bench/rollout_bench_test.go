@@ -3,32 +3,23 @@ package bench
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
-	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
-	"google.golang.org/protobuf/types/known/durationpb"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/stackflow/stackflow/deploy/local"
+	"github.com/stackflow/stackflow/tests/e2e"
 	"github.com/stackflow/stackflow/tests/rollout/chartrepo"
-	"github.com/stackflow/stackflow/worker"
 	"github.com/stackflow/stackflow/workflows"
 )
 
@@ -44,59 +35,26 @@ var rolloutComponents = []string{"mariadb", "rabbitmq", "memcached", "keystone",
 func BenchmarkFullRollout(b *testing.B) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
-	st, err := local.Up(ctx, local.Options{Components: []string{local.Kubernetes, local.Temporal}})
+	env, err := e2e.Setup(ctx, e2e.Config{TemporalNamespace: rolloutBenchNamespace, RunPrefix: "rb"})
 	if err != nil {
 		b.Fatal(err)
 	}
-	dir := b.TempDir()
-	binDir := filepath.Join(dir, "bin")
-	for _, pkg := range []string{"./bridge/cmd/stackflow-bridge", "./worker/cmd/stackflow-worker"} {
-		cmd := exec.CommandContext(ctx, "go", "build", "-o", binDir+string(filepath.Separator), pkg)
-		cmd.Dir = st.RepoRoot
-		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-		if err := cmd.Run(); err != nil {
-			b.Fatalf("build %s: %v", pkg, err)
-		}
-	}
-	repoDir := filepath.Join(dir, "charts")
+	defer env.Close()
+	repoDir := filepath.Join(env.Dir, "charts")
 	if err := os.MkdirAll(repoDir, 0o755); err != nil {
 		b.Fatal(err)
 	}
-	repo, err := chartrepo.Serve(filepath.Join(st.RepoRoot, "deploy", "charts"), repoDir)
+	repo, err := chartrepo.Serve(filepath.Join(env.Stack.RepoRoot, "deploy", "charts"), repoDir)
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer repo.Close()
-	cfg, err := clientcmd.BuildConfigFromFlags("", st.Kubeconfig)
-	if err != nil {
-		b.Fatal(err)
-	}
-	dyn := dynamic.NewForConfigOrDie(cfg)
-	kube := kubernetes.NewForConfigOrDie(cfg)
-	if err := rolloutBenchTemporalNamespace(ctx, st); err != nil {
-		b.Fatal(err)
-	}
-	tc, err := client.DialContext(ctx, client.Options{HostPort: st.TemporalAddress, Namespace: rolloutBenchNamespace})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer tc.Close()
+	dyn, kube, tc, run := env.Dyn, env.Kube, env.Temporal, env.Run
 
-	run := fmt.Sprintf("rb%06x", time.Now().UnixNano()&0xffffff)
-	common := []string{"--temporal-address", st.TemporalAddress, "--namespace", rolloutBenchNamespace}
-	wk, err := rolloutBenchStart(st, filepath.Join(binDir, "stackflow-worker"), filepath.Join(dir, "worker.log"),
-		[]string{"STACKFLOW_HELM_CACHE=" + filepath.Join(dir, "helm")}, append(common, "--metrics-address", rolloutBenchAddr(), "--stop-timeout", "5s")...)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer wk()
-	br, err := rolloutBenchStart(st, filepath.Join(binDir, "stackflow-bridge"), filepath.Join(dir, "bridge.log"), nil,
-		append(common, "--metrics-address", rolloutBenchAddr(), "--kinds", "KupenstackConfiguration,OpenStackCloudConfigurationProfile",
-			"--leader-election-name", run+"-bridge")...)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer br()
+	// Both stop when the benchmark ends.
+	env.StartWorker(b, e2e.WorkerOptions{Identity: run + "-worker", Env: []string{"STACKFLOW_HELM_CACHE=" + filepath.Join(b.TempDir(), "helm")}})
+	env.StartBridge(b, e2e.BridgeOptions{Identity: run + "-bridge", Kinds: "KupenstackConfiguration,OpenStackCloudConfigurationProfile",
+		DefaultLeases: true})
 
 	gvrProfile := schema.GroupVersionResource{Group: "kupenstack.io", Version: "v1alpha1", Resource: "openstackcloudconfigurationprofiles"}
 	gvrConfig := schema.GroupVersionResource{Group: "kupenstack.io", Version: "v1alpha1", Resource: "kupenstackconfigurations"}
@@ -223,75 +181,6 @@ func rolloutBenchChildTimes(ctx context.Context, tc client.Client, parentID stri
 		}
 		if time.Now().After(deadline) {
 			return nil, first, last, fmt.Errorf("visibility shows %d of %d component rollouts", len(resp.Executions), len(rolloutComponents))
-		}
-		time.Sleep(time.Second)
-	}
-}
-
-// rolloutBenchStart starts a stackflow binary in its own process group and returns its stop function.
-func rolloutBenchStart(st *local.Stack, path, log string, env []string, args ...string) (func(), error) {
-	f, err := os.Create(log)
-	if err != nil {
-		return nil, err
-	}
-	cmd := exec.Command(path, args...)
-	cmd.Env = append(append(os.Environ(), "KUBECONFIG="+st.Kubeconfig), env...)
-	cmd.Stdout, cmd.Stderr = f, f
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		f.Close()
-		return nil, err
-	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done); f.Close() }()
-	return func() {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			<-done
-		}
-	}, nil
-}
-
-func rolloutBenchAddr() string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "127.0.0.1:0"
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
-// rolloutBenchTemporalNamespace registers the benchmark's namespace with stackflow's search attributes.
-func rolloutBenchTemporalNamespace(ctx context.Context, st *local.Stack) error {
-	c, err := client.DialContext(ctx, client.Options{HostPort: st.TemporalAddress, Namespace: st.TemporalNamespace})
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	_, err = c.WorkflowService().RegisterNamespace(ctx, &workflowservice.RegisterNamespaceRequest{
-		Namespace: rolloutBenchNamespace, WorkflowExecutionRetentionPeriod: durationpb.New(24 * time.Hour)})
-	var exists *serviceerror.NamespaceAlreadyExists
-	if err != nil && !errors.As(err, &exists) {
-		return fmt.Errorf("register namespace %s: %w", rolloutBenchNamespace, err)
-	}
-	deadline := time.Now().Add(time.Minute)
-	for {
-		nc, err := client.DialContext(ctx, client.Options{HostPort: st.TemporalAddress, Namespace: rolloutBenchNamespace})
-		if err == nil {
-			err = worker.EnsureSearchAttributes(ctx, nc, rolloutBenchNamespace, workflows.SearchAttributes)
-			if err == nil {
-				_, err = nc.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Namespace: rolloutBenchNamespace, Query: `StackflowComponent = "none"`})
-			}
-			nc.Close()
-		}
-		if err == nil {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("namespace %s not usable: %w", rolloutBenchNamespace, err)
 		}
 		time.Sleep(time.Second)
 	}
