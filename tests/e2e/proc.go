@@ -186,6 +186,7 @@ func (p *Proc) Start() {
 
 // Kill9 crashes the process group: no shutdown code runs, no lease is released.
 func (p *Proc) Kill9() {
+	p.t.Helper()
 	p.mu.Lock()
 	cmd, exited := p.cmd, p.exited
 	p.mu.Unlock()

@@ -4,14 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
-	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -27,139 +20,22 @@ import (
 
 	"github.com/stackflow/stackflow/activities"
 	"github.com/stackflow/stackflow/api/lifecycle"
+	"github.com/stackflow/stackflow/tests/e2e"
 	"github.com/stackflow/stackflow/workflows"
 )
-
-// proc is a stackflow binary running as a child process of the test.
-type proc struct {
-	t       *testing.T
-	name    string
-	argv    []string
-	env     []string
-	log     string
-	metrics string
-
-	mu     sync.Mutex
-	cmd    *exec.Cmd
-	exited chan struct{}
-}
-
-// startProc starts binary with args (plus --metrics-address on a free loopback port) and stops it when
-// the test ends; its log is printed if the test failed.
-func startProc(t *testing.T, name, binary string, env []string, args ...string) *proc {
-	t.Helper()
-	p := &proc{t: t, name: name, env: env, metrics: freeAddr(t), log: filepath.Join(t.TempDir(), name+".log")}
-	p.argv = append([]string{filepath.Join(bin, binary), "--metrics-address", p.metrics}, args...)
-	p.start()
-	t.Cleanup(func() {
-		p.stop()
-		if t.Failed() {
-			t.Logf("--- %s log (tail) ---\n%s", name, p.tail(40))
-		}
-	})
-	return p
-}
-
-func (p *proc) start() {
-	p.t.Helper()
-	logf, err := os.OpenFile(p.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	require.NoError(p.t, err)
-	defer logf.Close()
-	fmt.Fprintf(logf, "=== %s start\n", time.Now().Format(time.RFC3339Nano))
-	cmd := exec.Command(p.argv[0], p.argv[1:]...)
-	cmd.Env = append(append(os.Environ(), "KUBECONFIG="+st.Kubeconfig), p.env...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	require.NoError(p.t, cmd.Start())
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
-	p.mu.Lock()
-	p.cmd, p.exited = cmd, exited
-	p.mu.Unlock()
-	require.Eventually(p.t, func() bool {
-		resp, err := http.Get("http://" + p.metrics + "/healthz")
-		if err == nil {
-			resp.Body.Close()
-		}
-		return err == nil && resp.StatusCode == http.StatusOK
-	}, 30*time.Second, 100*time.Millisecond, "%s did not serve /healthz:\n%s", p.name, p.tail(30))
-}
-
-// kill9 crashes the process: no shutdown code runs.
-func (p *proc) kill9() {
-	p.mu.Lock()
-	cmd, exited := p.cmd, p.exited
-	p.mu.Unlock()
-	if cmd == nil {
-		return
-	}
-	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-	<-exited
-	p.t.Logf("%s: killed with SIGKILL (pid %d)", p.name, cmd.Process.Pid)
-}
-
-// stop asks the process to shut down (SIGTERM) and kills it if it does not within 40 s.
-func (p *proc) stop() {
-	p.mu.Lock()
-	cmd, exited := p.cmd, p.exited
-	p.cmd = nil
-	p.mu.Unlock()
-	if cmd == nil {
-		return
-	}
-	select {
-	case <-exited:
-		return
-	default:
-	}
-	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
-	select {
-	case <-exited:
-	case <-time.After(40 * time.Second):
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		<-exited
-	}
-}
-
-func (p *proc) tail(n int) string {
-	b, _ := os.ReadFile(p.log)
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
-
-func freeAddr(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer ln.Close()
-	return ln.Addr().String()
-}
 
 // servedKinds are the kinds the rollout tests' bridge serves. Nodes are left out: their workflows would
 // put finalizers on the shared kwok Nodes; the KupenstackConfiguration creates OpenstackNodes itself.
 const servedKinds = "OpenstackNode,KupenstackConfiguration,OpenStackCloudConfigurationProfile"
 
-func startBridge(t *testing.T, identity, kinds string) *proc {
-	return startProc(t, identity, "stackflow-bridge", nil,
-		"--temporal-address", st.TemporalAddress,
-		"--namespace", temporalNamespace,
-		"--kinds", kinds,
-		"--identity", identity,
-		"--leader-election-name", run+"-"+identity,
-		"--lease-duration", "6s", "--renew-deadline", "4s", "--retry-period", "1s",
-	)
+// startBridge runs a bridge for kinds on a lease of the run's own, with short leases.
+func startBridge(t *testing.T, identity, kinds string) *e2e.Proc {
+	return env.StartBridge(t, e2e.BridgeOptions{Identity: identity, Kinds: kinds, Lease: env.Run + "-" + identity})
 }
 
-func startWorker(t *testing.T, identity, helmCache string) *proc {
-	return startProc(t, identity, "stackflow-worker", []string{"STACKFLOW_HELM_CACHE=" + helmCache},
-		"--temporal-address", st.TemporalAddress,
-		"--namespace", temporalNamespace,
-		"--temporal-ui", st.TemporalUI,
-		"--identity", identity,
-		"--stop-timeout", "5s",
-	)
+// startWorker runs a worker whose Helm activities cache charts in helmCache.
+func startWorker(t *testing.T, identity, helmCache string) *e2e.Proc {
+	return env.StartWorker(t, e2e.WorkerOptions{Identity: identity, Env: []string{"STACKFLOW_HELM_CACHE=" + helmCache}})
 }
 
 var (
@@ -187,39 +63,33 @@ func createObject(t *testing.T, gvr schema.GroupVersionResource, kind, name stri
 	t.Helper()
 	u := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "kupenstack.io/v1alpha1", "kind": kind,
-		"metadata": map[string]any{"name": name, "labels": map[string]any{"stackflow.io/test-run": run}},
+		"metadata": map[string]any{"name": name, "labels": map[string]any{"stackflow.io/test-run": env.Run}},
 		"spec":     spec,
 	}}
-	out, err := dyn.Resource(gvr).Create(context.Background(), u, metav1.CreateOptions{})
+	out, err := env.Dyn.Resource(gvr).Create(context.Background(), u, metav1.CreateOptions{})
 	require.NoError(t, err, "create %s %s", kind, name)
 	return out
 }
 
-// deleteAndWait deletes an object and waits until its workflow removed the finalizer.
+// deleteAndWait deletes an object and fails the test unless its workflow removed the finalizer within
+// timeout.
 func deleteAndWait(t *testing.T, gvr schema.GroupVersionResource, name string, timeout time.Duration) {
 	t.Helper()
-	ctx := context.Background()
-	err := dyn.Resource(gvr).Delete(ctx, name, metav1.DeleteOptions{})
-	if apierrors.IsNotFound(err) {
-		return
-	}
-	require.NoError(t, err)
-	require.Eventually(t, func() bool {
-		_, err := dyn.Resource(gvr).Get(ctx, name, metav1.GetOptions{})
-		return apierrors.IsNotFound(err)
-	}, timeout, 500*time.Millisecond, "%s %s not deleted", gvr.Resource, name)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	require.NoError(t, env.DeleteAndWait(ctx, gvr, "", name))
 }
 
 func mergePatch(t *testing.T, gvr schema.GroupVersionResource, name string, patch map[string]any) {
 	t.Helper()
 	b, _ := json.Marshal(patch)
-	_, err := dyn.Resource(gvr).Patch(context.Background(), name, types.MergePatchType, b, metav1.PatchOptions{})
+	_, err := env.Dyn.Resource(gvr).Patch(context.Background(), name, types.MergePatchType, b, metav1.PatchOptions{})
 	require.NoError(t, err, "patch %s %s", gvr.Resource, name)
 }
 
 func getObject(t *testing.T, gvr schema.GroupVersionResource, name string) *unstructured.Unstructured {
 	t.Helper()
-	u, err := dyn.Resource(gvr).Get(context.Background(), name, metav1.GetOptions{})
+	u, err := env.Dyn.Resource(gvr).Get(context.Background(), name, metav1.GetOptions{})
 	require.NoError(t, err)
 	return u
 }
@@ -295,7 +165,7 @@ func allDeployed(s configStatus, gen int64) bool {
 // releases reads the components' releases through the Helm activities (read-only).
 func releases(t *testing.T, ns string) map[string]activities.ReleaseInfo {
 	t.Helper()
-	h, err := activities.NewHelm(restCfg, t.TempDir())
+	h, err := activities.NewHelm(env.REST, t.TempDir())
 	require.NoError(t, err)
 	out, err := h.Releases(context.Background(), activities.ReleasesInput{Namespace: ns, Names: components})
 	require.NoError(t, err)
@@ -307,7 +177,7 @@ func releases(t *testing.T, ns string) map[string]activities.ReleaseInfo {
 func childEvents(t *testing.T, parentID string) (started, closed map[string]int64) {
 	t.Helper()
 	started, closed = map[string]int64{}, map[string]int64{}
-	it := tc.GetWorkflowHistory(context.Background(), parentID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	it := env.Temporal.GetWorkflowHistory(context.Background(), parentID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	prefix := parentID + "/"
 	for it.HasNext() {
 		ev, err := it.Next()
@@ -329,8 +199,8 @@ func childEvents(t *testing.T, parentID string) (started, closed map[string]int6
 func childRuns(t *testing.T, parentID string) map[string]int {
 	t.Helper()
 	out := map[string]int{}
-	resp, err := tc.ListWorkflow(context.Background(), &workflowservice.ListWorkflowExecutionsRequest{
-		Namespace: temporalNamespace, PageSize: 1000,
+	resp, err := env.Temporal.ListWorkflow(context.Background(), &workflowservice.ListWorkflowExecutionsRequest{
+		Namespace: env.TemporalNamespace, PageSize: 1000,
 		Query: fmt.Sprintf("WorkflowId STARTS_WITH %q AND WorkflowType = %q", parentID+"/", workflows.RolloutComponentWorkflowName),
 	})
 	require.NoError(t, err)
@@ -354,11 +224,11 @@ func restoreNodes(t *testing.T) {
 		name := n["name"].(string)
 		label := workflows.RoleLabels[n["type"].(string)]
 		b, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]any{label: "enabled"}}})
-		if _, err := kube.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, b, metav1.PatchOptions{}); err != nil {
+		if _, err := env.Kube.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, b, metav1.PatchOptions{}); err != nil {
 			t.Logf("restore labels of %s: %v", name, err)
 		}
 		b, _ = json.Marshal(map[string]any{"spec": nil})
-		if _, err := dyn.Resource(gvrOSKNode).Patch(ctx, name, types.MergePatchType, b, metav1.PatchOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		if _, err := env.Dyn.Resource(gvrOSKNode).Patch(ctx, name, types.MergePatchType, b, metav1.PatchOptions{}); err != nil && !apierrors.IsNotFound(err) {
 			t.Logf("restore OpenstackNode %s: %v", name, err)
 		}
 	}

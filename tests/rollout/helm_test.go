@@ -21,7 +21,7 @@ func TestHelmActivities(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	ns := releaseNamespace(t, "helm")
-	h, err := activities.NewHelm(restCfg, t.TempDir())
+	h, err := activities.NewHelm(env.REST, t.TempDir())
 	require.NoError(t, err)
 	h.PollInterval = 500 * time.Millisecond
 

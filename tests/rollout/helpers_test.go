@@ -23,11 +23,11 @@ func keepOnFailure() bool { return os.Getenv("STACKFLOW_KEEP") != "" }
 // releaseNamespace creates a namespace of the test's own for its releases and deletes it at the end.
 func releaseNamespace(t *testing.T, suffix string) string {
 	t.Helper()
-	name := run + "-" + suffix
+	name := env.Run + "-" + suffix
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	_, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name,
-		Labels: map[string]string{"stackflow.io/test-run": run}}}, metav1.CreateOptions{})
+	_, err := env.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name,
+		Labels: map[string]string{"stackflow.io/test-run": env.Run}}}, metav1.CreateOptions{})
 	if !apierrors.IsAlreadyExists(err) {
 		require.NoError(t, err)
 	}
@@ -36,7 +36,7 @@ func releaseNamespace(t *testing.T, suffix string) string {
 			t.Logf("keeping namespace %s for inspection", name)
 			return
 		}
-		_ = kube.CoreV1().Namespaces().Delete(context.Background(), name, metav1.DeleteOptions{})
+		_ = env.Kube.CoreV1().Namespaces().Delete(context.Background(), name, metav1.DeleteOptions{})
 	})
 	return name
 }
@@ -46,7 +46,7 @@ type restClientGetter struct{ ns string }
 
 func (g *restClientGetter) flags() *genericclioptions.ConfigFlags {
 	f := genericclioptions.NewConfigFlags(false)
-	f.KubeConfig = &st.Kubeconfig
+	f.KubeConfig = &env.Stack.Kubeconfig
 	f.Namespace = &g.ns
 	return f
 }

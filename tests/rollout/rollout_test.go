@@ -25,7 +25,7 @@ func TestRollout(t *testing.T) {
 	startBridge(t, "bridge", servedKinds)
 	startWorker(t, "worker", t.TempDir())
 	ns := releaseNamespace(t, "cloud")
-	base, child, cfgName := run+"-base", run+"-cloud", run+"-cloud"
+	base, child, cfgName := env.Run+"-base", env.Run+"-cloud", env.Run+"-cloud"
 
 	createObject(t, gvrProfile, "OpenStackCloudConfigurationProfile", base, baseProfileSpec("2m"))
 	createObject(t, gvrProfile, "OpenStackCloudConfigurationProfile", child, map[string]any{
@@ -60,7 +60,7 @@ func TestRollout(t *testing.T) {
 			require.Equal(t, 1, rels[c].Revision, c)
 			require.Equal(t, s.component(c).ValuesHash, rels[c].ValuesHash, c)
 		}
-		deps, err := kube.AppsV1().Deployments(ns).List(context.Background(), metav1.ListOptions{})
+		deps, err := env.Kube.AppsV1().Deployments(ns).List(context.Background(), metav1.ListOptions{})
 		require.NoError(t, err)
 		require.GreaterOrEqual(t, len(deps.Items), 11)
 		for _, d := range deps.Items {
@@ -106,7 +106,7 @@ func TestRollout(t *testing.T) {
 			} else {
 				require.Contains(t, osk.Status.DesiredNodeConfiguration.Components, "keystone")
 			}
-			node, err := kube.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
+			node, err := env.Kube.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
 			require.NoError(t, err)
 			require.Equal(t, "enabled", node.Labels[workflows.RoleLabels[typ]], "node %s labelled", name)
 		}
@@ -120,7 +120,7 @@ func TestRollout(t *testing.T) {
 		}}}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		h, err := tc.UpdateWorkflow(ctx, clientUpdate(parentID, candidate))
+		h, err := env.Temporal.UpdateWorkflow(ctx, clientUpdate(parentID, candidate))
 		require.NoError(t, err)
 		var preview workflows.PreviewResult
 		require.NoError(t, h.Get(ctx, &preview))
@@ -174,7 +174,7 @@ func TestRollout(t *testing.T) {
 		require.Equal(t, "0.1.0", rels["nova"].ChartVersion)
 		require.Equal(t, 4, rels["nova"].Revision)
 		require.Eventually(t, func() bool {
-			d, err := kube.AppsV1().Deployments(ns).Get(context.Background(), "nova-api", metav1.GetOptions{})
+			d, err := env.Kube.AppsV1().Deployments(ns).Get(context.Background(), "nova-api", metav1.GetOptions{})
 			return err == nil && available(*d) && d.Spec.Template.Spec.NodeSelector["stackflow.io/never-scheduled"] == ""
 		}, time.Minute, time.Second, "nova-api of the good revision is available")
 		for _, c := range components {
@@ -198,7 +198,7 @@ func TestRollout(t *testing.T) {
 		nodes[4] = map[string]any{"name": "compute-1", "type": "compute", "disabled": true}
 		mergePatch(t, gvrConfig, cfgName, map[string]any{"spec": map[string]any{"nodes": nodes}})
 		require.Eventually(t, func() bool {
-			n, err := kube.CoreV1().Nodes().Get(context.Background(), "compute-1", metav1.GetOptions{})
+			n, err := env.Kube.CoreV1().Nodes().Get(context.Background(), "compute-1", metav1.GetOptions{})
 			if err != nil {
 				return false
 			}
@@ -208,7 +208,7 @@ func TestRollout(t *testing.T) {
 			// A disabled node wants nothing.
 			return !labelled && st["status"] == "Disabled" && dnc != nil && dnc["components"] == nil
 		}, 2*time.Minute, 500*time.Millisecond, "compute-1 unlabelled, its OpenstackNode Disabled and wanting nothing")
-		n0, err := kube.CoreV1().Nodes().Get(context.Background(), "compute-0", metav1.GetOptions{})
+		n0, err := env.Kube.CoreV1().Nodes().Get(context.Background(), "compute-0", metav1.GetOptions{})
 		require.NoError(t, err)
 		require.Equal(t, "enabled", n0.Labels[workflows.LabelCompute], "the other compute keeps its label")
 		waitConfig(t, cfgName, 2*time.Minute, "configuration Ready at the new generation", allDeployed)
@@ -216,7 +216,7 @@ func TestRollout(t *testing.T) {
 		// Enabled again, it gets its label back.
 		mergePatch(t, gvrConfig, cfgName, map[string]any{"spec": map[string]any{"nodes": nodeSpecs}})
 		require.Eventually(t, func() bool {
-			n, err := kube.CoreV1().Nodes().Get(context.Background(), "compute-1", metav1.GetOptions{})
+			n, err := env.Kube.CoreV1().Nodes().Get(context.Background(), "compute-1", metav1.GetOptions{})
 			return err == nil && n.Labels[workflows.LabelCompute] == "enabled"
 		}, 2*time.Minute, 500*time.Millisecond, "compute-1 labelled again")
 	})
@@ -239,7 +239,7 @@ func TestRolloutSurvivesWorkerKill(t *testing.T) {
 	cache := t.TempDir()
 	w := startWorker(t, "worker-kill-1", cache)
 	ns := releaseNamespace(t, "crash")
-	profile, cfgName := run+"-crash", run+"-crash"
+	profile, cfgName := env.Run+"-crash", env.Run+"-crash"
 	createObject(t, gvrProfile, "OpenStackCloudConfigurationProfile", profile, baseProfileSpec("2m"))
 	createObject(t, gvrConfig, "KupenstackConfiguration", cfgName, map[string]any{
 		"defaultProfile": profile, "releaseNamespace": ns,
@@ -266,7 +266,7 @@ func TestRolloutSurvivesWorkerKill(t *testing.T) {
 			finished = append(finished, c.Name)
 		}
 	}
-	w.kill9()
+	w.Kill9()
 	t.Logf("killed the worker with %s finished", strings.Join(finished, ", "))
 	time.Sleep(2 * time.Second)
 	startWorker(t, "worker-kill-2", cache)
