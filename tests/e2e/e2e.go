@@ -56,8 +56,10 @@ type Config struct {
 	// TemporalNamespace holds the package's workflows, so other users of the shared stack cannot take
 	// its work. Required.
 	TemporalNamespace string
-	// RunPrefix starts Env.Run, the name of this run that prefixes the objects it creates.
+	// RunPrefix starts Env.Run, the name of this run that prefixes the objects it creates; six random
+	// hex digits follow. Run, when set, is the whole name instead.
 	RunPrefix string
+	Run       string
 	// Binaries to build into Env.Bin; the bridge and the worker when nil.
 	Binaries []string
 	// QPS and Burst of the Kubernetes clients; 100 and 200 when zero.
@@ -95,8 +97,10 @@ func Setup(ctx context.Context, cfg Config) (_ *Env, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("local stack: %w", err)
 	}
-	e := &Env{Stack: st, TemporalNamespace: cfg.TemporalNamespace,
-		Run: fmt.Sprintf("%s%06x", cfg.RunPrefix, time.Now().UnixNano()&0xffffff)}
+	e := &Env{Stack: st, TemporalNamespace: cfg.TemporalNamespace, Run: cfg.Run}
+	if e.Run == "" {
+		e.Run = fmt.Sprintf("%s%06x", cfg.RunPrefix, time.Now().UnixNano()&0xffffff)
+	}
 	defer func() {
 		if err != nil {
 			e.Close()

@@ -24,7 +24,7 @@ const (
 	// in that time.
 	stopGrace = 40 * time.Second
 	// failureTail is how many log lines a failed test prints per process.
-	failureTail = 60
+	failureTail = 80
 )
 
 // ProcSpec describes a stackflow binary to run.
@@ -143,12 +143,21 @@ func (e *Env) StartBridge(t testing.TB, opts BridgeOptions) *Proc {
 }
 
 // Start (re)starts the process, appending to its log, and waits until it serves /healthz; it fails the
-// test if the process exits or does not become healthy in time.
+// test if the process exits or does not become healthy in time. Call it from the test's goroutine;
+// elsewhere, use Restart.
 func (p *Proc) Start() {
 	p.t.Helper()
+	if err := p.Restart(); err != nil {
+		p.t.Fatal(err)
+	}
+}
+
+// Restart (re)starts the process like Start but returns what went wrong, so it can run on any
+// goroutine (a chaos loop that crashes and restarts a worker, say).
+func (p *Proc) Restart() error {
 	logf, err := os.OpenFile(p.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
-		p.t.Fatalf("log of %s: %v", p.name, err)
+		return fmt.Errorf("log of %s: %w", p.name, err)
 	}
 	defer logf.Close()
 	fmt.Fprintf(logf, "=== %s start\n", time.Now().Format(time.RFC3339Nano))
@@ -158,7 +167,7 @@ func (p *Proc) Start() {
 	// A group of its own: Kill9 and Stop reach whatever the binary started too.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
-		p.t.Fatalf("start %s: %v", p.name, err)
+		return fmt.Errorf("start %s: %w", p.name, err)
 	}
 	exited := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(exited) }()
@@ -170,15 +179,15 @@ func (p *Proc) Start() {
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return
+				return nil
 			}
 		}
 		if time.Now().After(deadline) {
-			p.t.Fatalf("%s did not serve /healthz within %s:\n%s", p.name, healthTimeout, p.Tail(30))
+			return fmt.Errorf("%s did not serve /healthz within %s:\n%s", p.name, healthTimeout, p.Tail(30))
 		}
 		select {
 		case <-exited:
-			p.t.Fatalf("%s exited at start:\n%s", p.name, p.Tail(30))
+			return fmt.Errorf("%s exited at start:\n%s", p.name, p.Tail(30))
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
