@@ -22,19 +22,20 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/stackflow/stackflow/api/lifecycle"
+	"github.com/stackflow/stackflow/tests/e2e"
 )
 
 // A new kwok Node gets its OpenstackNode through the Node workflow; the OpenstackNode's own workflow
 // reports it in `kubectl get osknodes`; deleting the Node removes the OpenstackNode through teardown.
 func TestKwokNodeGetsOpenstackNodeAndTeardownRemovesIt(t *testing.T) {
-	startWorker(t, run+"-w-node")
-	startBridge(t, run+"-b-node", "e2e-"+run+"-node")
+	startWorker(t, env.Run+"-w-node")
+	startBridge(t, env.Run+"-b-node", "e2e-"+env.Run+"-node")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 
-	name := run + "-node-0"
-	t.Cleanup(func() { forceDelete(osknodes, []string{name}); forceDelete(nodes, []string{name}) })
-	node, err := kube.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{
+	name := env.Run + "-node-0"
+	t.Cleanup(func() { env.ForceDelete(osknodes, "", name); env.ForceDelete(nodes, "", name) })
+	node, err := env.Kube.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{
 		Name:        name,
 		Annotations: map[string]string{"kwok.x-k8s.io/node": "fake"},
 		Labels:      map[string]string{"openstack-compute-node": "enabled", "type": "kwok"},
@@ -44,7 +45,7 @@ func TestKwokNodeGetsOpenstackNodeAndTeardownRemovesIt(t *testing.T) {
 	// The Node's workflow creates the OpenstackNode; the OpenstackNode's workflow writes its status.
 	var osk *unstructured.Unstructured
 	require.Eventually(t, func() bool {
-		osk, err = dyn.Resource(osknodes).Get(ctx, name, metav1.GetOptions{})
+		osk, err = env.Dyn.Resource(osknodes).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false
 		}
@@ -54,20 +55,20 @@ func TestKwokNodeGetsOpenstackNodeAndTeardownRemovesIt(t *testing.T) {
 		return status == "Ready" && slices.Equal(roles, []string{"compute"}) && observed == osk.GetGeneration()
 	}, 90*time.Second, 250*time.Millisecond, "OpenstackNode %s never became Ready with role compute: %v", name, osk)
 	wfID, _, _ := unstructured.NestedString(osk.Object, "status", "workflowID")
-	assert.Equal(t, lifecycle.WorkflowID(ref("OpenstackNode", osknodes, osk)), wfID)
+	assert.Equal(t, lifecycle.WorkflowID(e2e.Ref("OpenstackNode", osknodes, osk)), wfID)
 	assert.Contains(t, osk.GetFinalizers(), lifecycle.Finalizer, "the bridge adds its finalizer to the OpenstackNode")
 
-	node, err = kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	node, err = env.Kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 	require.NoError(t, err)
 	assert.Contains(t, node.Finalizers, lifecycle.Finalizer, "the bridge adds its finalizer to the Node")
 	nodeWF := lifecycle.WorkflowID(lifecycle.ObjectRef{Version: "v1", Kind: "Node", Resource: "nodes", Name: name, UID: string(node.UID)})
-	status, err := workflowStatus(ctx, nodeWF)
+	status, err := env.WorkflowStatus(ctx, nodeWF)
 	require.NoError(t, err)
 	assert.Equal(t, enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, status, "the Node workflow lives as long as the Node")
 
 	// The bridge tells the object which workflow it started (Events of cluster-scoped objects land in default).
 	require.Eventually(t, func() bool {
-		evs, err := kube.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + name + ",reason=WorkflowStarted"})
+		evs, err := env.Kube.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + name + ",reason=WorkflowStarted"})
 		if err != nil {
 			return false
 		}
@@ -80,9 +81,9 @@ func TestKwokNodeGetsOpenstackNodeAndTeardownRemovesIt(t *testing.T) {
 	}, 30*time.Second, 250*time.Millisecond, "no WorkflowStarted event naming %s", nodeWF)
 
 	// kubectl shows the printer columns the design promises.
-	kubectl, err := st.Kubectl()
+	kubectl, err := env.Stack.Kubectl()
 	require.NoError(t, err)
-	out, err := exec.CommandContext(ctx, kubectl, "--kubeconfig", st.Kubeconfig, "get", "osknodes", name).CombinedOutput()
+	out, err := exec.CommandContext(ctx, kubectl, "--kubeconfig", env.Stack.Kubeconfig, "get", "osknodes", name).CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 	require.Len(t, lines, 2, "%s", out)
@@ -94,15 +95,15 @@ func TestKwokNodeGetsOpenstackNodeAndTeardownRemovesIt(t *testing.T) {
 	assert.Contains(t, row[2], "compute")
 
 	// Deleting the Node tears down its OpenstackNode first, then releases the Node.
-	require.NoError(t, kube.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{}))
+	require.NoError(t, env.Kube.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{}))
 	require.Eventually(t, func() bool {
-		_, errN := kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-		_, errO := dyn.Resource(osknodes).Get(ctx, name, metav1.GetOptions{})
+		_, errN := env.Kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		_, errO := env.Dyn.Resource(osknodes).Get(ctx, name, metav1.GetOptions{})
 		return apierrors.IsNotFound(errN) && apierrors.IsNotFound(errO)
 	}, 90*time.Second, 250*time.Millisecond, "Node and OpenstackNode %s not both gone", name)
 	for _, id := range []string{nodeWF, wfID} {
 		require.Eventually(t, func() bool {
-			s, err := workflowStatus(ctx, id)
+			s, err := env.WorkflowStatus(ctx, id)
 			return err == nil && s == enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED
 		}, 30*time.Second, 250*time.Millisecond, "workflow %s did not complete after teardown", id)
 	}
@@ -112,19 +113,19 @@ func TestKwokNodeGetsOpenstackNodeAndTeardownRemovesIt(t *testing.T) {
 // gets exactly one workflow, named in its status, which acted on its generation.
 func TestBurstAcrossBridgeCrashOneWorkflowPerObject(t *testing.T) {
 	const total = 200
-	startWorker(t, run+"-w-burst")
-	b := startBridge(t, run+"-b-burst", "e2e-"+run+"-burst")
+	startWorker(t, env.Run+"-w-burst")
+	b := startBridge(t, env.Run+"-b-burst", "e2e-"+env.Run+"-burst")
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 
-	prefix := run + "-burst-"
+	prefix := env.Run + "-burst-"
 	names := make([]string, total)
 	for i := range names {
 		names[i] = fmt.Sprintf("%s%03d", prefix, i)
 	}
 	t.Cleanup(func() {
 		if t.Failed() {
-			forceDelete(osknodes, names)
+			env.ForceDelete(osknodes, "", names...)
 		}
 	})
 
@@ -137,7 +138,7 @@ func TestBurstAcrossBridgeCrashOneWorkflowPerObject(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for n := range next {
-				if _, err := dyn.Resource(osknodes).Create(ctx, newOpenstackNode(n, map[string]any{}), metav1.CreateOptions{}); err != nil {
+				if _, err := env.Dyn.Resource(osknodes).Create(ctx, newOpenstackNode(n, map[string]any{}), metav1.CreateOptions{}); err != nil {
 					errs <- fmt.Errorf("create %s: %w", n, err)
 				}
 				created.Add(1)
@@ -152,8 +153,8 @@ func TestBurstAcrossBridgeCrashOneWorkflowPerObject(t *testing.T) {
 		close(next)
 	}()
 	require.Eventually(t, func() bool { return created.Load() >= total/2 }, time.Minute, 10*time.Millisecond)
-	b.kill9()
-	b.start()
+	b.Kill9()
+	b.Start()
 	t.Logf("bridge restarted after %d of %d objects were created", created.Load(), total)
 	wg.Wait()
 	close(errs)
@@ -164,7 +165,7 @@ func TestBurstAcrossBridgeCrashOneWorkflowPerObject(t *testing.T) {
 	// Every object: status names its workflow and the generation it acted on.
 	want := map[string]string{}
 	require.Eventually(t, func() bool {
-		list, err := dyn.Resource(osknodes).List(ctx, metav1.ListOptions{LabelSelector: "stackflow.io/test-run=" + run})
+		list, err := env.Dyn.Resource(osknodes).List(ctx, metav1.ListOptions{LabelSelector: "stackflow.io/test-run=" + env.Run})
 		if err != nil {
 			return false
 		}
@@ -174,7 +175,7 @@ func TestBurstAcrossBridgeCrashOneWorkflowPerObject(t *testing.T) {
 			if !strings.HasPrefix(u.GetName(), prefix) {
 				continue
 			}
-			want[u.GetName()] = lifecycle.WorkflowID(ref("OpenstackNode", osknodes, u))
+			want[u.GetName()] = lifecycle.WorkflowID(e2e.Ref("OpenstackNode", osknodes, u))
 			id, _, _ := unstructured.NestedString(u.Object, "status", "workflowID")
 			observed, _, _ := unstructured.NestedInt64(u.Object, "status", "observedGeneration")
 			if id == want[u.GetName()] && observed == u.GetGeneration() && slices.Contains(u.GetFinalizers(), lifecycle.Finalizer) {
@@ -188,13 +189,13 @@ func TestBurstAcrossBridgeCrashOneWorkflowPerObject(t *testing.T) {
 	var runs map[string][]string
 	require.Eventually(t, func() bool {
 		var err error
-		runs, err = executions(ctx, "OpenstackNode/"+prefix)
+		runs, err = env.Executions(ctx, "OpenstackNode/"+prefix)
 		return err == nil && len(runs) == total
 	}, time.Minute, time.Second, "visibility lists %d workflows for %d objects", len(runs), total)
 	for name, id := range want {
 		assert.Len(t, runs[id], 1, "runs of %s's workflow %s", name, id)
 	}
-	signals, err := b.metric("stackflow_bridge_signals_total", "kind", "OpenstackNode")
+	signals, err := b.Metric("stackflow_bridge_signals_total", "kind", "OpenstackNode")
 	require.NoError(t, err)
 	assert.GreaterOrEqual(t, signals, float64(total/2), "the restarted bridge signalled the objects created after the crash")
 
@@ -204,32 +205,32 @@ func TestBurstAcrossBridgeCrashOneWorkflowPerObject(t *testing.T) {
 
 // A spec edit reaches the same workflow run as generation N+1; observedGeneration follows.
 func TestSpecEditSignalsSameWorkflow(t *testing.T) {
-	startWorker(t, run+"-w-edit")
-	startBridge(t, run+"-b-edit", "e2e-"+run+"-edit")
+	startWorker(t, env.Run+"-w-edit")
+	startBridge(t, env.Run+"-b-edit", "e2e-"+env.Run+"-edit")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	name := run + "-edit-0"
-	t.Cleanup(func() { forceDelete(osknodes, []string{name}) })
+	name := env.Run + "-edit-0"
+	t.Cleanup(func() { env.ForceDelete(osknodes, "", name) })
 
-	u, err := dyn.Resource(osknodes).Create(ctx, newOpenstackNode(name, map[string]any{"type": "control"}), metav1.CreateOptions{})
+	u, err := env.Dyn.Resource(osknodes).Create(ctx, newOpenstackNode(name, map[string]any{"type": "control"}), metav1.CreateOptions{})
 	require.NoError(t, err)
-	id := lifecycle.WorkflowID(ref("OpenstackNode", osknodes, u))
+	id := lifecycle.WorkflowID(e2e.Ref("OpenstackNode", osknodes, u))
 	waitObserved(t, ctx, name, 1, "control")
-	d, err := tc.DescribeWorkflowExecution(ctx, id, "")
+	d, err := env.Temporal.DescribeWorkflowExecution(ctx, id, "")
 	require.NoError(t, err)
 	firstRun := d.WorkflowExecutionInfo.Execution.RunId
 
-	u, err = dyn.Resource(osknodes).Patch(ctx, name, types.MergePatchType, []byte(`{"spec":{"type":"compute"}}`), metav1.PatchOptions{})
+	u, err = env.Dyn.Resource(osknodes).Patch(ctx, name, types.MergePatchType, []byte(`{"spec":{"type":"compute"}}`), metav1.PatchOptions{})
 	require.NoError(t, err)
 	require.Equal(t, int64(2), u.GetGeneration())
 	waitObserved(t, ctx, name, 2, "compute")
 
-	d, err = tc.DescribeWorkflowExecution(ctx, id, "")
+	d, err = env.Temporal.DescribeWorkflowExecution(ctx, id, "")
 	require.NoError(t, err)
 	assert.Equal(t, firstRun, d.WorkflowExecutionInfo.Execution.RunId, "the edit went to the running workflow, not a new run")
 	assert.Equal(t, enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, d.WorkflowExecutionInfo.Status)
 	var st lifecycle.Status
-	v, err := tc.QueryWorkflow(ctx, id, "", lifecycle.QueryStatus)
+	v, err := env.Temporal.QueryWorkflow(ctx, id, "", lifecycle.QueryStatus)
 	require.NoError(t, err)
 	require.NoError(t, v.Get(&st))
 	assert.Equal(t, int64(2), st.DesiredGeneration)
@@ -243,7 +244,7 @@ func waitObserved(t *testing.T, ctx context.Context, name string, gen int64, rol
 	t.Helper()
 	var last map[string]any
 	require.Eventually(t, func() bool {
-		u, err := dyn.Resource(osknodes).Get(ctx, name, metav1.GetOptions{})
+		u, err := env.Dyn.Resource(osknodes).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false
 		}
@@ -257,21 +258,21 @@ func waitObserved(t *testing.T, ctx context.Context, name string, gen int64, rol
 // The worker is killed with -9 while a workflow waits inside its teardown; once a worker runs again the
 // same run completes.
 func TestWorkerCrashMidWorkflowCompletesAfterRestart(t *testing.T) {
-	w := startWorker(t, run+"-w-crash")
-	startBridge(t, run+"-b-crash", "e2e-"+run+"-crash")
+	w := startWorker(t, env.Run+"-w-crash")
+	startBridge(t, env.Run+"-b-crash", "e2e-"+env.Run+"-crash")
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	name := run + "-crash-0"
+	name := env.Run + "-crash-0"
 	const hold = "stackflow.io/e2e-hold"
-	t.Cleanup(func() { forceDelete(osknodes, []string{name}); forceDelete(nodes, []string{name}) })
+	t.Cleanup(func() { env.ForceDelete(osknodes, "", name); env.ForceDelete(nodes, "", name) })
 
-	node, err := kube.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{
+	node, err := env.Kube.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{
 		Name: name, Annotations: map[string]string{"kwok.x-k8s.io/node": "fake"},
 	}}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	nodeWF := lifecycle.WorkflowID(lifecycle.ObjectRef{Version: "v1", Kind: "Node", Resource: "nodes", Name: name, UID: string(node.UID)})
 	require.Eventually(t, func() bool {
-		osk, err := dyn.Resource(osknodes).Get(ctx, name, metav1.GetOptions{})
+		osk, err := env.Dyn.Resource(osknodes).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false
 		}
@@ -281,39 +282,39 @@ func TestWorkerCrashMidWorkflowCompletesAfterRestart(t *testing.T) {
 
 	// A finalizer of our own holds the OpenstackNode, so the Node's teardown waits for it: the workflow
 	// is certainly in the middle of its run when the worker dies.
-	osk, err := dyn.Resource(osknodes).Get(ctx, name, metav1.GetOptions{})
+	osk, err := env.Dyn.Resource(osknodes).Get(ctx, name, metav1.GetOptions{})
 	require.NoError(t, err)
 	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{
 		"finalizers": append(osk.GetFinalizers(), hold), "resourceVersion": osk.GetResourceVersion()}})
-	_, err = dyn.Resource(osknodes).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
+	_, err = env.Dyn.Resource(osknodes).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
 	require.NoError(t, err)
-	require.NoError(t, kube.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{}))
+	require.NoError(t, env.Kube.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{}))
 
 	require.Eventually(t, func() bool {
-		osk, err := dyn.Resource(osknodes).Get(ctx, name, metav1.GetOptions{})
+		osk, err := env.Dyn.Resource(osknodes).Get(ctx, name, metav1.GetOptions{})
 		// Deleted by the Node's teardown and released by its own workflow: only our hold is left.
 		return err == nil && osk.GetDeletionTimestamp() != nil && slices.Equal(osk.GetFinalizers(), []string{hold})
 	}, time.Minute, 200*time.Millisecond, "the Node's teardown did not delete the OpenstackNode")
-	d, err := tc.DescribeWorkflowExecution(ctx, nodeWF, "")
+	d, err := env.Temporal.DescribeWorkflowExecution(ctx, nodeWF, "")
 	require.NoError(t, err)
 	require.Equal(t, enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, d.WorkflowExecutionInfo.Status)
 	runID := d.WorkflowExecutionInfo.Execution.RunId
 
-	w.kill9()
-	_, err = dyn.Resource(osknodes).Patch(ctx, name, types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
+	w.Kill9()
+	_, err = env.Dyn.Resource(osknodes).Patch(ctx, name, types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
 	require.NoError(t, err)
 	// With no worker nothing finishes the teardown: the Node stays.
 	time.Sleep(3 * time.Second)
-	_, err = kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	_, err = env.Kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 	require.NoError(t, err, "the Node went away without a worker")
 
-	w.start()
+	w.Start()
 	require.Eventually(t, func() bool {
-		_, err := kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		_, err := env.Kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 		return apierrors.IsNotFound(err)
 	}, 2*time.Minute, 250*time.Millisecond, "the Node was not released after the worker restarted")
 	require.Eventually(t, func() bool {
-		d, err := tc.DescribeWorkflowExecution(ctx, nodeWF, "")
+		d, err := env.Temporal.DescribeWorkflowExecution(ctx, nodeWF, "")
 		return err == nil && d.WorkflowExecutionInfo.Status == enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED &&
 			d.WorkflowExecutionInfo.Execution.RunId == runID
 	}, 30*time.Second, 250*time.Millisecond, "the run that was interrupted did not complete")
@@ -322,19 +323,19 @@ func TestWorkerCrashMidWorkflowCompletesAfterRestart(t *testing.T) {
 // Two bridge replicas: one leads and acts, the other does nothing; still one workflow per object. When the
 // leader dies, the other takes over.
 func TestTwoReplicasOneLeaderActs(t *testing.T) {
-	startWorker(t, run+"-w-ha")
-	lease := "e2e-" + run + "-ha"
-	replicas := []*proc{startBridge(t, run+"-b-ha-a", lease), startBridge(t, run+"-b-ha-b", lease)}
+	startWorker(t, env.Run+"-w-ha")
+	lease := "e2e-" + env.Run + "-ha"
+	replicas := []*e2e.Proc{startBridge(t, env.Run+"-b-ha-a", lease), startBridge(t, env.Run+"-b-ha-b", lease)}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 
-	leader := func() (lead, standby *proc) {
-		var leaders []*proc
+	leader := func() (lead, standby *e2e.Proc) {
+		var leaders []*e2e.Proc
 		for _, p := range replicas {
-			if !p.running() {
+			if !p.Running() {
 				continue
 			}
-			if v, err := p.metric("stackflow_bridge_leader"); err == nil && v == 1 {
+			if v, err := p.Metric("stackflow_bridge_leader"); err == nil && v == 1 {
 				leaders = append(leaders, p)
 			} else {
 				standby = p
@@ -345,35 +346,35 @@ func TestTwoReplicasOneLeaderActs(t *testing.T) {
 		}
 		return leaders[0], standby
 	}
-	var lead, standby *proc
+	var lead, standby *e2e.Proc
 	require.Eventually(t, func() bool { lead, standby = leader(); return lead != nil && standby != nil },
 		30*time.Second, 200*time.Millisecond, "not exactly one leader among two replicas")
-	t.Logf("leader %s, standby %s", lead.name, standby.name)
+	t.Logf("leader %s, standby %s", lead.Name(), standby.Name())
 
-	prefix := run + "-ha-"
+	prefix := env.Run + "-ha-"
 	var names []string
 	create := func(from, to int) {
 		for i := from; i < to; i++ {
 			n := fmt.Sprintf("%s%03d", prefix, i)
 			names = append(names, n)
-			_, err := dyn.Resource(osknodes).Create(ctx, newOpenstackNode(n, map[string]any{}), metav1.CreateOptions{})
+			_, err := env.Dyn.Resource(osknodes).Create(ctx, newOpenstackNode(n, map[string]any{}), metav1.CreateOptions{})
 			require.NoError(t, err)
 		}
 	}
 	t.Cleanup(func() {
 		if t.Failed() {
-			forceDelete(osknodes, names)
+			env.ForceDelete(osknodes, "", names...)
 		}
 	})
 	served := func() bool {
 		for _, n := range names {
-			u, err := dyn.Resource(osknodes).Get(ctx, n, metav1.GetOptions{})
+			u, err := env.Dyn.Resource(osknodes).Get(ctx, n, metav1.GetOptions{})
 			if err != nil {
 				return false
 			}
 			id, _, _ := unstructured.NestedString(u.Object, "status", "workflowID")
 			observed, _, _ := unstructured.NestedInt64(u.Object, "status", "observedGeneration")
-			if id != lifecycle.WorkflowID(ref("OpenstackNode", osknodes, u)) || observed != 1 {
+			if id != lifecycle.WorkflowID(e2e.Ref("OpenstackNode", osknodes, u)) || observed != 1 {
 				return false
 			}
 		}
@@ -382,26 +383,26 @@ func TestTwoReplicasOneLeaderActs(t *testing.T) {
 
 	create(0, 30)
 	require.Eventually(t, served, 2*time.Minute, 500*time.Millisecond, "objects not served with two replicas")
-	leadSignals, err := lead.metric("stackflow_bridge_signals_total", "kind", "OpenstackNode")
+	leadSignals, err := lead.Metric("stackflow_bridge_signals_total", "kind", "OpenstackNode")
 	require.NoError(t, err)
 	assert.GreaterOrEqual(t, leadSignals, 30.0, "the leader signalled every object")
-	idle, err := standby.metric("stackflow_bridge_signals_total")
+	idle, err := standby.Metric("stackflow_bridge_signals_total")
 	require.NoError(t, err)
 	assert.Zero(t, idle, "the standby sent signals")
-	seen, err := standby.metric("stackflow_bridge_events_total")
+	seen, err := standby.Metric("stackflow_bridge_events_total")
 	require.NoError(t, err)
 	assert.Zero(t, seen, "the standby watched objects")
 
 	// The leader dies without releasing its Lease; the standby takes over once the Lease expires.
-	lead.kill9()
-	require.Eventually(t, func() bool { v, err := standby.metric("stackflow_bridge_leader"); return err == nil && v == 1 },
+	lead.Kill9()
+	require.Eventually(t, func() bool { v, err := standby.Metric("stackflow_bridge_leader"); return err == nil && v == 1 },
 		30*time.Second, 200*time.Millisecond, "the standby did not take over")
 	create(30, 40)
 	require.Eventually(t, served, 2*time.Minute, 500*time.Millisecond, "objects not served after the takeover")
 
 	var runs map[string][]string
 	require.Eventually(t, func() bool {
-		runs, err = executions(ctx, "OpenstackNode/"+prefix)
+		runs, err = env.Executions(ctx, "OpenstackNode/"+prefix)
 		return err == nil && len(runs) == len(names)
 	}, time.Minute, time.Second, "visibility lists %d workflows for %d objects", len(runs), len(names))
 	for id, r := range runs {
