@@ -75,8 +75,8 @@ spec:
 `)
 	// Nova host names are per run: a compute record of an earlier run (or its resource provider, which
 	// placement keeps while it has allocations) must not be mistaken for this run's.
-	hostA, hostB := run+"-compute-0", run+"-compute-1"
-	ironicName := run + "-edpm-compute-0"
+	hostA, hostB := env.Run+"-compute-0", env.Run+"-compute-1"
+	ironicName := env.Run + "-edpm-compute-0"
 	nodeA := create(t, gvrNode, fmt.Sprintf(`
 apiVersion: dataplane.openstack.org/v1beta1
 kind: OpenStackDataPlaneNode
@@ -91,7 +91,7 @@ spec:
     image: %s
     properties: {cpus: "1", memory_mb: "512", local_gb: "1", cpu_arch: x86_64}
   deploy: true
-`, hostA, h0.Address, ironicName, st.OpenStack.Image))
+`, hostA, h0.Address, ironicName, env.Stack.OpenStack.Image))
 	create(t, gvrNode, fmt.Sprintf(`
 apiVersion: dataplane.openstack.org/v1beta1
 kind: OpenStackDataPlaneNode
@@ -129,7 +129,7 @@ spec:
 		require.NotEmpty(t, str(nec, "spec", "novaComputeImage"), "image defaulted from the worker's environment")
 		// customServiceConfig belongs to the CR: set it now, the node never touches it.
 		patch := fmt.Sprintf(`{"spec":{"customServiceConfig":%q}}`, strings.ReplaceAll(customConfigTemplate, "GATEWAY", h0.Gateway))
-		_, err := dyn.Resource(gvrNEC).Namespace(ns).Patch(context.Background(), node, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+		_, err := env.Dyn.Resource(gvrNEC).Namespace(ns).Patch(context.Background(), node, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
 		require.NoError(t, err)
 	}
 
@@ -139,9 +139,9 @@ spec:
 		return strings.Contains(str(n, "status", "currentStep"), "phase 0 ·") && strings.Contains(str(n, "status", "currentStep"), ".yml on host"), summary(n)
 	})
 	require.Equal(t, "True", string(condition(get(t, gvrNode, "edpm-compute-0"), "BareMetalProvisioned").Status))
-	w.kill9()
+	w.Kill9()
 	time.Sleep(2 * time.Second)
-	w.start()
+	w.Start()
 
 	// The computes wait, visibly, for their cells.
 	for _, node := range []string{"edpm-compute-0", "edpm-compute-1"} {
@@ -151,11 +151,11 @@ spec:
 		})
 	}
 	// cell1 reuses the stack's cell1 connection Secret; cell2 gets its own message bus (a vhost).
-	vhost := run + "-cell2"
+	vhost := env.Run + "-cell2"
 	rabbitmqctl(t, "add_vhost", vhost)
 	t.Cleanup(func() { rabbitmqctl(t, "delete_vhost", vhost) })
 	rabbitmqctl(t, "set_permissions", "-p", vhost, "openstack", ".*", ".*", ".*")
-	cell1URL, err := kube.CoreV1().Secrets(ns).Get(context.Background(), "cell1-transport", metav1.GetOptions{})
+	cell1URL, err := env.Kube.CoreV1().Secrets(ns).Get(context.Background(), "cell1-transport", metav1.GetOptions{})
 	require.NoError(t, err)
 	u := strings.TrimSuffix(string(cell1URL.Data["transport_url"]), "/")
 	require.NoError(t, createSecret(context.Background(), "cell2-transport", map[string][]byte{"transport_url": []byte(u + "/" + vhost)}))
@@ -178,9 +178,9 @@ spec:
 		nec := get(t, gvrNEC, "edpm-compute-0")
 		return strings.Contains(str(nec, "status", "currentStep"), "nova-compute.yml on host"), summary(nec)
 	})
-	w.kill9()
+	w.Kill9()
 	time.Sleep(2 * time.Second)
-	w.start()
+	w.Start()
 
 	waitFor(t, "data plane computes Ready", 15*time.Minute, func() (bool, string) {
 		d := get(t, gvrDP, "computes")
@@ -323,7 +323,7 @@ spec: {roles: [infra], deploy: true, maxConcurrency: 2, maxFailedNodes: 1}
 	// Fix the host, then retry that host only.
 	require.NoError(t, os.Remove(blocker))
 	dpID := workflowID("OpenStackDataPlane", gvrDP, dp)
-	require.NoError(t, tc.SignalWorkflow(context.Background(), dpID, "", lifecycle.SignalRetry, lifecycle.RetrySignal{Hosts: []string{"edpm-compute-1"}}))
+	require.NoError(t, env.Temporal.SignalWorkflow(context.Background(), dpID, "", lifecycle.SignalRetry, lifecycle.RetrySignal{Hosts: []string{"edpm-compute-1"}}))
 	waitFor(t, "data plane rollout Ready after the retry", 10*time.Minute, func() (bool, string) {
 		d := get(t, gvrDP, "rollout")
 		c := condition(d, lifecycle.ConditionReady)
@@ -376,7 +376,7 @@ spec: {role: late, hostName: edpm-compute-0, ansibleHost: %s, deploy: true}
 		c := condition(get(t, gvrNode, "late-0"), "SSHKeyReady")
 		return c != nil && c.Reason == "WaitingForSecret" && strings.Contains(c.Message, ns+"/late-key"), condStr(c)
 	})
-	key, err := kube.CoreV1().Secrets(ns).Get(ctx, "edpm-ssh-key", metav1.GetOptions{})
+	key, err := env.Kube.CoreV1().Secrets(ns).Get(ctx, "edpm-ssh-key", metav1.GetOptions{})
 	require.NoError(t, err)
 	require.NoError(t, createSecret(ctx, "late-key", key.Data))
 	waitFor(t, "late-0 deployed once the Secret exists", 10*time.Minute, func() (bool, string) {
@@ -424,7 +424,7 @@ spec:
 	}
 	u := &unstructured.Unstructured{}
 	require.NoError(t, yamlInto(nec("refused", "debug = True\n"), u))
-	_, err = dyn.Resource(gvrNEC).Namespace(ns).Create(ctx, u, metav1.CreateOptions{})
+	_, err = env.Dyn.Resource(gvrNEC).Namespace(ns).Create(ctx, u, metav1.CreateOptions{})
 	require.ErrorContains(t, err, "customServiceConfig must be an oslo.config INI snippet")
 	// One that passes the API's check but not the parser: refused by the workflow, nothing deployed.
 	create(t, gvrNEC, nec("badcfg", "[DEFAULT]\n    a continuation without an option\n"))
@@ -446,10 +446,10 @@ metadata:
   annotations: {nova.openstack.org/cell: cell1}
 spec: {preProvisioned: true}
 `)
-	_, err = dyn.Resource(gvrRole).Namespace(ns).Patch(ctx, "incell1", types.MergePatchType,
+	_, err = env.Dyn.Resource(gvrRole).Namespace(ns).Patch(ctx, "incell1", types.MergePatchType,
 		[]byte(`{"metadata":{"annotations":{"nova.openstack.org/cell":"cell2"}}}`), metav1.PatchOptions{})
 	require.ErrorContains(t, err, "cannot change from cell1 to cell2")
-	_, err = dyn.Resource(gvrNEC).Namespace(ns).Patch(ctx, "badcfg", types.MergePatchType, []byte(`{"spec":{"cellName":"cell2"}}`), metav1.PatchOptions{})
+	_, err = env.Dyn.Resource(gvrNEC).Namespace(ns).Patch(ctx, "badcfg", types.MergePatchType, []byte(`{"spec":{"cellName":"cell2"}}`), metav1.PatchOptions{})
 	require.ErrorContains(t, err, "cellName is immutable")
 	require.True(t, slices.Contains([]string{lifecycle.PhaseFailed}, str(get(t, gvrNEC, "badcfg"), "status", "phase")))
 }
@@ -514,7 +514,7 @@ spec: {roles: [steer], deploy: true, maxConcurrency: 1}
 	waitFor(t, "steer-0 admitted and bootstrapping", 5*time.Minute, func() (bool, string) {
 		return strings.HasPrefix(nodeState("steer-0"), "Running@bootstrap"), nodeState("steer-0") + " " + nodeState("steer-1")
 	})
-	require.NoError(t, tc.SignalWorkflow(ctx, dpID, "", lifecycle.SignalPause, nil))
+	require.NoError(t, env.Temporal.SignalWorkflow(ctx, dpID, "", lifecycle.SignalPause, nil))
 	waitFor(t, "steer-0 held at its next step", 5*time.Minute, func() (bool, string) {
 		c := condition(get(t, gvrNode, "steer-0"), "Paused")
 		return c != nil && c.Status == metav1.ConditionTrue, condStr(c)
@@ -525,7 +525,7 @@ spec: {roles: [steer], deploy: true, maxConcurrency: 1}
 	require.Equal(t, "Pending@<nil>", nodeState("steer-1"), "a paused data plane admits no node")
 	require.Equal(t, "True", string(condition(get(t, gvrDP, "steer"), "Paused").Status))
 
-	require.NoError(t, tc.SignalWorkflow(ctx, dpID, "", lifecycle.SignalResume, nil))
+	require.NoError(t, env.Temporal.SignalWorkflow(ctx, dpID, "", lifecycle.SignalResume, nil))
 	waitFor(t, "steer-1 admitted after steer-0 finished", 10*time.Minute, func() (bool, string) {
 		return strings.HasPrefix(nodeState("steer-1"), "Running@"), nodeState("steer-0") + " " + nodeState("steer-1")
 	})
@@ -533,7 +533,7 @@ spec: {roles: [steer], deploy: true, maxConcurrency: 1}
 
 	// Cancel while steer-1 runs: it stops at its next step boundary, and the data plane says where
 	// every node is.
-	require.NoError(t, tc.CancelWorkflow(ctx, dpID, ""))
+	require.NoError(t, env.Temporal.CancelWorkflow(ctx, dpID, ""))
 	waitFor(t, "the cancelled rollout reports each node", 3*time.Minute, func() (bool, string) {
 		c := condition(get(t, gvrDP, "steer"), "RolloutStopped")
 		return c != nil && c.Status == metav1.ConditionTrue, condStr(c)

@@ -5,14 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -34,120 +31,18 @@ import (
 	"github.com/stackflow/stackflow/activities"
 	"github.com/stackflow/stackflow/api/lifecycle"
 	"github.com/stackflow/stackflow/deploy/local"
+	"github.com/stackflow/stackflow/tests/e2e"
 )
 
 func yamlUnmarshal(b []byte, v any) error { return yaml.Unmarshal(b, v) }
 
-// proc is a stackflow binary running as a child process of the test.
-type proc struct {
-	t       *testing.T
-	name    string
-	argv    []string
-	log     string
-	metrics string
-
-	mu     sync.Mutex
-	cmd    *exec.Cmd
-	exited chan struct{}
+// startBridge runs a bridge for the data-plane kinds with short leases.
+func startBridge(t *testing.T) *e2e.Proc {
+	return env.StartBridge(t, e2e.BridgeOptions{Identity: env.Run + "-bridge", Kinds: servedKinds})
 }
 
-func startProc(t *testing.T, name, binary string, args ...string) *proc {
-	t.Helper()
-	p := &proc{t: t, name: name, metrics: freeAddr(t), log: filepath.Join(t.TempDir(), name+".log")}
-	p.argv = append([]string{filepath.Join(bin, binary), "--metrics-address", p.metrics}, args...)
-	p.start()
-	t.Cleanup(func() {
-		p.stop()
-		if t.Failed() {
-			t.Logf("--- %s log (tail) ---\n%s", name, p.tail(80))
-		}
-	})
-	return p
-}
-
-func (p *proc) start() {
-	p.t.Helper()
-	logf, err := os.OpenFile(p.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	require.NoError(p.t, err)
-	defer logf.Close()
-	fmt.Fprintf(logf, "=== %s start\n", time.Now().Format(time.RFC3339Nano))
-	cmd := exec.Command(p.argv[0], p.argv[1:]...)
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+st.Kubeconfig)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	require.NoError(p.t, cmd.Start())
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
-	p.mu.Lock()
-	p.cmd, p.exited = cmd, exited
-	p.mu.Unlock()
-	require.Eventually(p.t, func() bool {
-		resp, err := http.Get("http://" + p.metrics + "/healthz")
-		if err == nil {
-			resp.Body.Close()
-		}
-		return err == nil && resp.StatusCode == http.StatusOK
-	}, 60*time.Second, 200*time.Millisecond, "%s did not serve /healthz:\n%s", p.name, p.tail(30))
-}
-
-// kill9 crashes the process and its process group (an ansible-playbook it runs dies with it).
-func (p *proc) kill9() {
-	p.mu.Lock()
-	cmd, exited := p.cmd, p.exited
-	p.cmd = nil
-	p.mu.Unlock()
-	if cmd == nil {
-		return
-	}
-	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-	<-exited
-	p.t.Logf("%s: killed with SIGKILL (pid %d)", p.name, cmd.Process.Pid)
-}
-
-func (p *proc) stop() {
-	p.mu.Lock()
-	cmd, exited := p.cmd, p.exited
-	p.cmd = nil
-	p.mu.Unlock()
-	if cmd == nil {
-		return
-	}
-	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
-	select {
-	case <-exited:
-	case <-time.After(40 * time.Second):
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		<-exited
-	}
-}
-
-func (p *proc) tail(n int) string {
-	b, _ := os.ReadFile(p.log)
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
-
-func freeAddr(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
-func startBridge(t *testing.T) *proc {
-	return startProc(t, run+"-bridge", "stackflow-bridge",
-		"--temporal-address", st.TemporalAddress, "--namespace", temporalNamespace,
-		"--kinds", servedKinds, "--identity", run+"-bridge",
-		"--leader-election-name", run+"-bridge", "--lease-duration", "6s", "--renew-deadline", "4s", "--retry-period", "1s")
-}
-
-func startWorker(t *testing.T) *proc {
-	return startProc(t, run+"-worker", "stackflow-worker",
-		"--temporal-address", st.TemporalAddress, "--namespace", temporalNamespace,
-		"--temporal-ui", st.TemporalUI, "--identity", run+"-worker", "--stop-timeout", "5s")
+func startWorker(t *testing.T) *e2e.Proc {
+	return env.StartWorker(t, e2e.WorkerOptions{Identity: env.Run + "-worker"})
 }
 
 // Resources of the kinds the tests create.
@@ -167,31 +62,25 @@ func create(t *testing.T, gvr schema.GroupVersionResource, manifest string) *uns
 	u := &unstructured.Unstructured{}
 	require.NoError(t, yaml.Unmarshal([]byte(manifest), &u.Object))
 	u.SetNamespace(ns)
-	out, err := dyn.Resource(gvr).Namespace(ns).Create(context.Background(), u, metav1.CreateOptions{})
+	out, err := env.Dyn.Resource(gvr).Namespace(ns).Create(context.Background(), u, metav1.CreateOptions{})
 	require.NoError(t, err, "create %s %s", gvr.Resource, u.GetName())
 	t.Cleanup(func() { deleteAndWait(t, gvr, out.GetName()) })
 	return out
 }
 
+// deleteAndWait deletes an object of the run's namespace and reports an error unless its workflow
+// removed the finalizer within 5 minutes.
 func deleteAndWait(t *testing.T, gvr schema.GroupVersionResource, name string) {
-	ctx := context.Background()
-	err := dyn.Resource(gvr).Namespace(ns).Delete(ctx, name, metav1.DeleteOptions{})
-	if apierrors.IsNotFound(err) {
-		return
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	if err := env.DeleteAndWait(ctx, gvr, ns, name); err != nil {
+		t.Error(err)
 	}
-	deadline := time.Now().Add(5 * time.Minute)
-	for time.Now().Before(deadline) {
-		if _, err := dyn.Resource(gvr).Namespace(ns).Get(ctx, name, metav1.GetOptions{}); apierrors.IsNotFound(err) {
-			return
-		}
-		time.Sleep(time.Second)
-	}
-	t.Errorf("%s %s still present 5 minutes after its deletion", gvr.Resource, name)
 }
 
 func get(t *testing.T, gvr schema.GroupVersionResource, name string) *unstructured.Unstructured {
 	t.Helper()
-	u, err := dyn.Resource(gvr).Namespace(ns).Get(context.Background(), name, metav1.GetOptions{})
+	u, err := env.Dyn.Resource(gvr).Namespace(ns).Get(context.Background(), name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
@@ -271,7 +160,7 @@ func waitFor(t *testing.T, what string, timeout time.Duration, check func() (boo
 // host returns the stack's test host by name.
 func host(t *testing.T, name string) local.TestHost {
 	t.Helper()
-	for _, h := range st.TestHosts {
+	for _, h := range env.Stack.TestHosts {
 		if h.Name == name {
 			return h
 		}
@@ -320,8 +209,7 @@ func stepLog(h local.TestHost) map[string]int {
 
 // workflowID is the workflow ID the bridge derives for an object.
 func workflowID(kind string, gvr schema.GroupVersionResource, u *unstructured.Unstructured) string {
-	return lifecycle.WorkflowID(lifecycle.ObjectRef{Group: gvr.Group, Version: gvr.Version, Kind: kind, Resource: gvr.Resource,
-		Namespace: u.GetNamespace(), Name: u.GetName(), UID: string(u.GetUID())})
+	return lifecycle.WorkflowID(e2e.Ref(kind, gvr, u))
 }
 
 // playbookRuns counts the RunPlaybook activities a workflow scheduled (every attempt that reached a
@@ -329,7 +217,7 @@ func workflowID(kind string, gvr schema.GroupVersionResource, u *unstructured.Un
 func playbookRuns(t *testing.T, wfID string) map[string]int {
 	t.Helper()
 	out := map[string]int{}
-	iter := tc.GetWorkflowHistory(context.Background(), wfID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	iter := env.Temporal.GetWorkflowHistory(context.Background(), wfID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	for iter.HasNext() {
 		ev, err := iter.Next()
 		require.NoError(t, err)
@@ -350,7 +238,7 @@ func playbookRuns(t *testing.T, wfID string) map[string]int {
 func historyEvents(t *testing.T, wfID string) []*historypb.HistoryEvent {
 	t.Helper()
 	var out []*historypb.HistoryEvent
-	iter := tc.GetWorkflowHistory(context.Background(), wfID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	iter := env.Temporal.GetWorkflowHistory(context.Background(), wfID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	for iter.HasNext() {
 		ev, err := iter.Next()
 		require.NoError(t, err)
@@ -362,7 +250,7 @@ func historyEvents(t *testing.T, wfID string) []*historypb.HistoryEvent {
 // workflowsWith lists the workflow IDs a search-attribute query finds in the tests' namespace.
 func workflowsWith(t *testing.T, query string) []string {
 	t.Helper()
-	resp, err := tc.ListWorkflow(context.Background(), &workflowservice.ListWorkflowExecutionsRequest{Namespace: temporalNamespace, Query: query, PageSize: 100})
+	resp, err := env.Temporal.ListWorkflow(context.Background(), &workflowservice.ListWorkflowExecutionsRequest{Namespace: env.TemporalNamespace, Query: query, PageSize: 100})
 	require.NoError(t, err)
 	var out []string
 	for _, e := range resp.Executions {
@@ -375,7 +263,7 @@ func workflowsWith(t *testing.T, query string) []string {
 func computeClient(t *testing.T) *gophercloud.ServiceClient {
 	t.Helper()
 	ctx := context.Background()
-	ao, eo, tlsCfg, err := clouds.Parse(clouds.WithCloudsYAML(mustOpen(t, st.CloudsYAML)), clouds.WithCloudName(st.CloudName))
+	ao, eo, tlsCfg, err := clouds.Parse(clouds.WithCloudsYAML(mustOpen(t, env.Stack.CloudsYAML)), clouds.WithCloudName(env.Stack.CloudName))
 	require.NoError(t, err)
 	_ = tlsCfg
 	provider, err := config.NewProviderClient(ctx, ao)
@@ -396,7 +284,7 @@ func mustOpen(t *testing.T, path string) *bytes.Reader {
 func novaManage(t *testing.T, args ...string) string {
 	t.Helper()
 	argv := append([]string{"-c", "import sys; sys.argv[0] = 'nova-manage'; from nova.cmd.manage import main; sys.exit(main())",
-		"--config-file", filepath.Join(st.StateDir, "openstack", "etc", "nova", "nova.conf")}, args...)
+		"--config-file", filepath.Join(env.Stack.StateDir, "openstack", "etc", "nova", "nova.conf")}, args...)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	out, err := exec.CommandContext(ctx, "/usr/bin/python3", argv...).CombinedOutput()
@@ -413,7 +301,7 @@ func rabbitmqctl(t *testing.T, args ...string) string {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, matches[0], args...)
-	cmd.Env = append(os.Environ(), "HOME="+filepath.Join(st.StateDir, "openstack", "data", "rabbitmq"),
+	cmd.Env = append(os.Environ(), "HOME="+filepath.Join(env.Stack.StateDir, "openstack", "data", "rabbitmq"),
 		"RABBITMQ_NODENAME=rabbit@localhost", "ERL_EPMD_ADDRESS=127.0.0.1", "ERL_EPMD_PORT=4369")
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "rabbitmqctl %v: %s", args, out)
