@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -502,6 +503,9 @@ func (a *Ansible) execute(ctx context.Context, in PlaybookInput, dir, playbookPa
 	return stdout.Bytes(), stderr.Bytes(), err
 }
 
+// PlaybookNiceness is the scheduling niceness of ansible-playbook and everything it starts.
+const PlaybookNiceness = 10
+
 // groupExec starts ansible-playbook in its own process group, killed with the worker (so a crashed
 // worker leaves no playbook running on behind the retry) and, on cancellation, together with its ssh
 // children.
@@ -512,7 +516,10 @@ func (groupExec) Command(name string, arg ...string) ansibleexec.Cmder {
 }
 
 func (groupExec) CommandContext(ctx context.Context, name string, arg ...string) ansibleexec.Cmder {
-	c := exec.CommandContext(ctx, name, arg...)
+	// Playbooks run niced: a worker running many at once keeps the CPU it needs for its own
+	// orchestration (workflow tasks, heartbeats) and leaves it to the control plane it shares a machine
+	// with.
+	c := exec.CommandContext(ctx, "nice", append([]string{"-n", strconv.Itoa(PlaybookNiceness), name}, arg...)...)
 	c.Cancel = func() error {
 		if c.Process == nil {
 			return nil

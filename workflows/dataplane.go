@@ -134,9 +134,7 @@ func (r *dataPlaneReconciler) Reconcile(ctx workflow.Context, lc *Lifecycle, obj
 	for {
 		SortEDPMNodes(r.rec.Nodes)
 		plan := PlanEDPMRollout(r.rec.Nodes, policy, lc.State.Paused, spec.Deploy)
-		for _, name := range plan.Start {
-			r.grant(ctx, lc, name)
-		}
+		r.grant(ctx, lc, plan.Start)
 		if len(plan.Start) > 0 {
 			plan = PlanEDPMRollout(r.rec.Nodes, policy, lc.State.Paused, spec.Deploy)
 		}
@@ -161,8 +159,9 @@ func (r *dataPlaneReconciler) Reconcile(ctx workflow.Context, lc *Lifecycle, obj
 			r.onRequest(req)
 		})
 		paused := lc.State.Paused
+		ticked := false
 		tctx, cancelTimer := workflow.WithCancel(ctx)
-		sel.AddFuture(workflow.NewTimer(tctx, 30*time.Second), func(workflow.Future) {})
+		sel.AddFuture(workflow.NewTimer(tctx, 30*time.Second), func(f workflow.Future) { ticked = f.Get(ctx, nil) == nil })
 		waitCtx, cancelWait := workflow.WithCancel(ctx)
 		changed, settle := workflow.NewFuture(waitCtx)
 		workflow.Go(waitCtx, func(ctx workflow.Context) {
@@ -174,6 +173,13 @@ func (r *dataPlaneReconciler) Reconcile(ctx workflow.Context, lc *Lifecycle, obj
 		sel.Select(ctx)
 		cancelTimer()
 		cancelWait()
+		if ticked {
+			// Reports are signals, and a signal can be lost (a node that deployed before this data
+			// plane governed it never sent one): the nodes' own status is the truth to fall back on.
+			if err := r.pollRunning(ctx, lc); err != nil {
+				return err
+			}
+		}
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -213,7 +219,14 @@ func (r *dataPlaneReconciler) syncMembers(ctx workflow.Context, lc *Lifecycle, s
 	if err := workflow.ExecuteActivity(KubeActivity(ctx), kube.ListEDPMObjects, activities.EDPMListInput{Ref: DataPlaneNodeRef(lc.Ref.Namespace, "")}).Get(ctx, &all); err != nil {
 		return fmt.Errorf("list nodes of %s: %w", lc.Ref, err)
 	}
+	type pendingRead struct {
+		index      int
+		generation int64
+		ref        lifecycle.ObjectRef
+		future     workflow.Future
+	}
 	var keep []EDPMNode
+	var reads []pendingRead
 	for _, o := range all {
 		var ns dataplanev1beta1.OpenStackDataPlaneNodeSpec
 		if err := json.Unmarshal(o.Spec, &ns); err != nil || o.Deleting {
@@ -237,16 +250,23 @@ func (r *dataPlaneReconciler) syncMembers(ctx workflow.Context, lc *Lifecycle, s
 			keep = append(keep, n)
 			continue
 		}
-		// Where is the node? Deployed nodes need no slot; failed ones wait for a retry.
-		var st activities.ObjectStatus
+		// Where is the node? Deployed nodes need no slot; failed ones wait for a retry. The reads run
+		// side by side: a large data plane must not read its nodes one after the other.
 		ref := DataPlaneNodeRef(lc.Ref.Namespace, o.Name)
 		ref.UID = o.UID
-		if err := workflow.ExecuteActivity(KubeActivity(ctx), kube.GetObjectStatus, activities.StatusInput{Ref: ref, Fields: []string{"deployed"}}).Get(ctx, &st); err != nil {
-			return fmt.Errorf("read %s: %w", ref, err)
-		}
 		n.State = EDPMPending
+		reads = append(reads, pendingRead{index: len(keep), generation: o.Generation, ref: ref,
+			future: workflow.ExecuteActivity(KubeActivity(ctx), kube.GetObjectStatus, activities.StatusInput{Ref: ref, Fields: []string{"deployed"}})})
+		keep = append(keep, n)
+	}
+	for _, rd := range reads {
+		var st activities.ObjectStatus
+		if err := rd.future.Get(ctx, &st); err != nil {
+			return fmt.Errorf("read %s: %w", rd.ref, err)
+		}
+		n := &keep[rd.index]
 		switch {
-		case string(st.Fields["deployed"]) == "true" && st.ObservedGeneration == o.Generation:
+		case string(st.Fields["deployed"]) == "true" && st.ObservedGeneration == rd.generation:
 			n.State, n.Message = EDPMSucceeded, "already deployed"
 		case st.Phase == lifecycle.PhaseFailed:
 			n.State = EDPMFailed
@@ -256,7 +276,6 @@ func (r *dataPlaneReconciler) syncMembers(ctx workflow.Context, lc *Lifecycle, s
 				}
 			}
 		}
-		keep = append(keep, n)
 	}
 	r.rec.Nodes = keep
 	for name := range r.rec.UIDs {
@@ -318,19 +337,64 @@ func (r *dataPlaneReconciler) onReport(rep EDPMReport) {
 	}
 }
 
-// grant admits a node: it resumes it (a cancelled rollout may have paused it) and signals the grant.
-func (r *dataPlaneReconciler) grant(ctx workflow.Context, lc *Lifecycle, name string) {
-	n := r.node(name)
-	id := r.nodeWorkflowID(lc.Ref.Namespace, name)
-	self := workflow.GetInfo(ctx).WorkflowExecution.ID
-	_ = workflow.SignalExternalWorkflow(ctx, id, "", lifecycle.SignalResume, nil).Get(ctx, nil)
-	if err := workflow.SignalExternalWorkflow(ctx, id, "", SignalEDPMGrant, EDPMGrant{DataPlane: self}).Get(ctx, nil); err != nil {
-		// The node's workflow is not there (yet): it stays pending and is granted again later.
-		n.Message = "its workflow is not running yet: " + FailureMessage(err)
-		return
+// pollRunning reads the status of the nodes the data plane believes running: a node deployed for its
+// generation succeeded, a node that failed after its grant failed.
+func (r *dataPlaneReconciler) pollRunning(ctx workflow.Context, lc *Lifecycle) error {
+	type read struct {
+		i int
+		f workflow.Future
 	}
-	n.State, n.Message = EDPMRunning, "admitted"
-	n.Attempts++
+	var reads []read
+	for i, n := range r.rec.Nodes {
+		if n.State != EDPMRunning {
+			continue
+		}
+		ref := DataPlaneNodeRef(lc.Ref.Namespace, n.Name)
+		ref.UID = r.rec.UIDs[n.Name]
+		reads = append(reads, read{i, workflow.ExecuteActivity(KubeActivity(ctx), kube.GetObjectStatus, activities.StatusInput{Ref: ref, Fields: []string{"deployed"}})})
+	}
+	for _, rd := range reads {
+		var st activities.ObjectStatus
+		if err := rd.f.Get(ctx, &st); err != nil {
+			return fmt.Errorf("read node %s: %w", r.rec.Nodes[rd.i].Name, err)
+		}
+		n := &r.rec.Nodes[rd.i]
+		var ready *metav1.Condition
+		for i := range st.Conditions {
+			if st.Conditions[i].Type == lifecycle.ConditionReady {
+				ready = &st.Conditions[i]
+			}
+		}
+		switch {
+		case string(st.Fields["deployed"]) == "true" && st.ObservedGeneration == n.Generation && st.Phase == lifecycle.PhaseReady:
+			n.State, n.Message = EDPMSucceeded, "deployed (from its status)"
+		case st.Phase == lifecycle.PhaseFailed && ready != nil && ready.LastTransitionTime.After(n.Granted):
+			n.State, n.Message = EDPMFailed, ready.Message
+		}
+	}
+	return nil
+}
+
+// grant admits nodes, all at once: each is resumed (a cancelled rollout may have paused it) and
+// signalled its grant.
+func (r *dataPlaneReconciler) grant(ctx workflow.Context, lc *Lifecycle, names []string) {
+	self := workflow.GetInfo(ctx).WorkflowExecution.ID
+	grants := make([]workflow.Future, len(names))
+	for i, name := range names {
+		id := r.nodeWorkflowID(lc.Ref.Namespace, name)
+		workflow.SignalExternalWorkflow(ctx, id, "", lifecycle.SignalResume, nil)
+		grants[i] = workflow.SignalExternalWorkflow(ctx, id, "", SignalEDPMGrant, EDPMGrant{DataPlane: self})
+	}
+	for i, name := range names {
+		n := r.node(name)
+		if err := grants[i].Get(ctx, nil); err != nil {
+			// The node's workflow is not there (yet): it stays pending and is granted again later.
+			n.Message = "its workflow is not running yet: " + FailureMessage(err)
+			continue
+		}
+		n.State, n.Message, n.Granted = EDPMRunning, "admitted", workflow.Now(ctx)
+		n.Attempts++
+	}
 }
 
 // retry re-admits the failed nodes the request covers and tells their workflows (and, for a failed

@@ -3,6 +3,7 @@ package workflows
 import (
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/stackflow/stackflow/api/lifecycle"
 )
@@ -39,8 +40,8 @@ type EDPMNode struct {
 	Attempts int `json:"attempts,omitempty"`
 	// Generation is the node's generation the pipeline deploys.
 	Generation int64 `json:"generation,omitempty"`
-	// Token identifies the node's current grant; reports carrying an older token are stale.
-	Token int64 `json:"token,omitempty"`
+	// Granted is when the node got its current slot.
+	Granted time.Time `json:"granted,omitempty"`
 }
 
 // EDPMPolicy bounds a rollout: how many nodes at once, and how many may fail before no new node

@@ -44,6 +44,9 @@ type edpmNodeReconciler struct {
 	// steps and services of the reconcile under way, for status.phases.
 	steps    []EDPMStep
 	services []EDPMService
+	// keyFound is set once this reconcile saw the SSH key Secret: one look per reconcile keeps the
+	// Kubernetes round trip off every later step's path (the activity reads the key anyway).
+	keyFound bool
 }
 
 // edpmNodeRecord is what the node's workflow remembers across reconciles and continue-as-new.
@@ -88,6 +91,7 @@ func (r *edpmNodeReconciler) Reconcile(ctx workflow.Context, lc *Lifecycle, obj 
 	}
 	defer func() { _ = lc.Save(r.rec) }()
 	gen := obj.Generation
+	r.keyFound = false
 
 	var node dataplanev1beta1.OpenStackDataPlaneNode
 	if err := json.Unmarshal(obj.Spec, &node.Spec); err != nil {
@@ -148,6 +152,13 @@ func (r *edpmNodeReconciler) Reconcile(ctx workflow.Context, lc *Lifecycle, obj 
 			work = true
 		}
 	}
+	if work {
+		// The SSH key is needed by every playbook: wait for it before asking for a slot, so a node
+		// missing its key holds no slot.
+		if err := r.waitKey(ctx, lc, gen, cfg); err != nil {
+			return err
+		}
+	}
 	dp, err := r.admission(ctx, lc, gen, cfg, work)
 	if err != nil {
 		return err
@@ -156,9 +167,16 @@ func (r *edpmNodeReconciler) Reconcile(ctx workflow.Context, lc *Lifecycle, obj 
 		_ = lc.SetField(ctx, "deployed", false)
 	}
 	report := func(state string, phase int32, step, msg string) {
-		if dp != "" {
-			reportToDataPlane(ctx, dp, EDPMReport{Node: lc.Ref.Name, Host: cfg.HostName, State: state, Phase: phase, Step: step, Message: msg, Generation: gen})
+		if dp == "" {
+			return
 		}
+		rep := EDPMReport{Node: lc.Ref.Name, Host: cfg.HostName, State: state, Phase: phase, Step: step, Message: msg, Generation: gen}
+		if state == EDPMRunning {
+			// Progress is informative: the step does not wait for its delivery.
+			workflow.SignalExternalWorkflow(ctx, dp, "", SignalEDPMReport, rep)
+			return
+		}
+		reportToDataPlane(ctx, dp, rep)
 	}
 	for _, st := range steps {
 		if rec := r.rec.Steps[st.Name]; rec != nil && rec.State == EDPMSucceeded && (st.Name != StepProvision || rec.Hash == provisionHash(cfg)) {
@@ -265,12 +283,24 @@ func (r *edpmNodeReconciler) applyServices(ctx workflow.Context, lc *Lifecycle, 
 // admission returns the workflow ID of the data plane that governs the node ("" when none) once the
 // data plane admitted the node, or at once when the node has no work left (nothing to hold a slot for).
 func (r *edpmNodeReconciler) admission(ctx workflow.Context, lc *Lifecycle, gen int64, cfg EDPMNodeConfig, work bool) (string, error) {
-	var dps []activities.EDPMObject
-	in := activities.EDPMListInput{Ref: DataPlaneRef(lc.Ref.Namespace, "")}
-	if err := workflow.ExecuteActivity(KubeActivity(ctx), kube.ListEDPMObjects, in).Get(ctx, &dps); err != nil {
-		return "", fmt.Errorf("list data planes of %s: %w", lc.Ref, err)
+	var dp *activities.EDPMObject
+	// A role that names its data plane puts its nodes under it: they wait for it to exist rather than
+	// deploy on their own.
+	err := waitUntil(ctx, lc, gen, conditionDataPlaneAdmitted, func(ctx workflow.Context) (bool, string, string, error) {
+		var dps []activities.EDPMObject
+		in := activities.EDPMListInput{Ref: DataPlaneRef(lc.Ref.Namespace, "")}
+		if err := workflow.ExecuteActivity(KubeActivity(ctx), kube.ListEDPMObjects, in).Get(ctx, &dps); err != nil {
+			return false, "", "", fmt.Errorf("list data planes of %s: %w", lc.Ref, err)
+		}
+		dp = GoverningDataPlane(dps, cfg.DataPlane, cfg.Role, lc.Ref.Name)
+		if dp == nil && cfg.DataPlane != "" && work {
+			return false, ReasonWaitingForDataPlane, fmt.Sprintf("waiting for OpenStackDataPlane %s, named by role %s (it does not exist)", cfg.DataPlane, cfg.Role), nil
+		}
+		return true, "", "", nil
+	})
+	if err != nil {
+		return "", err
 	}
-	dp := GoverningDataPlane(dps, cfg.DataPlane, cfg.Role, lc.Ref.Name)
 	if dp == nil {
 		r.rec.DataPlane = ""
 		return "", nil
@@ -360,12 +390,9 @@ func (r *edpmNodeReconciler) runStep(ctx workflow.Context, lc *Lifecycle, gen in
 	}
 	lc.SetPhase(ctx, phaseName)
 	if st.Playbook != "" {
-		// Before every playbook: the key must exist, and the node waits for it visibly.
-		if err := waitSecret(ctx, lc, gen, ConditionSSHKeyReady, lc.Ref.Namespace, cfg.SSHKeySecret, activities.SSHKeySecretKey); err != nil {
+		if err := r.waitKey(ctx, lc, gen, cfg); err != nil {
 			return err
 		}
-		lc.SetCondition(ctx, metav1.Condition{Type: ConditionSSHKeyReady, Status: metav1.ConditionTrue, Reason: "Found",
-			Message: fmt.Sprintf("Secret %s holds %s", cfg.SSHKeySecret, activities.SSHKeySecretKey)})
 	}
 	rec.Attempts++
 	where := fmt.Sprintf("phase %d · %s", st.Phase, st.Name)
@@ -410,6 +437,20 @@ func (r *edpmNodeReconciler) runStep(ctx workflow.Context, lc *Lifecycle, gen in
 		return fmt.Errorf("step %s of %s: %w", st.Name, lc.Ref, err)
 	}
 	rec.State = EDPMSucceeded
+	return nil
+}
+
+// waitKey waits, visibly, until the SSH key Secret exists; once per reconcile.
+func (r *edpmNodeReconciler) waitKey(ctx workflow.Context, lc *Lifecycle, gen int64, cfg EDPMNodeConfig) error {
+	if r.keyFound {
+		return nil
+	}
+	if err := waitSecret(ctx, lc, gen, ConditionSSHKeyReady, lc.Ref.Namespace, cfg.SSHKeySecret, activities.SSHKeySecretKey); err != nil {
+		return err
+	}
+	lc.SetCondition(ctx, metav1.Condition{Type: ConditionSSHKeyReady, Status: metav1.ConditionTrue, Reason: "Found",
+		Message: fmt.Sprintf("Secret %s holds %s", cfg.SSHKeySecret, activities.SSHKeySecretKey)})
+	r.keyFound = true
 	return nil
 }
 

@@ -12,7 +12,7 @@ import (
 )
 
 // OpenStackDataPlaneRoleWorkflow serves an OpenStackDataPlaneRole. A role deploys nothing itself: on
-// every new generation it asks its nodes' workflows to reconcile again (refresh), so a changed
+// every later generation it asks its nodes' workflows to reconcile again (refresh), so a changed
 // nodeTemplate reaches every node's inventory, service CRs and, when the effective configuration
 // changed, phase 0; and it lists its nodes in status. (Annotations do not change a generation: the cell
 // annotation cannot change anyway, and a changed agent annotation reaches a node with its next
@@ -41,8 +41,11 @@ func (edpmRoleReconciler) Reconcile(ctx workflow.Context, lc *Lifecycle, obj *ac
 		names = append(names, o.Name)
 		ref := DataPlaneNodeRef(lc.Ref.Namespace, o.Name)
 		ref.UID = o.UID
-		// A node whose workflow is not running yet reads the role when it starts: nothing to tell it.
-		_ = workflow.SignalExternalWorkflow(ctx, lifecycle.WorkflowID(ref), "", SignalRefresh, nil).Get(ctx, nil)
+		// A node reads its role when it reconciles: only a changed role (a later generation) has news
+		// for nodes that already did. A node whose workflow is not running yet reads it when it starts.
+		if obj.Generation > 1 {
+			_ = workflow.SignalExternalWorkflow(ctx, lifecycle.WorkflowID(ref), "", SignalRefresh, nil).Get(ctx, nil)
+		}
 		var st activities.ObjectStatus
 		if err := workflow.ExecuteActivity(KubeActivity(ctx), kube.GetObjectStatus, activities.StatusInput{Ref: ref, Fields: []string{"deployed"}}).Get(ctx, &st); err == nil && string(st.Fields["deployed"]) == "true" {
 			ready++

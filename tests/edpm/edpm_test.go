@@ -73,6 +73,17 @@ spec:
     networkAttachments: [ctlplane, internalapi]
     ansibleVars: {edpm_sysctl: {net.ipv4.ip_forward: 1}}
 `)
+	// The data plane first: it lists edpm-compute-0, which then waits for its admission; edpm-compute-1
+	// belongs to no data plane and deploys on its own.
+	dp := create(t, gvrDP, `
+apiVersion: dataplane.openstack.org/v1beta1
+kind: OpenStackDataPlane
+metadata: {name: computes}
+spec:
+  nodes: [edpm-compute-0]
+  deploy: true
+  maxConcurrency: 2
+`)
 	// Nova host names are per run: a compute record of an earlier run (or its resource provider, which
 	// placement keeps while it has allocations) must not be mistaken for this run's.
 	hostA, hostB := env.Run+"-compute-0", env.Run+"-compute-1"
@@ -104,15 +115,6 @@ spec:
   ansibleHost: %s
   deploy: true
 `, hostB, h1.Address))
-	dp := create(t, gvrDP, `
-apiVersion: dataplane.openstack.org/v1beta1
-kind: OpenStackDataPlane
-metadata: {name: computes}
-spec:
-  nodes: [edpm-compute-0]
-  deploy: true
-  maxConcurrency: 2
-`)
 
 	// The nodes create their NovaExternalComputes, copying what the node and role say.
 	for node, cell := range map[string]string{"edpm-compute-0": "cell1", "edpm-compute-1": "cell2"} {
