@@ -35,8 +35,7 @@ var benchZone = "nova:" + local.LocalComputeHost
 func BenchmarkTwentyServers(b *testing.B) {
 	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Minute)
 	defer cancel()
-	dir := b.TempDir()
-	env, err := serverstest.Setup(ctx, dir, "stackflow-bench-servers", "bsv")
+	env, err := serverstest.Setup(ctx, "stackflow-bench-servers", "bsv")
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -44,15 +43,10 @@ func BenchmarkTwentyServers(b *testing.B) {
 	if err := env.UnlimitCompute(ctx); err != nil {
 		b.Fatal(err)
 	}
-	worker, err := env.StartWorker(dir)
-	if err != nil {
-		b.Fatal(err)
-	}
+	// Both stop before the deferred Close deletes the run's namespace.
+	worker := env.StartWorker(b)
 	defer worker.Stop()
-	bridge, err := env.StartBridge(dir)
-	if err != nil {
-		b.Fatal(err)
-	}
+	bridge := env.StartBridge(b)
 	defer bridge.Stop()
 
 	for i := 0; i < b.N; i++ {

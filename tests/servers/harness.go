@@ -11,14 +11,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
-	"sync"
-	"syscall"
+	"testing"
 	"time"
 
 	"github.com/gophercloud/gophercloud/v2"
@@ -30,23 +25,16 @@ import (
 	"github.com/gophercloud/gophercloud/v2/openstack/identity/v3/tokens"
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/extensions/layer3/floatingips"
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/ports"
-	"go.temporal.io/api/serviceerror"
-	"go.temporal.io/api/workflowservice/v1"
-	"go.temporal.io/sdk/client"
-	"google.golang.org/protobuf/types/known/durationpb"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/stackflow/stackflow/activities"
 	"github.com/stackflow/stackflow/api/lifecycle"
 	"github.com/stackflow/stackflow/deploy/local"
-	"github.com/stackflow/stackflow/worker"
+	"github.com/stackflow/stackflow/tests/e2e"
 	"github.com/stackflow/stackflow/workflows"
 )
 
@@ -60,54 +48,34 @@ var (
 // IdentitySecret is the identity Secret the harness creates in its namespace.
 const IdentitySecret = "openstack-clouds"
 
-// Env is a running test environment: stack, clients, a namespace with the identity Secret, and the
-// freshly built binaries.
+// Env is a running test environment: the e2e harness's stack, clients and freshly built binaries, a
+// namespace with the identity Secret, and OpenStack clients of the local cloud.
 type Env struct {
-	Stack      *local.Stack
-	Kube       kubernetes.Interface
-	Dyn        dynamic.Interface
-	Temporal   client.Client
-	Namespace  string // Kubernetes namespace of the run's objects
-	TemporalNS string
-	Run        string
-	Bin        string
-	Compute    *gophercloud.ServiceClient
-	Network    *gophercloud.ServiceClient
-	Provider   *gophercloud.ProviderClient
-	Endpoint   gophercloud.EndpointOpts
+	*e2e.Env
+	Namespace string // Kubernetes namespace of the run's objects
+	Compute   *gophercloud.ServiceClient
+	Network   *gophercloud.ServiceClient
+	Provider  *gophercloud.ProviderClient
+	Endpoint  gophercloud.EndpointOpts
 }
 
-// Setup brings up Kubernetes, Temporal and OpenStack, builds the bridge and the worker into binDir,
-// registers temporalNS and creates a namespace holding the identity Secret.
-func Setup(ctx context.Context, binDir, temporalNS, prefix string) (*Env, error) {
-	s, err := local.Up(ctx, local.Options{Components: []string{local.Kubernetes, local.Temporal, local.OpenStack}})
+// Setup brings up Kubernetes, Temporal and OpenStack, builds the bridge and the worker, registers
+// temporalNS and creates a namespace holding the identity Secret.
+func Setup(ctx context.Context, temporalNS, prefix string) (_ *Env, err error) {
+	base, err := e2e.Setup(ctx, e2e.Config{Components: []string{local.Kubernetes, local.Temporal, local.OpenStack},
+		TemporalNamespace: temporalNS, RunPrefix: prefix, QPS: 200, Burst: 400})
 	if err != nil {
-		return nil, fmt.Errorf("local stack: %w", err)
+		return nil, err
 	}
+	e := &Env{Env: base}
+	defer func() {
+		if err != nil {
+			e.Close()
+		}
+	}()
+	s := e.Stack
 	if s.CloudsYAML == "" || s.OpenStack == nil {
 		return nil, errors.New("the local stack reports no OpenStack cloud (stack.json has no cloudsYAML)")
-	}
-	e := &Env{Stack: s, TemporalNS: temporalNS, Bin: binDir, Run: fmt.Sprintf("%s%06x", prefix, time.Now().UnixNano()&0xffffff)}
-	for _, pkg := range []string{"./bridge/cmd/stackflow-bridge", "./worker/cmd/stackflow-worker"} {
-		cmd := exec.CommandContext(ctx, "go", "build", "-o", binDir+string(filepath.Separator), pkg)
-		cmd.Dir = s.RepoRoot
-		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-		if err := cmd.Run(); err != nil {
-			return nil, fmt.Errorf("build %s: %w", pkg, err)
-		}
-	}
-	cfg, err := s.KubeREST()
-	if err != nil {
-		return nil, err
-	}
-	cfg.QPS, cfg.Burst = 200, 400
-	e.Kube = kubernetes.NewForConfigOrDie(cfg)
-	e.Dyn = dynamic.NewForConfigOrDie(cfg)
-	if err := e.ensureTemporalNamespace(ctx); err != nil {
-		return nil, err
-	}
-	if e.Temporal, err = client.DialContext(ctx, client.Options{HostPort: s.TemporalAddress, Namespace: temporalNS}); err != nil {
-		return nil, err
 	}
 
 	yml, err := os.ReadFile(s.CloudsYAML)
@@ -165,174 +133,21 @@ func (e *Env) UnlimitCompute(ctx context.Context) error {
 
 // Close deletes the run's namespace (after its objects are gone) and closes the clients.
 func (e *Env) Close() {
-	if e.Temporal != nil {
-		e.Temporal.Close()
-	}
 	if e.Kube != nil && e.Namespace != "" {
 		_ = e.Kube.CoreV1().Namespaces().Delete(context.Background(), e.Namespace, metav1.DeleteOptions{})
 	}
+	e.Env.Close()
 }
 
-func (e *Env) ensureTemporalNamespace(ctx context.Context) error {
-	c, err := client.DialContext(ctx, client.Options{HostPort: e.Stack.TemporalAddress, Namespace: e.Stack.TemporalNamespace})
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	_, err = c.WorkflowService().RegisterNamespace(ctx, &workflowservice.RegisterNamespaceRequest{
-		Namespace: e.TemporalNS, WorkflowExecutionRetentionPeriod: durationpb.New(24 * time.Hour)})
-	var exists *serviceerror.NamespaceAlreadyExists
-	if err != nil && !errors.As(err, &exists) {
-		return fmt.Errorf("register namespace %s: %w", e.TemporalNS, err)
-	}
-	deadline := time.Now().Add(time.Minute)
-	for {
-		nc, err := client.DialContext(ctx, client.Options{HostPort: e.Stack.TemporalAddress, Namespace: e.TemporalNS})
-		if err == nil {
-			err = worker.EnsureSearchAttributes(ctx, nc, e.TemporalNS, workflows.SearchAttributes)
-			if err == nil {
-				_, err = nc.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Namespace: e.TemporalNS, Query: `StackflowKind = "none"`})
-			}
-			nc.Close()
-		}
-		if err == nil {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("namespace %s not usable: %w", e.TemporalNS, err)
-		}
-		time.Sleep(time.Second)
-	}
+// StartBridge runs the bridge for the server kinds in the run's Temporal namespace until the test ends.
+func (e *Env) StartBridge(t testing.TB) *e2e.Proc {
+	return e.Env.StartBridge(t, e2e.BridgeOptions{Identity: e.Run + "-bridge", Lease: e.Run,
+		Kinds: "OpenStackServer,OpenStackMachine,OpenStackCluster", Workers: 16})
 }
 
-// Proc is a stackflow binary running as a child process.
-type Proc struct {
-	Name    string
-	argv    []string
-	env     []string
-	log     string
-	metrics string
-
-	mu     sync.Mutex
-	cmd    *exec.Cmd
-	exited chan struct{}
-}
-
-// StartProc starts a binary of the run (with --metrics-address on a free port) and waits for /healthz.
-func (e *Env) StartProc(logDir, name, binary string, args ...string) (*Proc, error) {
-	addr, err := freeAddr()
-	if err != nil {
-		return nil, err
-	}
-	p := &Proc{Name: name, metrics: addr, log: filepath.Join(logDir, name+".log"),
-		env: append(os.Environ(), "KUBECONFIG="+e.Stack.Kubeconfig)}
-	p.argv = append([]string{filepath.Join(e.Bin, binary), "--metrics-address", addr}, args...)
-	return p, p.Start()
-}
-
-// StartBridge runs the bridge for the server kinds in the run's Temporal namespace.
-func (e *Env) StartBridge(logDir string) (*Proc, error) {
-	return e.StartProc(logDir, "bridge", "stackflow-bridge", "--temporal-address", e.Stack.TemporalAddress, "--namespace", e.TemporalNS,
-		"--kinds", "OpenStackServer,OpenStackMachine,OpenStackCluster", "--identity", e.Run+"-bridge",
-		"--leader-election-name", e.Run, "--lease-duration", "6s", "--renew-deadline", "4s", "--retry-period", "1s", "--workers", "16")
-}
-
-// StartWorker runs a worker serving every queue in the run's Temporal namespace.
-func (e *Env) StartWorker(logDir string) (*Proc, error) {
-	return e.StartProc(logDir, "worker", "stackflow-worker", "--temporal-address", e.Stack.TemporalAddress, "--namespace", e.TemporalNS,
-		"--temporal-ui", e.Stack.TemporalUI, "--identity", e.Run+"-worker", "--stop-timeout", "5s")
-}
-
-// Start (re)starts the process and waits until it serves /healthz.
-func (p *Proc) Start() error {
-	logf, err := os.OpenFile(p.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return err
-	}
-	defer logf.Close()
-	fmt.Fprintf(logf, "=== %s start\n", time.Now().Format(time.RFC3339Nano))
-	cmd := exec.Command(p.argv[0], p.argv[1:]...)
-	cmd.Env = p.env
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		return err
-	}
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
-	p.mu.Lock()
-	p.cmd, p.exited = cmd, exited
-	p.mu.Unlock()
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
-		resp, err := http.Get("http://" + p.metrics + "/healthz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		select {
-		case <-exited:
-			return fmt.Errorf("%s exited at start:\n%s", p.Name, p.Tail(30))
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-	return fmt.Errorf("%s did not serve /healthz:\n%s", p.Name, p.Tail(30))
-}
-
-// Kill9 crashes the process: no shutdown code runs.
-func (p *Proc) Kill9() {
-	p.mu.Lock()
-	cmd, exited := p.cmd, p.exited
-	p.mu.Unlock()
-	if cmd == nil {
-		return
-	}
-	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-	<-exited
-}
-
-// Stop asks the process to shut down and kills it if it does not within 40 s.
-func (p *Proc) Stop() {
-	p.mu.Lock()
-	cmd, exited := p.cmd, p.exited
-	p.cmd = nil
-	p.mu.Unlock()
-	if cmd == nil {
-		return
-	}
-	select {
-	case <-exited:
-		return
-	default:
-	}
-	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
-	select {
-	case <-exited:
-	case <-time.After(40 * time.Second):
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		<-exited
-	}
-}
-
-// Tail is the end of the process's log.
-func (p *Proc) Tail(n int) string {
-	b, _ := os.ReadFile(p.log)
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
-
-func freeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
+// StartWorker runs a worker serving every queue in the run's Temporal namespace until the test ends.
+func (e *Env) StartWorker(t testing.TB) *e2e.Proc {
+	return e.Env.StartWorker(t, e2e.WorkerOptions{Identity: e.Run + "-worker"})
 }
 
 // Identity is the identityRef of the run's objects.
@@ -403,45 +218,15 @@ func (e *Env) WaitFor(ctx context.Context, gvr schema.GroupVersionResource, name
 	}
 }
 
-// DeleteAndWait deletes objects and waits until they are gone (their workflows removed the finalizer).
+// DeleteAndWait deletes objects of the run's namespace and waits until they are gone (their workflows
+// removed the finalizer).
 func (e *Env) DeleteAndWait(ctx context.Context, gvr schema.GroupVersionResource, names ...string) error {
-	r := e.Dyn.Resource(gvr).Namespace(e.Namespace)
-	for _, n := range names {
-		if err := r.Delete(ctx, n, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-			return err
-		}
-	}
-	for _, n := range names {
-		for {
-			_, err := r.Get(ctx, n, metav1.GetOptions{})
-			if apierrors.IsNotFound(err) {
-				break
-			}
-			select {
-			case <-ctx.Done():
-				return fmt.Errorf("%s %s still exists: %w", gvr.Resource, n, ctx.Err())
-			case <-time.After(250 * time.Millisecond):
-			}
-		}
-	}
-	return nil
+	return e.Env.DeleteAndWait(ctx, gvr, e.Namespace, names...)
 }
 
-// ForceDelete removes objects left by a failed test, finalizers included.
+// ForceDelete removes objects of the run's namespace left by a failed test, finalizers included.
 func (e *Env) ForceDelete(gvr schema.GroupVersionResource, names ...string) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	r := e.Dyn.Resource(gvr).Namespace(e.Namespace)
-	for _, n := range names {
-		_ = r.Delete(ctx, n, metav1.DeleteOptions{})
-		_, _ = r.Patch(ctx, n, types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
-	}
-}
-
-// RefOf is the ObjectRef the bridge derives for u.
-func RefOf(kind string, gvr schema.GroupVersionResource, u *unstructured.Unstructured) lifecycle.ObjectRef {
-	return lifecycle.ObjectRef{Group: gvr.Group, Version: gvr.Version, Kind: kind, Resource: gvr.Resource,
-		Namespace: u.GetNamespace(), Name: u.GetName(), UID: string(u.GetUID())}
+	e.Env.ForceDelete(gvr, e.Namespace, names...)
 }
 
 // Owned is what OpenStack holds with an owner's tag (or, for floating IPs and ports not tagged yet, its

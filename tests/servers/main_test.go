@@ -7,8 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/stackflow/stackflow/tests/e2e"
 )
 
 // temporalNamespace holds the tests' workflows, away from other users of the shared stack.
@@ -23,13 +24,8 @@ func TestMain(m *testing.M) {
 func mainErr(m *testing.M) int {
 	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Minute)
 	defer cancel()
-	dir, err := os.MkdirTemp("", "stackflow-servers-e2e-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	env, err = Setup(ctx, dir, temporalNamespace, "srv")
+	var err error
+	env, err = Setup(ctx, temporalNamespace, "srv")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -40,21 +36,10 @@ func mainErr(m *testing.M) int {
 
 // stack runs a bridge and a worker for the test and stops them at its end, printing their logs when
 // the test failed.
-func stack(t *testing.T) (bridge, worker *Proc) {
+func stack(t *testing.T) (bridge, worker *e2e.Proc) {
 	t.Helper()
-	dir := t.TempDir()
-	w, err := env.StartWorker(dir)
-	require.NoError(t, err)
-	b, err := env.StartBridge(dir)
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		b.Stop()
-		w.Stop()
-		if t.Failed() {
-			t.Logf("--- worker log ---\n%s\n--- bridge log ---\n%s", w.Tail(80), b.Tail(30))
-		}
-	})
-	return b, w
+	w := env.StartWorker(t)
+	return env.StartBridge(t), w
 }
 
 // condition returns the object's condition of type typ.

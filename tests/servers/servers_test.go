@@ -20,6 +20,7 @@ import (
 
 	"github.com/stackflow/stackflow/activities"
 	"github.com/stackflow/stackflow/api/lifecycle"
+	"github.com/stackflow/stackflow/tests/e2e"
 )
 
 func clusterSpec(bastion map[string]any) map[string]any {
@@ -54,7 +55,7 @@ func TestServerWithTwoPortsAndBastionWithFloatingIPThenBastionReplacement(t *tes
 	require.NoError(t, err)
 	cl, err := env.Create(ctx, ClustersGVR, env.Object("infrastructure.cluster.x-k8s.io/v1beta1", "OpenStackCluster", clName, clusterSpec(env.ServerSpec(env.Flavor(), 1))))
 	require.NoError(t, err)
-	srvRef, clRef := RefOf("OpenStackServer", ServersGVR, srv), RefOf("OpenStackCluster", ClustersGVR, cl)
+	srvRef, clRef := e2e.Ref("OpenStackServer", ServersGVR, srv), e2e.Ref("OpenStackCluster", ClustersGVR, cl)
 
 	srv, err = env.WaitFor(ctx, ServersGVR, srvName, ready)
 	require.NoError(t, err)
@@ -139,7 +140,7 @@ func TestBadFlavorFailsWithOpenStacksMessageAndLeavesNothing(t *testing.T) {
 	t.Cleanup(func() { env.ForceDelete(ServersGVR, name) })
 	u, err := env.Create(ctx, ServersGVR, env.Object("infrastructure.cluster.x-k8s.io/v1alpha1", "OpenStackServer", name, env.ServerSpec("no-such-flavor", 2)))
 	require.NoError(t, err)
-	ref := RefOf("OpenStackServer", ServersGVR, u)
+	ref := e2e.Ref("OpenStackServer", ServersGVR, u)
 	u, err = env.WaitFor(ctx, ServersGVR, name, failed)
 	require.NoError(t, err)
 	_, reason, msg := condition(u, "Ready")
@@ -158,7 +159,7 @@ func TestMachineSpecEditIsRefused(t *testing.T) {
 	t.Cleanup(func() { env.ForceDelete(MachinesGVR, name) })
 	u, err := env.Create(ctx, MachinesGVR, env.Object("infrastructure.cluster.x-k8s.io/v1beta1", "OpenStackMachine", name, env.ServerSpec(env.Flavor(), 1)))
 	require.NoError(t, err)
-	ref := RefOf("OpenStackMachine", MachinesGVR, u)
+	ref := e2e.Ref("OpenStackMachine", MachinesGVR, u)
 	err = env.MergePatch(ctx, MachinesGVR, name, `{"spec":{"flavor":"m1.other"}}`)
 	require.Error(t, err, "a machine's spec cannot change")
 	require.Contains(t, strings.ToLower(err.Error()), "immutable")
@@ -209,7 +210,7 @@ func TestKillNineAnywhereConverges(t *testing.T) {
 			mu.Lock()
 			points = append(points, phase.Load().(string))
 			mu.Unlock()
-			if err := worker.Start(); err != nil {
+			if err := worker.Restart(); err != nil {
 				t.Errorf("restart worker: %v", err)
 				return
 			}
@@ -252,11 +253,11 @@ func killRound(ctx context.Context, t *testing.T, round int, enter func(phase st
 	for _, n := range srvNames {
 		u, err := env.Create(ctx, ServersGVR, env.Object("infrastructure.cluster.x-k8s.io/v1alpha1", "OpenStackServer", n, env.ServerSpec(env.Flavor(), 2)))
 		require.NoError(t, err)
-		refs[n] = RefOf("OpenStackServer", ServersGVR, u)
+		refs[n] = e2e.Ref("OpenStackServer", ServersGVR, u)
 	}
 	cl, err := env.Create(ctx, ClustersGVR, env.Object("infrastructure.cluster.x-k8s.io/v1beta1", "OpenStackCluster", clName, clusterSpec(env.ServerSpec(env.Flavor(), 1))))
 	require.NoError(t, err)
-	clRef := RefOf("OpenStackCluster", ClustersGVR, cl)
+	clRef := e2e.Ref("OpenStackCluster", ClustersGVR, cl)
 	for _, n := range srvNames {
 		_, err := env.WaitFor(ctx, ServersGVR, n, ready)
 		require.NoError(t, err)
