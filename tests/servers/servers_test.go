@@ -180,7 +180,8 @@ func TestKillNineAnywhereConverges(t *testing.T) {
 	defer cancel()
 
 	// The chaos: kill -9 every 8–20 s and start again at once; crashed activities resume after their
-	// heartbeat timeout, so work moves on between crashes.
+	// heartbeat timeout. At most two crashes per phase, so every phase gets to finish: a retried create
+	// first waits for an earlier attempt's server, and crashing faster than that would only starve it.
 	var kills atomic.Int32
 	var phase atomic.Value
 	phaseStarted := make(chan struct{}, 1)
@@ -192,19 +193,33 @@ func TestKillNineAnywhereConverges(t *testing.T) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
+		const maxPerPhase = 2
+		inPhase := 0
+		// Every phase gets at least one crash, early in it, wherever that falls.
+		early := func() bool {
+			inPhase = 0
+			select {
+			case <-stop:
+				return false
+			case <-time.After(time.Duration(500+rand.IntN(6000)) * time.Millisecond):
+				return true
+			}
+		}
 		for {
+			var every <-chan time.Time
+			if inPhase < maxPerPhase {
+				every = time.After(time.Duration(8000+rand.IntN(12000)) * time.Millisecond)
+			}
 			select {
 			case <-stop:
 				return
-			case <-time.After(time.Duration(8000+rand.IntN(12000)) * time.Millisecond):
+			case <-every:
 			case <-phaseStarted:
-				// Every phase gets at least one crash, early in it, wherever that falls.
-				select {
-				case <-stop:
+				if !early() {
 					return
-				case <-time.After(time.Duration(500+rand.IntN(6000)) * time.Millisecond):
 				}
 			}
+			inPhase++
 			worker.Kill9()
 			kills.Add(1)
 			mu.Lock()
