@@ -189,6 +189,11 @@ func register(queue string, w sdkworker.Worker, cfg Config) (int, error) {
 		if err != nil {
 			return 0, fmt.Errorf("ansible activities: %w", err)
 		}
+		// Hosts whose keys are known ahead (the local stack lists its test hosts' keys, which change
+		// when its state directory is made anew) are checked against that file instead.
+		if kh := os.Getenv("STACKFLOW_KNOWN_HOSTS"); kh != "" {
+			ans.KnownHostsFile = kh
+		}
 		w.RegisterActivity(ans)
 		return 1, nil
 	case lifecycle.OpenStackQueue:

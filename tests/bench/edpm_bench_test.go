@@ -347,7 +347,7 @@ func edpmBenchStart(st *local.Stack, path, log string, args ...string) (func(), 
 		return nil, err
 	}
 	cmd := exec.Command(path, append([]string{"--metrics-address", metrics}, args...)...)
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+st.Kubeconfig)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+st.Kubeconfig, "STACKFLOW_KNOWN_HOSTS="+st.Path(local.HostsKnownHosts))
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {

@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"github.com/stackflow/stackflow/deploy/local"
+
 	"bufio"
 	"fmt"
 	"io"
@@ -66,7 +68,9 @@ func (e *Env) StartProc(t testing.TB, spec ProcSpec) *Proc {
 	p := &Proc{t: t, name: spec.Name, metrics: addr, log: filepath.Join(t.TempDir(), spec.Name+".log"),
 		// The kubeconfig goes by environment, so no process has the stack's state directory on its
 		// command line.
-		env: append(append(os.Environ(), "KUBECONFIG="+e.Stack.Kubeconfig), spec.Env...)}
+		env: append(append(os.Environ(), "KUBECONFIG="+e.Stack.Kubeconfig,
+			// The stack's test hosts get new host keys with a new state directory; check them there.
+			"STACKFLOW_KNOWN_HOSTS="+e.Stack.Path(local.HostsKnownHosts)), spec.Env...)}
 	p.argv = append([]string{filepath.Join(e.Bin, spec.Binary), "--metrics-address", addr}, spec.Args...)
 	t.Cleanup(func() {
 		p.Stop()

@@ -11,7 +11,7 @@ kubectl=$state/bin/kubectl
 mkdir -p "$state/logs"
 ui=$(bin/stackflow-local status | sed -n 's/.*UI \(http[^ ]*\).*/\1/p')
 
-bin/stackflow-worker --kubeconfig "$KUBECONFIG" --temporal-address "$TEMPORAL_ADDRESS" --temporal-ui "$ui" \
+STACKFLOW_KNOWN_HOSTS="$state/hosts/known_hosts" bin/stackflow-worker --kubeconfig "$KUBECONFIG" --temporal-address "$TEMPORAL_ADDRESS" --temporal-ui "$ui" \
   >"$state/logs/worker.log" 2>&1 &
 worker=$!
 bin/stackflow-bridge --kubeconfig "$KUBECONFIG" --temporal-address "$TEMPORAL_ADDRESS" \
