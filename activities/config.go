@@ -1,13 +1,14 @@
 package activities
 
 import (
+	"bufio"
 	"fmt"
 	"slices"
 	"strings"
 )
 
 // INI is oslo.config options by section: section → option → value. It is the parsed form of a
-// configuration file or a customServiceConfig snippet (workflows.ParseServiceConfig produces it).
+// configuration file or a customServiceConfig snippet (ParseServiceConfig produces it).
 type INI map[string]map[string]string
 
 // SecretOption is an option whose value is a Secret's key. The workflow names it; the activity reads the
@@ -138,4 +139,49 @@ func RenderConfigFile(f ConfigFile, secrets map[string]string) (string, error) {
 		ini.Set(so.Section, so.Option, v)
 	}
 	return RenderINI(f.Header, ini), nil
+}
+
+// ParseServiceConfig parses an oslo.config INI snippet into sections of options. Lines starting with #
+// or ; are comments; an indented line continues the previous value; a repeated option keeps its last
+// value. Options before any section header are an error, as oslo.config refuses them.
+func ParseServiceConfig(snippet string) (INI, error) {
+	out := INI{}
+	var section, lastKey string
+	sc := bufio.NewScanner(strings.NewReader(snippet))
+	for n := 1; sc.Scan(); n++ {
+		raw := sc.Text()
+		line := strings.TrimSpace(raw)
+		switch {
+		case line == "" || strings.HasPrefix(line, "#") || strings.HasPrefix(line, ";"):
+			continue
+		case raw[0] == ' ' || raw[0] == '\t':
+			if lastKey == "" {
+				return nil, fmt.Errorf("line %d: continuation without an option", n)
+			}
+			out[section][lastKey] += "\n" + line
+			continue
+		case strings.HasPrefix(line, "["):
+			if !strings.HasSuffix(line, "]") || len(line) < 3 {
+				return nil, fmt.Errorf("line %d: malformed section header %q", n, line)
+			}
+			section, lastKey = strings.TrimSpace(line[1:len(line)-1]), ""
+			if out[section] == nil {
+				out[section] = map[string]string{}
+			}
+			continue
+		}
+		k, v, ok := strings.Cut(line, "=")
+		if !ok {
+			k, v, ok = strings.Cut(line, ":")
+		}
+		if !ok {
+			return nil, fmt.Errorf("line %d: expected option = value, got %q", n, line)
+		}
+		if section == "" {
+			return nil, fmt.Errorf("line %d: option %q before any [section]", n, strings.TrimSpace(k))
+		}
+		lastKey = strings.TrimSpace(k)
+		out[section][lastKey] = strings.TrimSpace(v)
+	}
+	return out, sc.Err()
 }

@@ -3,6 +3,8 @@ package activities
 import (
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 func TestRenderINI(t *testing.T) {
@@ -135,6 +137,34 @@ func TestRenderConfigFile(t *testing.T) {
 			if got != tt.want {
 				t.Errorf("got:\n%s\nwant:\n%s", got, tt.want)
 			}
+		})
+	}
+}
+
+func TestParseServiceConfig(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		in      string
+		want    INI
+		wantErr string
+	}{
+		{name: "sections and comments", in: "# c\n[DEFAULT]\ndebug = true\n; x\n[database]\nmax_pool_size=5\n",
+			want: INI{"DEFAULT": {"debug": "true"}, "database": {"max_pool_size": "5"}}},
+		{name: "continuation and repeat", in: "[filter]\nenabled = a\n  b\nenabled_2 : x\nenabled_2 = y\n",
+			want: INI{"filter": {"enabled": "a\nb", "enabled_2": "y"}}},
+		{name: "empty", in: "", want: INI{}},
+		{name: "option before section", in: "debug = true\n", wantErr: `line 1: option "debug" before any [section]`},
+		{name: "bad header", in: "[DEFAULT\n", wantErr: "malformed section header"},
+		{name: "not an option", in: "[DEFAULT]\njunk\n", wantErr: "line 2: expected option = value"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := ParseServiceConfig(tc.in)
+			if tc.wantErr != "" {
+				require.ErrorContains(t, err, tc.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tc.want, got)
 		})
 	}
 }

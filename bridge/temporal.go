@@ -17,13 +17,6 @@ import (
 	"github.com/stackflow/stackflow/api/lifecycle"
 )
 
-// The search attributes the bridge sets at start, so a workflow is found by its object from its first
-// moment. Same names as the workflows' own (the bridge does not import workflows).
-var (
-	saKind   = temporal.NewSearchAttributeKeyKeyword("StackflowKind")
-	saObject = temporal.NewSearchAttributeKeyKeyword("StackflowObject")
-)
-
 // signalTimeout bounds one SignalWithStart, retries inside the SDK included.
 const signalTimeout = 15 * time.Second
 
@@ -91,7 +84,8 @@ func (b *Bridge) signal(ctx context.Context, ref lifecycle.ObjectRef, p Plan) (s
 		TaskQueue:                lifecycle.WorkflowQueue,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE_FAILED_ONLY,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-		TypedSearchAttributes:    temporal.NewSearchAttributes(saKind.ValueSet(ref.Kind), saObject.ValueSet(ref.Key())),
+		// Set at start, so a workflow is found by its object from its first moment.
+		TypedSearchAttributes: temporal.NewSearchAttributes(lifecycle.SAKind.ValueSet(ref.Kind), lifecycle.SAObject.ValueSet(ref.Key())),
 	}
 	var started bool
 	ctx, cancel := context.WithTimeout(context.WithValue(ctx, startedKey{}, &started), signalTimeout)

@@ -114,7 +114,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	defer c.Close()
-	if err := EnsureSearchAttributes(ctx, c, cfg.TemporalNamespace, workflows.SearchAttributes); err != nil {
+	if err := EnsureSearchAttributes(ctx, c, cfg.TemporalNamespace, lifecycle.SearchAttributes); err != nil {
 		return err
 	}
 

@@ -1,30 +1,28 @@
+// Package workflows is stackflow's deterministic orchestration. The shared lifecycle of every object
+// workflow is workflows/object; each family of work has its own package that plugs into it:
+//
+//	workflows/controlplane  Node, OpenstackNode, profiles, KupenstackConfiguration and the rollout of
+//	                        each component
+//	workflows/dataplane     EDPM nodes, roles, data planes and the phase-1 services on them
+//	                        (NovaExternalCompute, OVNMetadataAgent)
+//	workflows/servers       OpenStackServer, OpenStackMachine and the OpenStackCluster bastion
+//
+// This package only lists them: All is what the worker registers.
 package workflows
 
-// Definition is one workflow the worker registers; Name is its workflow type, which for object workflows is
-// the Kind it serves (the bridge starts "OpenstackNode" for an OpenstackNode).
-type Definition struct {
-	Name string
-	Fn   any
-}
+import (
+	"github.com/stackflow/stackflow/workflows/controlplane"
+	"github.com/stackflow/stackflow/workflows/dataplane"
+	"github.com/stackflow/stackflow/workflows/object"
+	"github.com/stackflow/stackflow/workflows/servers"
+)
 
-// All lists every workflow stackflow runs, all on lifecycle.WorkflowQueue.
-func All() []Definition {
-	return []Definition{
-		{Name: "Node", Fn: NodeWorkflow},
-		{Name: "OpenstackNode", Fn: OpenstackNodeWorkflow},
-		// OpenStack servers and bastions: one server-creation logic (server_build.go) behind three kinds.
-		{Name: KindOpenStackServer, Fn: OpenStackServerWorkflow},
-		{Name: KindOpenStackMachine, Fn: OpenStackMachineWorkflow},
-		{Name: KindOpenStackCluster, Fn: OpenStackClusterWorkflow},
-		// Control-plane rollouts: profiles, the cluster configuration and one child per component.
-		{Name: "OpenStackCloudConfigurationProfile", Fn: ProfileWorkflow},
-		{Name: "KupenstackConfiguration", Fn: KupenstackConfigurationWorkflow},
-		{Name: RolloutComponentWorkflowName, Fn: RolloutComponentWorkflow},
-		// EDPM data plane: per-node pipelines admitted by their data plane; phase 1 by the service CRs.
-		{Name: "OpenStackDataPlane", Fn: OpenStackDataPlaneWorkflow},
-		{Name: "OpenStackDataPlaneRole", Fn: OpenStackDataPlaneRoleWorkflow},
-		{Name: "OpenStackDataPlaneNode", Fn: OpenStackDataPlaneNodeWorkflow},
-		{Name: "NovaExternalCompute", Fn: NovaExternalComputeWorkflow},
-		{Name: "OVNMetadataAgent", Fn: OVNMetadataAgentWorkflow},
+// All lists every workflow stackflow runs, all on lifecycle.WorkflowQueue: each family's, by workflow type
+// name (the Kind for object workflows).
+func All() []object.Definition {
+	var all []object.Definition
+	for _, family := range [][]object.Definition{controlplane.Workflows(), dataplane.Workflows(), servers.Workflows()} {
+		all = append(all, family...)
 	}
+	return all
 }

@@ -33,6 +33,10 @@ const (
 	SignalResume = "resume"
 	// SignalRetry carries a RetrySignal: re-run what failed (only that).
 	SignalRetry = "retry"
+	// SignalRefresh asks for one more reconcile of the current generation because something the object
+	// depends on changed (a profile's workflow sends it to the configurations and nodes that use it; a
+	// data-plane node to its data plane). It carries nothing.
+	SignalRefresh = "refresh"
 	// QueryStatus returns the workflow's Status.
 	QueryStatus = "status"
 	// UpdateApprove opens a gate where a workflow has one; its validator refuses when none is waiting.

@@ -10,7 +10,7 @@ import (
 	"go.temporal.io/api/operatorservice/v1"
 	"go.temporal.io/sdk/client"
 
-	"github.com/stackflow/stackflow/workflows"
+	"github.com/stackflow/stackflow/api/lifecycle"
 )
 
 // Temporal dev-server endpoints (its defaults, on loopback).
@@ -37,13 +37,13 @@ func (s *Stack) upTemporal(ctx context.Context) error {
 		"--namespace", s.TemporalNamespace,
 		"--log-level", "warn",
 	}
-	names := make([]string, 0, len(workflows.SearchAttributes))
-	for n := range workflows.SearchAttributes {
+	names := make([]string, 0, len(lifecycle.SearchAttributes))
+	for n := range lifecycle.SearchAttributes {
 		names = append(names, n)
 	}
 	slices.Sort(names)
 	for _, n := range names {
-		argv = append(argv, "--search-attribute", n+"="+workflows.SearchAttributes[n])
+		argv = append(argv, "--search-attribute", n+"="+lifecycle.SearchAttributes[n])
 	}
 	if err := mkdirs(s.Path("temporal"), s.Path("bin")); err != nil {
 		return err
@@ -82,7 +82,7 @@ func (s *Stack) checkTemporal(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	for n := range workflows.SearchAttributes {
+	for n := range lifecycle.SearchAttributes {
 		if _, ok := resp.GetCustomAttributes()[n]; !ok {
 			return fmt.Errorf("search attribute %s not registered yet", n)
 		}

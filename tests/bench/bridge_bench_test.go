@@ -24,7 +24,6 @@ import (
 
 	"github.com/stackflow/stackflow/api/lifecycle"
 	"github.com/stackflow/stackflow/tests/e2e"
-	"github.com/stackflow/stackflow/workflows"
 )
 
 // benchNamespace holds the benchmark's workflows. No worker polls it: a workflow that has started is all
@@ -250,13 +249,13 @@ func BenchmarkBridgeBurst(b *testing.B) {
 	}
 	raw := rawRun("start", func(id string) error {
 		_, err := e.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: lifecycle.WorkflowQueue, TypedSearchAttributes: temporal.NewSearchAttributes(
-			workflows.SAKind.ValueSet("OpenstackNode"), workflows.SAObject.ValueSet(id))}, "OpenstackNode", lifecycle.ObjectRef{Name: id})
+			lifecycle.SAKind.ValueSet("OpenstackNode"), lifecycle.SAObject.ValueSet(id))}, "OpenstackNode", lifecycle.ObjectRef{Name: id})
 		return err
 	})
 	rawSWS := rawRun("sws", func(id string) error {
 		_, err := e.Temporal.SignalWithStartWorkflow(ctx, id, lifecycle.SignalSpec, lifecycle.SpecSignal{Generation: 1},
 			client.StartWorkflowOptions{ID: id, TaskQueue: lifecycle.WorkflowQueue, TypedSearchAttributes: temporal.NewSearchAttributes(
-				workflows.SAKind.ValueSet("OpenstackNode"), workflows.SAObject.ValueSet(id))}, "OpenstackNode", lifecycle.ObjectRef{Name: id})
+				lifecycle.SAKind.ValueSet("OpenstackNode"), lifecycle.SAObject.ValueSet(id))}, "OpenstackNode", lifecycle.ObjectRef{Name: id})
 		return err
 	})
 

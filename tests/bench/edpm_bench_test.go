@@ -33,8 +33,9 @@ import (
 	"github.com/stackflow/stackflow/activities"
 	"github.com/stackflow/stackflow/api/lifecycle"
 	"github.com/stackflow/stackflow/deploy/local"
+	sim "github.com/stackflow/stackflow/tests/makespan"
 	"github.com/stackflow/stackflow/worker"
-	"github.com/stackflow/stackflow/workflows"
+	"github.com/stackflow/stackflow/workflows/dataplane"
 )
 
 // edpmBenchNamespace holds the benchmark's workflows.
@@ -64,7 +65,7 @@ func edpmBenchDelay(i, s int) int {
 //     with exactly the same measured activity times and zero orchestration overhead;
 //   - ratio makespan/barrier (goal ≤ 0.6) and overhead (makespan-critical path)/critical path (goal ≤ 5%).
 //
-// The barrier figure is computed from this run's own measured step durations (workflows.SimulateMakespan),
+// The barrier figure is computed from this run's own measured step durations (sim.Simulate),
 // so both schedules are compared on identical work; it is a lower bound for any real barrier rollout.
 func BenchmarkEDPMPipelining(b *testing.B) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Minute)
@@ -192,8 +193,8 @@ func BenchmarkEDPMPipelining(b *testing.B) {
 			b.Fatal(err)
 		}
 		makespan := endT.Sub(startT).Seconds()
-		critical := workflows.SimulateMakespan(durations, hosts, workflows.StrategyPerNode)
-		barrier := workflows.SimulateMakespan(durations, hosts, workflows.StrategyBarrier)
+		critical := sim.Simulate(durations, hosts, sim.StrategyPerNode)
+		barrier := sim.Simulate(durations, hosts, sim.StrategyBarrier)
 		ratio := makespan / barrier
 		overhead := (makespan - critical) / critical
 		b.ReportMetric(makespan, "makespan-s")
@@ -280,12 +281,12 @@ func edpmBenchMakespan(ctx context.Context, tc client.Client, wfID string, n int
 		if ev.GetWorkflowExecutionStartedEventAttributes() != nil {
 			start = ev.GetEventTime().AsTime()
 		}
-		if s := ev.GetWorkflowExecutionSignaledEventAttributes(); s != nil && s.GetSignalName() == workflows.SignalEDPMReport {
-			var rep workflows.EDPMReport
+		if s := ev.GetWorkflowExecutionSignaledEventAttributes(); s != nil && s.GetSignalName() == dataplane.SignalEDPMReport {
+			var rep dataplane.EDPMReport
 			if p := s.GetInput().GetPayloads(); len(p) > 0 {
 				_ = json.Unmarshal(p[0].GetData(), &rep)
 			}
-			if rep.State == workflows.EDPMSucceeded {
+			if rep.State == dataplane.EDPMSucceeded {
 				done = append(done, ev.GetEventTime().AsTime())
 			}
 		}
@@ -402,7 +403,7 @@ func edpmBenchTemporalNamespace(ctx context.Context, st *local.Stack) error {
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Second) {
 		nc, err := client.DialContext(ctx, client.Options{HostPort: st.TemporalAddress, Namespace: edpmBenchNamespace})
 		if err == nil {
-			err = worker.EnsureSearchAttributes(ctx, nc, edpmBenchNamespace, workflows.SearchAttributes)
+			err = worker.EnsureSearchAttributes(ctx, nc, edpmBenchNamespace, lifecycle.SearchAttributes)
 			nc.Close()
 		}
 		if err == nil {

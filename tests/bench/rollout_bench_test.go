@@ -19,8 +19,9 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/stackflow/stackflow/tests/e2e"
+	sim "github.com/stackflow/stackflow/tests/makespan"
 	"github.com/stackflow/stackflow/tests/rollout/chartrepo"
-	"github.com/stackflow/stackflow/workflows"
+	"github.com/stackflow/stackflow/workflows/controlplane"
 )
 
 // rolloutBenchNamespace holds the rollout benchmark's workflows.
@@ -95,7 +96,7 @@ func BenchmarkFullRollout(b *testing.B) {
 			cost[c] = per[c].Seconds()
 			parts = append(parts, fmt.Sprintf("%s %.1fs", c, per[c].Seconds()))
 		}
-		path, critical := workflows.ControlPlane.CriticalPath(cost)
+		path, critical := sim.CriticalPath(controlplane.ControlPlane, cost)
 		rolloutSpan := last.Sub(first)
 		fmt.Printf("full rollout of %d components: makespan %.1fs (create → ComponentsReady; first child start → last child close %.1fs)\n",
 			len(rolloutComponents), makespan.Seconds(), rolloutSpan.Seconds())
@@ -140,10 +141,10 @@ func rolloutBenchWaitReady(ctx context.Context, dyn dynamic.Interface, gvr schem
 			raw, _ := json.Marshal(u.Object["status"])
 			_ = json.Unmarshal(raw, &s)
 			for _, c := range s.Conditions {
-				if c.Type == workflows.ConditionComponentsReady && c.Status == metav1.ConditionTrue {
+				if c.Type == controlplane.ConditionComponentsReady && c.Status == metav1.ConditionTrue {
 					return s.WorkflowID, nil
 				}
-				if c.Type == workflows.ConditionComponentsReady && c.Status == metav1.ConditionFalse && c.Reason != "RollingOut" {
+				if c.Type == controlplane.ConditionComponentsReady && c.Status == metav1.ConditionFalse && c.Reason != "RollingOut" {
 					return "", fmt.Errorf("rollout of %s failed: %s: %s", name, c.Reason, c.Message)
 				}
 			}
@@ -162,7 +163,7 @@ func rolloutBenchChildTimes(ctx context.Context, tc client.Client, parentID stri
 	deadline := time.Now().Add(time.Minute)
 	for {
 		resp, err := tc.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Namespace: rolloutBenchNamespace, PageSize: 100,
-			Query: fmt.Sprintf("WorkflowId STARTS_WITH %q AND WorkflowType = %q AND ExecutionStatus = 'Completed'", parentID+"/", workflows.RolloutComponentWorkflowName)})
+			Query: fmt.Sprintf("WorkflowId STARTS_WITH %q AND WorkflowType = %q AND ExecutionStatus = 'Completed'", parentID+"/", controlplane.RolloutComponentWorkflowName)})
 		if err != nil {
 			return nil, first, last, err
 		}

@@ -30,9 +30,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/stackflow/stackflow/api/lifecycle"
 	"github.com/stackflow/stackflow/deploy/local"
 	"github.com/stackflow/stackflow/worker"
-	"github.com/stackflow/stackflow/workflows"
 )
 
 // The binaries Setup can build, by the name of their file in Env.Bin.
@@ -194,7 +194,7 @@ func EnsureTemporalNamespace(ctx context.Context, st *local.Stack, namespace str
 	for {
 		nc, err := client.DialContext(ctx, client.Options{HostPort: st.TemporalAddress, Namespace: namespace})
 		if err == nil {
-			err = worker.EnsureSearchAttributes(ctx, nc, namespace, workflows.SearchAttributes)
+			err = worker.EnsureSearchAttributes(ctx, nc, namespace, lifecycle.SearchAttributes)
 			if err == nil {
 				_, err = nc.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Namespace: namespace, Query: probe})
 			}
@@ -214,7 +214,7 @@ func EnsureTemporalNamespace(ctx context.Context, st *local.Stack, namespace str
 // all of them are known to the namespace.
 func searchAttributesProbe() string {
 	var terms []string
-	for name := range workflows.SearchAttributes {
+	for name := range lifecycle.SearchAttributes {
 		terms = append(terms, fmt.Sprintf("%s = %q", name, "none"))
 	}
 	slices.Sort(terms)

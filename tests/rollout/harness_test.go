@@ -21,7 +21,7 @@ import (
 	"github.com/stackflow/stackflow/activities"
 	"github.com/stackflow/stackflow/api/lifecycle"
 	"github.com/stackflow/stackflow/tests/e2e"
-	"github.com/stackflow/stackflow/workflows"
+	"github.com/stackflow/stackflow/workflows/controlplane"
 )
 
 // servedKinds are the kinds the rollout tests' bridge serves. Nodes are left out: their workflows would
@@ -96,11 +96,11 @@ func getObject(t *testing.T, gvr schema.GroupVersionResource, name string) *unst
 
 // configStatus is the part of a KupenstackConfiguration's status the tests read.
 type configStatus struct {
-	ObservedGeneration int64                       `json:"observedGeneration"`
-	Phase              string                      `json:"phase"`
-	WorkflowID         string                      `json:"workflowID"`
-	Conditions         []metav1.Condition          `json:"conditions"`
-	Components         []workflows.ComponentStatus `json:"components"`
+	ObservedGeneration int64                          `json:"observedGeneration"`
+	Phase              string                         `json:"phase"`
+	WorkflowID         string                         `json:"workflowID"`
+	Conditions         []metav1.Condition             `json:"conditions"`
+	Components         []controlplane.ComponentStatus `json:"components"`
 }
 
 func readConfigStatus(t *testing.T, name string) (configStatus, int64) {
@@ -121,13 +121,13 @@ func (s configStatus) condition(typ string) metav1.Condition {
 	return metav1.Condition{}
 }
 
-func (s configStatus) component(name string) workflows.ComponentStatus {
+func (s configStatus) component(name string) controlplane.ComponentStatus {
 	for _, c := range s.Components {
 		if c.Name == name {
 			return c
 		}
 	}
-	return workflows.ComponentStatus{}
+	return controlplane.ComponentStatus{}
 }
 
 // waitConfig polls the configuration's status until ok says so, and fails with the last status.
@@ -150,12 +150,12 @@ func waitConfig(t *testing.T, name string, timeout time.Duration, what string, o
 // allDeployed is true once every component is Deployed and ComponentsReady is True for the current
 // generation.
 func allDeployed(s configStatus, gen int64) bool {
-	if s.ObservedGeneration != gen || s.condition(workflows.ConditionComponentsReady).Status != metav1.ConditionTrue ||
+	if s.ObservedGeneration != gen || s.condition(controlplane.ConditionComponentsReady).Status != metav1.ConditionTrue ||
 		s.condition(lifecycle.ConditionReady).Status != metav1.ConditionTrue {
 		return false
 	}
 	for _, c := range components {
-		if s.component(c).State != workflows.ComponentDeployed {
+		if s.component(c).State != controlplane.ComponentDeployed {
 			return false
 		}
 	}
@@ -201,7 +201,7 @@ func childRuns(t *testing.T, parentID string) map[string]int {
 	out := map[string]int{}
 	resp, err := env.Temporal.ListWorkflow(context.Background(), &workflowservice.ListWorkflowExecutionsRequest{
 		Namespace: env.TemporalNamespace, PageSize: 1000,
-		Query: fmt.Sprintf("WorkflowId STARTS_WITH %q AND WorkflowType = %q", parentID+"/", workflows.RolloutComponentWorkflowName),
+		Query: fmt.Sprintf("WorkflowId STARTS_WITH %q AND WorkflowType = %q", parentID+"/", controlplane.RolloutComponentWorkflowName),
 	})
 	require.NoError(t, err)
 	for _, e := range resp.Executions {
@@ -222,7 +222,7 @@ func restoreNodes(t *testing.T) {
 	ctx := context.Background()
 	for _, n := range nodeSpecs {
 		name := n["name"].(string)
-		label := workflows.RoleLabels[n["type"].(string)]
+		label := controlplane.RoleLabels[n["type"].(string)]
 		b, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]any{label: "enabled"}}})
 		if _, err := env.Kube.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, b, metav1.PatchOptions{}); err != nil {
 			t.Logf("restore labels of %s: %v", name, err)
@@ -235,7 +235,7 @@ func restoreNodes(t *testing.T) {
 }
 
 // clientUpdate asks the configuration's workflow for a preview and waits for the answer.
-func clientUpdate(workflowID string, req workflows.PreviewRequest) client.UpdateWorkflowOptions {
-	return client.UpdateWorkflowOptions{WorkflowID: workflowID, UpdateName: workflows.UpdatePreview,
+func clientUpdate(workflowID string, req controlplane.PreviewRequest) client.UpdateWorkflowOptions {
+	return client.UpdateWorkflowOptions{WorkflowID: workflowID, UpdateName: controlplane.UpdatePreview,
 		Args: []any{req}, WaitForStage: client.WorkflowUpdateStageCompleted}
 }

@@ -11,7 +11,7 @@ import (
 	"helm.sh/helm/v3/pkg/release"
 
 	"github.com/stackflow/stackflow/activities"
-	"github.com/stackflow/stackflow/workflows"
+	"github.com/stackflow/stackflow/workflows/controlplane"
 )
 
 // TestHelmActivities drives the Helm activities directly against the real API server: install, an
@@ -28,7 +28,7 @@ func TestHelmActivities(t *testing.T) {
 	in := func(version string, values map[string]any) activities.ReleaseInput {
 		chart := activities.ChartRef{Repository: charts.URL, Name: "nova", Version: version}
 		return activities.ReleaseInput{Component: "nova", Release: "nova", Namespace: ns, Chart: chart, Values: values,
-			ValuesHash: workflows.ValuesHash(chart, values)}
+			ValuesHash: controlplane.ValuesHash(chart, values)}
 	}
 	good := in("0.1.0", map[string]any{"conf": map[string]any{"nova": map[string]any{"DEFAULT": map[string]any{"debug": "true"}}}})
 

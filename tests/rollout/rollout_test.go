@@ -13,7 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/stackflow/stackflow/activities"
-	"github.com/stackflow/stackflow/workflows"
+	"github.com/stackflow/stackflow/workflows/controlplane"
 )
 
 // TestRollout is the control-plane story on 3 control and 2 compute kwok nodes: a KupenstackConfiguration
@@ -71,7 +71,7 @@ func TestRollout(t *testing.T) {
 		// dependencies' rollouts completed; the independent infrastructure started together.
 		started, closed := childEvents(t, parentID)
 		for _, c := range components {
-			comp, _ := workflows.ControlPlane.Get(c)
+			comp, _ := controlplane.ControlPlane.Get(c)
 			require.Contains(t, started, c)
 			for _, d := range comp.DependsOn {
 				require.Less(t, closed[d], started[c], "%s started before its dependency %s completed", c, d)
@@ -87,10 +87,10 @@ func TestRollout(t *testing.T) {
 			name, typ := n["name"].(string), n["type"].(string)
 			var osk struct {
 				Status struct {
-					Status                   string                      `json:"status"`
-					Roles                    []string                    `json:"roles"`
-					Profile                  string                      `json:"profile"`
-					DesiredNodeConfiguration workflows.NodeConfiguration `json:"desiredNodeConfiguration"`
+					Status                   string                         `json:"status"`
+					Roles                    []string                       `json:"roles"`
+					Profile                  string                         `json:"profile"`
+					DesiredNodeConfiguration controlplane.NodeConfiguration `json:"desiredNodeConfiguration"`
 				} `json:"status"`
 			}
 			require.Eventually(t, func() bool {
@@ -108,21 +108,21 @@ func TestRollout(t *testing.T) {
 			}
 			node, err := env.Kube.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
 			require.NoError(t, err)
-			require.Equal(t, "enabled", node.Labels[workflows.RoleLabels[typ]], "node %s labelled", name)
+			require.Equal(t, "enabled", node.Labels[controlplane.RoleLabels[typ]], "node %s labelled", name)
 		}
 	})
 
 	t.Run("preview then a nova change upgrades only nova", func(t *testing.T) {
 		require.NotEmpty(t, parentID)
 		newNova := map[string]any{"config": map[string]any{"nova.conf": "[DEFAULT]\ndebug = true\n"}}
-		candidate := workflows.PreviewRequest{Profile: &workflows.NamedProfile{Name: child, Spec: workflows.ProfileSpec{
-			From: base, Components: map[string]workflows.ComponentProfile{"nova": {Config: map[string]string{"nova.conf": "[DEFAULT]\ndebug = true\n"}}},
+		candidate := controlplane.PreviewRequest{Profile: &controlplane.NamedProfile{Name: child, Spec: controlplane.ProfileSpec{
+			From: base, Components: map[string]controlplane.ComponentProfile{"nova": {Config: map[string]string{"nova.conf": "[DEFAULT]\ndebug = true\n"}}},
 		}}}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		h, err := env.Temporal.UpdateWorkflow(ctx, clientUpdate(parentID, candidate))
 		require.NoError(t, err)
-		var preview workflows.PreviewResult
+		var preview controlplane.PreviewResult
 		require.NoError(t, h.Get(ctx, &preview))
 		require.Equal(t, [][]string{{"nova"}}, preview.Plan.Waves)
 		require.Len(t, preview.Diffs, 1)
@@ -154,9 +154,9 @@ func TestRollout(t *testing.T) {
 			"chart": map[string]any{"repository": charts.URL, "name": "nova", "version": "0.9.0"}, "readinessTimeout": "15s",
 		}}}})
 		s := waitConfig(t, cfgName, 3*time.Minute, "nova failed and rolled back", func(s configStatus, _ int64) bool {
-			return s.component("nova").State == workflows.ComponentFailed
+			return s.component("nova").State == controlplane.ComponentFailed
 		})
-		cond := s.condition(workflows.ConditionComponentsReady)
+		cond := s.condition(controlplane.ConditionComponentsReady)
 		require.Equal(t, metav1.ConditionFalse, cond.Status)
 		require.Equal(t, activities.ErrNotReady, cond.Reason)
 		require.Contains(t, cond.Message, "nova failed")
@@ -202,7 +202,7 @@ func TestRollout(t *testing.T) {
 			if err != nil {
 				return false
 			}
-			_, labelled := n.Labels[workflows.LabelCompute]
+			_, labelled := n.Labels[controlplane.LabelCompute]
 			st, _ := getObject(t, gvrOSKNode, "compute-1").Object["status"].(map[string]any)
 			dnc, _ := st["desiredNodeConfiguration"].(map[string]any)
 			// A disabled node wants nothing.
@@ -210,14 +210,14 @@ func TestRollout(t *testing.T) {
 		}, 2*time.Minute, 500*time.Millisecond, "compute-1 unlabelled, its OpenstackNode Disabled and wanting nothing")
 		n0, err := env.Kube.CoreV1().Nodes().Get(context.Background(), "compute-0", metav1.GetOptions{})
 		require.NoError(t, err)
-		require.Equal(t, "enabled", n0.Labels[workflows.LabelCompute], "the other compute keeps its label")
+		require.Equal(t, "enabled", n0.Labels[controlplane.LabelCompute], "the other compute keeps its label")
 		waitConfig(t, cfgName, 2*time.Minute, "configuration Ready at the new generation", allDeployed)
 
 		// Enabled again, it gets its label back.
 		mergePatch(t, gvrConfig, cfgName, map[string]any{"spec": map[string]any{"nodes": nodeSpecs}})
 		require.Eventually(t, func() bool {
 			n, err := env.Kube.CoreV1().Nodes().Get(context.Background(), "compute-1", metav1.GetOptions{})
-			return err == nil && n.Labels[workflows.LabelCompute] == "enabled"
+			return err == nil && n.Labels[controlplane.LabelCompute] == "enabled"
 		}, 2*time.Minute, 500*time.Millisecond, "compute-1 labelled again")
 	})
 }
@@ -254,7 +254,7 @@ func TestRolloutSurvivesWorkerKill(t *testing.T) {
 	s := waitConfig(t, cfgName, 3*time.Minute, "part of the rollout done", func(s configStatus, _ int64) bool {
 		n := 0
 		for _, c := range s.Components {
-			if c.State == workflows.ComponentDeployed {
+			if c.State == controlplane.ComponentDeployed {
 				n++
 			}
 		}
@@ -262,7 +262,7 @@ func TestRolloutSurvivesWorkerKill(t *testing.T) {
 	})
 	var finished []string
 	for _, c := range s.Components {
-		if c.State == workflows.ComponentDeployed {
+		if c.State == controlplane.ComponentDeployed {
 			finished = append(finished, c.Name)
 		}
 	}

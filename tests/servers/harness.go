@@ -35,7 +35,7 @@ import (
 	"github.com/stackflow/stackflow/api/lifecycle"
 	"github.com/stackflow/stackflow/deploy/local"
 	"github.com/stackflow/stackflow/tests/e2e"
-	"github.com/stackflow/stackflow/workflows"
+	serverwf "github.com/stackflow/stackflow/workflows/servers"
 )
 
 // Resources of the served kinds.
@@ -256,7 +256,7 @@ func (o Owned) String() string {
 
 // ListOwned lists from Nova and Neutron everything carrying the owner marker of the object ref.
 func (e *Env) ListOwned(ctx context.Context, ref lifecycle.ObjectRef) (Owned, error) {
-	m := activities.Marker{Owner: workflows.OwnerOf(ref)}
+	m := activities.Marker{Owner: serverwf.OwnerOf(ref)}
 	var o Owned
 	pages, err := servers.List(e.Compute, servers.ListOpts{Tags: m.OwnerTag()}).AllPages(ctx)
 	if err != nil {

@@ -12,13 +12,13 @@ import (
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/stackflow/stackflow/workflows"
+	"github.com/stackflow/stackflow/api/lifecycle"
 )
 
 // tagged is a workflow that upserts stackflow's search attributes, as every product workflow does.
 func tagged(ctx workflow.Context, object string) (string, error) {
 	if err := workflow.UpsertTypedSearchAttributes(ctx,
-		workflows.SAKind.ValueSet("StackTest"), workflows.SAObject.ValueSet(object), workflows.SAPhase.ValueSet("Ready")); err != nil {
+		lifecycle.SAKind.ValueSet("StackTest"), lifecycle.SAObject.ValueSet(object), lifecycle.SAPhase.ValueSet("Ready")); err != nil {
 		return "", err
 	}
 	return "done " + object, nil

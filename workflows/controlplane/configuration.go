@@ -1,0 +1,343 @@
+package controlplane
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/stackflow/stackflow/activities"
+	"github.com/stackflow/stackflow/api/lifecycle"
+	"github.com/stackflow/stackflow/workflows/object"
+)
+
+// KupenstackConfigurationSpec is the part of a KupenstackConfiguration's spec the workflow reads.
+type KupenstackConfigurationSpec struct {
+	DefaultProfile string `json:"defaultProfile"`
+	// ReleaseNamespace is where the components' Helm releases live (default DefaultReleaseNamespace).
+	ReleaseNamespace string           `json:"releaseNamespace,omitempty"`
+	Nodes            []ConfiguredNode `json:"nodes,omitempty"`
+}
+
+// ConfiguredNode assigns one Kubernetes Node its type, profile, or takes it out.
+type ConfiguredNode struct {
+	Name     string `json:"name"`
+	Type     string `json:"type,omitempty"`
+	Profile  string `json:"profile,omitempty"`
+	Disabled bool   `json:"disabled,omitempty"`
+}
+
+// DefaultReleaseNamespace holds the components' releases when the configuration names no namespace.
+const DefaultReleaseNamespace = "openstack"
+
+// UpdatePreview is the update that returns what a rollout would change, without applying anything.
+const UpdatePreview = "preview"
+
+// ConditionComponentsReady is True when every enabled component's release is deployed and Ready.
+const ConditionComponentsReady = "ComponentsReady"
+
+// PreviewRequest optionally stands in a candidate spec for one profile, to preview an edit before
+// making it; empty, it previews the profiles as they are.
+type PreviewRequest struct {
+	Profile *NamedProfile `json:"profile,omitempty"`
+}
+
+// PreviewResult is the plan and, per component that would roll, the rendered manifest diff.
+type PreviewResult struct {
+	Plan  RolloutPlan             `json:"plan"`
+	Diffs []activities.DiffResult `json:"diffs,omitempty"`
+}
+
+// KupenstackConfigurationWorkflow serves a KupenstackConfiguration: it gives every listed node its
+// OpenstackNode spec (type, profile, disabled; the OpenstackNode's own workflow labels the Node), then
+// rolls out the default profile's components, one Helm release each, in dependency order and in
+// parallel where the graph allows, only those whose rendered values changed. status.components shows
+// each release; the preview update shows what would change.
+func KupenstackConfigurationWorkflow(ctx workflow.Context, in object.Input) error {
+	r := &configReconciler{ref: in.ObjectRef, status: map[string]ComponentStatus{}}
+	// An update, not a query: a preview reads the profiles and renders charts through activities.
+	if err := workflow.SetUpdateHandler(ctx, UpdatePreview, r.preview); err != nil {
+		return fmt.Errorf("preview update of %s: %w", in.ObjectRef, err)
+	}
+	return object.Run(ctx, in, r, object.Options{})
+}
+
+type configReconciler struct {
+	ref    lifecycle.ObjectRef
+	status map[string]ComponentStatus
+}
+
+// configRecord is what the workflow remembers for teardown: the releases it installed.
+type configRecord struct {
+	Namespace string   `json:"namespace"`
+	Releases  []string `json:"releases,omitempty"`
+}
+
+func parseConfigSpec(ref lifecycle.ObjectRef, raw json.RawMessage) (KupenstackConfigurationSpec, error) {
+	var spec KupenstackConfigurationSpec
+	if len(raw) > 0 {
+		if err := json.Unmarshal(raw, &spec); err != nil {
+			return spec, temporal.NewNonRetryableApplicationError(fmt.Sprintf("spec of %s: %v", ref, err), lifecycle.ReasonInvalidSpec, err)
+		}
+	}
+	if spec.DefaultProfile == "" {
+		return spec, temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s: spec.defaultProfile is required", ref), lifecycle.ReasonInvalidSpec, nil)
+	}
+	if spec.ReleaseNamespace == "" {
+		spec.ReleaseNamespace = DefaultReleaseNamespace
+	}
+	for _, n := range spec.Nodes {
+		if n.Type != "" && n.Type != RoleControl && n.Type != RoleCompute {
+			return spec, temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s: node %s: type %q is not control or compute", ref, n.Name, n.Type), lifecycle.ReasonInvalidSpec, nil)
+		}
+	}
+	return spec, nil
+}
+
+func (r *configReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycle, obj *activities.Object) error {
+	spec, err := parseConfigSpec(lc.Ref, obj.Spec)
+	if err != nil {
+		return err
+	}
+	if err := lc.Step(ctx, "render profile "+spec.DefaultProfile); err != nil {
+		return err
+	}
+	_, rendered, err := renderProfile(ctx, spec.DefaultProfile, nil)
+	if err != nil {
+		lc.SetCondition(ctx, metav1.Condition{Type: ConditionComponentsReady, Status: metav1.ConditionFalse, Reason: object.FailureReason(err), Message: object.FailureMessage(err)})
+		return err
+	}
+
+	if err := lc.Step(ctx, "configure OpenstackNodes"); err != nil {
+		return err
+	}
+	if err := applyNodeSpecs(ctx, spec); err != nil {
+		return err
+	}
+
+	if err := lc.Step(ctx, "plan rollout"); err != nil {
+		return err
+	}
+	var deployed map[string]activities.ReleaseInfo
+	if err := workflow.ExecuteActivity(helmActivity(ctx, 2*time.Minute), helm.Releases,
+		activities.ReleasesInput{Namespace: spec.ReleaseNamespace, Names: ControlPlane.Names()}).Get(ctx, &deployed); err != nil {
+		return fmt.Errorf("read releases in %s: %w", spec.ReleaseNamespace, err)
+	}
+	plan, err := PlanRollout(ControlPlane, rendered, deployed)
+	if err != nil {
+		return profileFailure(err)
+	}
+	r.status = initialStatus(plan, rendered, deployed)
+	report := func() { _ = lc.SetField(ctx, "components", r.statusList()) }
+	report()
+	workflow.GetLogger(ctx).Info("rollout plan", "object", lc.Ref.String(), "waves", plan.Waves, "unchanged", plan.Unchanged, "remove", plan.Remove)
+
+	var rec configRecord
+	if err := lc.Load(&rec); err != nil {
+		return err
+	}
+	rec.Namespace = spec.ReleaseNamespace
+	for _, name := range plan.Components() {
+		if !slices.Contains(rec.Releases, name) {
+			rec.Releases = append(rec.Releases, name)
+		}
+	}
+	if err := lc.Save(rec); err != nil {
+		return err
+	}
+
+	if len(plan.Waves) > 0 {
+		lc.SetCondition(ctx, metav1.Condition{Type: ConditionComponentsReady, Status: metav1.ConditionFalse, Reason: "RollingOut",
+			Message: "rolling out " + wavesText(plan.Waves)})
+	}
+	out := executeRollout(ctx, lc, lc.Ref.Kind, spec.ReleaseNamespace, plan, rendered, r.status, report)
+	if out.err == nil {
+		for i := len(plan.Remove) - 1; i >= 0; i-- {
+			name := plan.Remove[i]
+			if err := lc.Step(ctx, "uninstall "+name); err != nil {
+				return err
+			}
+			if err := workflow.ExecuteActivity(helmActivity(ctx, 3*time.Minute), helm.Uninstall,
+				activities.UninstallInput{Release: name, Namespace: spec.ReleaseNamespace}).Get(ctx, nil); err != nil {
+				return fmt.Errorf("uninstall %s: %w", name, err)
+			}
+			r.status[name] = ComponentStatus{Name: name, Release: name, State: ComponentDisabled, Message: "uninstalled: disabled in the profile"}
+			report()
+		}
+	}
+	if out.err != nil {
+		reason := object.FailureReason(out.err)
+		msg := object.FailureMessage(out.err)
+		if len(out.failed) > 0 {
+			msg = fmt.Sprintf("%s failed: %s", strings.Join(out.failed, ", "), msg)
+		}
+		lc.SetCondition(ctx, metav1.Condition{Type: ConditionComponentsReady, Status: metav1.ConditionFalse, Reason: reason, Message: msg})
+		if temporal.IsCanceledError(out.err) {
+			return out.err
+		}
+		return temporal.NewNonRetryableApplicationError(msg, reason, nil)
+	}
+	var ready []string
+	for _, st := range r.statusList() {
+		if st.State == ComponentDeployed {
+			ready = append(ready, st.Name)
+		}
+	}
+	lc.SetCondition(ctx, metav1.Condition{Type: ConditionComponentsReady, Status: metav1.ConditionTrue, Reason: "Deployed",
+		Message: fmt.Sprintf("%d components Ready (%s); rolled out this time: %s", len(ready), strings.Join(ready, ", "), orNone(strings.Join(plan.Components(), ", ")))})
+	return nil
+}
+
+// applyNodeSpecs gives every listed node's OpenstackNode its type, profile and disabled flag, creating
+// the OpenstackNode when its Node's workflow has not yet.
+func applyNodeSpecs(ctx workflow.Context, spec KupenstackConfigurationSpec) error {
+	var futures []workflow.Future
+	for _, n := range spec.Nodes {
+		profile := n.Profile
+		if profile == "" {
+			profile = spec.DefaultProfile
+		}
+		// Every field explicit (no omitempty), so a merge patch also clears what the configuration dropped.
+		b, _ := json.Marshal(struct {
+			Type     *string `json:"type"`
+			Profile  string  `json:"profile"`
+			Disabled bool    `json:"disabled"`
+		}{nilIfEmpty(n.Type), profile, n.Disabled})
+		futures = append(futures, workflow.ExecuteActivity(object.KubeActivity(ctx), kube.ApplySpec, activities.EnsureInput{
+			Ref:    OpenstackNodeRef(n.Name),
+			Labels: map[string]string{"app.kubernetes.io/managed-by": "stackflow"},
+			Spec:   b,
+		}))
+	}
+	for i, f := range futures {
+		if err := f.Get(ctx, nil); err != nil {
+			return fmt.Errorf("configure OpenstackNode %s: %w", spec.Nodes[i].Name, err)
+		}
+	}
+	return nil
+}
+
+func nilIfEmpty(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// initialStatus is every component's status before the rollout: unchanged ones as Helm reports them,
+// rolling ones Pending with the reason they roll.
+func initialStatus(plan RolloutPlan, rendered map[string]RenderedComponent, deployed map[string]activities.ReleaseInfo) map[string]ComponentStatus {
+	status := map[string]ComponentStatus{}
+	for _, name := range plan.Unchanged {
+		rel := deployed[name]
+		status[name] = ComponentStatus{Name: name, Release: name, ChartVersion: rel.ChartVersion, Revision: rel.Revision,
+			ValuesHash: rel.ValuesHash, State: ComponentDeployed, Message: "unchanged"}
+	}
+	for _, name := range plan.Components() {
+		rel := deployed[name]
+		status[name] = ComponentStatus{Name: name, Release: name, ChartVersion: rel.ChartVersion, Revision: rel.Revision,
+			ValuesHash: rel.ValuesHash, State: ComponentPending, Message: "to roll out: " + plan.Reasons[name]}
+	}
+	for _, name := range plan.Remove {
+		rel := deployed[name]
+		status[name] = ComponentStatus{Name: name, Release: name, ChartVersion: rel.ChartVersion, Revision: rel.Revision,
+			State: ComponentPending, Message: "to uninstall: " + plan.Reasons[name]}
+	}
+	return status
+}
+
+// statusList is status.components in graph order.
+func (r *configReconciler) statusList() []ComponentStatus {
+	out := []ComponentStatus{}
+	for _, name := range ControlPlane.Names() {
+		if st, ok := r.status[name]; ok {
+			out = append(out, st)
+		}
+	}
+	return out
+}
+
+// Detail is the per-component status, for the status query.
+func (r *configReconciler) Detail() any { return r.statusList() }
+
+// Teardown uninstalls the releases this workflow installed, dependents first.
+func (r *configReconciler) Teardown(ctx workflow.Context, lc *object.Lifecycle) error {
+	var rec configRecord
+	if err := lc.Load(&rec); err != nil {
+		return err
+	}
+	waves, err := ControlPlane.Waves(rec.Releases)
+	if err != nil {
+		return err
+	}
+	for i := len(waves) - 1; i >= 0; i-- {
+		var futures []workflow.Future
+		for _, name := range waves[i] {
+			futures = append(futures, workflow.ExecuteActivity(helmActivity(ctx, 3*time.Minute), helm.Uninstall,
+				activities.UninstallInput{Release: name, Namespace: rec.Namespace}))
+		}
+		for j, f := range futures {
+			if err := f.Get(ctx, nil); err != nil {
+				return fmt.Errorf("uninstall %s: %w", waves[i][j], err)
+			}
+		}
+	}
+	return nil
+}
+
+// preview renders the configuration's default profile (or a candidate spec standing in for one
+// profile), plans the rollout against the deployed releases and diffs each rolling component's manifest.
+// Nothing is applied.
+func (r *configReconciler) preview(ctx workflow.Context, req PreviewRequest) (*PreviewResult, error) {
+	var obj activities.Object
+	if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kube.GetObject, r.ref).Get(ctx, &obj); err != nil {
+		return nil, fmt.Errorf("read %s: %w", r.ref, err)
+	}
+	spec, err := parseConfigSpec(r.ref, obj.Spec)
+	if err != nil {
+		return nil, err
+	}
+	_, rendered, err := renderProfile(ctx, spec.DefaultProfile, req.Profile)
+	if err != nil {
+		return nil, err
+	}
+	var deployed map[string]activities.ReleaseInfo
+	if err := workflow.ExecuteActivity(helmActivity(ctx, 2*time.Minute), helm.Releases,
+		activities.ReleasesInput{Namespace: spec.ReleaseNamespace, Names: ControlPlane.Names()}).Get(ctx, &deployed); err != nil {
+		return nil, fmt.Errorf("read releases in %s: %w", spec.ReleaseNamespace, err)
+	}
+	plan, err := PlanRollout(ControlPlane, rendered, deployed)
+	if err != nil {
+		return nil, err
+	}
+	res := &PreviewResult{Plan: plan}
+	var futures []workflow.Future
+	names := plan.Components()
+	for _, name := range names {
+		c := rendered[name]
+		futures = append(futures, workflow.ExecuteActivity(helmActivity(ctx, 2*time.Minute), helm.Diff, activities.ReleaseInput{
+			Component: name, Release: name, Namespace: spec.ReleaseNamespace, Chart: c.Chart, Values: c.Values, ValuesHash: c.ValuesHash}))
+	}
+	for i, f := range futures {
+		var d activities.DiffResult
+		if err := f.Get(ctx, &d); err != nil {
+			return nil, fmt.Errorf("diff %s: %w", names[i], err)
+		}
+		res.Diffs = append(res.Diffs, d)
+	}
+	return res, nil
+}
+
+func wavesText(waves [][]string) string {
+	parts := make([]string, len(waves))
+	for i, w := range waves {
+		parts[i] = "[" + strings.Join(w, " ") + "]"
+	}
+	return strings.Join(parts, " → ")
+}

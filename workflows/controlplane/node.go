@@ -1,0 +1,179 @@
+package controlplane
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/stackflow/stackflow/activities"
+	kupenstackv1alpha1 "github.com/stackflow/stackflow/api/kupenstack/v1alpha1"
+	"github.com/stackflow/stackflow/api/lifecycle"
+	"github.com/stackflow/stackflow/workflows/object"
+)
+
+// Kubernetes Node labels OpenStack-Helm schedules by; a node's roles follow them until a
+// KupenstackConfiguration assigns roles.
+const (
+	LabelControlPlane = "openstack-control-plane"
+	LabelCompute      = "openstack-compute-node"
+	LabelEnabled      = "enabled"
+)
+
+// Roles of an OpenstackNode.
+const (
+	RoleControl = "control"
+	RoleCompute = "compute"
+)
+
+// OpenstackNodeRef names the OpenstackNode that belongs to a Kubernetes Node (same name, cluster scoped).
+func OpenstackNodeRef(name string) lifecycle.ObjectRef {
+	return lifecycle.ObjectRef{Group: "kupenstack.io", Version: "v1alpha1", Kind: "OpenstackNode", Resource: "openstacknodes", Name: name}
+}
+
+// NodeWorkflow serves a Kubernetes Node: it makes sure an OpenstackNode of the same name exists and,
+// when the Node is deleted, deletes that OpenstackNode and waits until it is gone before releasing the
+// Node.
+func NodeWorkflow(ctx workflow.Context, in object.Input) error {
+	return object.Run(ctx, in, &nodeReconciler{}, object.Options{NoStatus: true})
+}
+
+type nodeReconciler struct{}
+
+// nodeRecord is what the Node workflow remembers: the OpenstackNode it created or adopted.
+type nodeRecord struct {
+	OpenstackNodeUID string `json:"openstackNodeUID,omitempty"`
+}
+
+func (nodeReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycle, obj *activities.Object) error {
+	if err := lc.Step(ctx, "ensure OpenstackNode"); err != nil {
+		return err
+	}
+	var rec nodeRecord
+	if err := lc.Load(&rec); err != nil {
+		return err
+	}
+	ref := OpenstackNodeRef(lc.Ref.Name)
+	var uid string
+	err := workflow.ExecuteActivity(object.KubeActivity(ctx), kube.EnsureObject, activities.EnsureInput{
+		Ref:    ref,
+		Labels: map[string]string{"app.kubernetes.io/managed-by": "stackflow"},
+	}).Get(ctx, &uid)
+	if err != nil {
+		return fmt.Errorf("ensure OpenstackNode %s: %w", ref.Name, err)
+	}
+	rec.OpenstackNodeUID = uid
+	return lc.Save(rec)
+}
+
+func (nodeReconciler) Teardown(ctx workflow.Context, lc *object.Lifecycle) error {
+	var rec nodeRecord
+	if err := lc.Load(&rec); err != nil {
+		return err
+	}
+	ref := OpenstackNodeRef(lc.Ref.Name)
+	// Only the OpenstackNode this workflow created or adopted; an unrecorded one is looked up by name,
+	// because the Node may be deleted before its first reconcile finished.
+	ref.UID = rec.OpenstackNodeUID
+	if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kube.DeleteObject, ref).Get(ctx, nil); err != nil {
+		return fmt.Errorf("delete OpenstackNode %s: %w", ref.Name, err)
+	}
+	// The OpenstackNode's own workflow removes its finalizer; wait for that, paced by the retry policy.
+	wctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		TaskQueue:              lifecycle.KubeQueue,
+		StartToCloseTimeout:    15 * time.Second,
+		ScheduleToCloseTimeout: 10 * time.Minute,
+		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: 250 * time.Millisecond, BackoffCoefficient: 1.5, MaximumInterval: 5 * time.Second},
+	})
+	if err := workflow.ExecuteActivity(wctx, kube.WaitDeleted, ref).Get(ctx, nil); err != nil {
+		return fmt.Errorf("wait for OpenstackNode %s to go: %w", ref.Name, err)
+	}
+	return nil
+}
+
+// Values of an OpenstackNode's status.status column.
+const (
+	NodeStatusReady    = "Ready"
+	NodeStatusNotReady = "NotReady"
+	NodeStatusMissing  = "NodeMissing"
+	NodeStatusDisabled = "Disabled"
+)
+
+// OpenstackNodeWorkflow serves an OpenstackNode: it reports the state of its Kubernetes Node, its roles
+// and its profile in the object's status.
+func OpenstackNodeWorkflow(ctx workflow.Context, in object.Input) error {
+	return object.Run(ctx, in, &openstackNodeReconciler{}, object.Options{})
+}
+
+type openstackNodeReconciler struct{}
+
+func (openstackNodeReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycle, obj *activities.Object) error {
+	var spec kupenstackv1alpha1.OpenstackNodeSpec
+	if len(obj.Spec) > 0 {
+		if err := json.Unmarshal(obj.Spec, &spec); err != nil {
+			return temporal.NewNonRetryableApplicationError(fmt.Sprintf("spec of %s: %v", lc.Ref, err), lifecycle.ReasonInvalidSpec, err)
+		}
+	}
+	if err := lc.Step(ctx, "read Kubernetes Node"); err != nil {
+		return err
+	}
+	var node activities.NodeInfo
+	if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kube.GetNode, lc.Ref.Name).Get(ctx, &node); err != nil {
+		return fmt.Errorf("read node %s: %w", lc.Ref.Name, err)
+	}
+	st := PlanOpenstackNodeStatus(spec, node)
+	for k, v := range map[string]any{"status": st.Status, "roles": st.Roles, "profile": st.Profile} {
+		if err := lc.SetField(ctx, k, v); err != nil {
+			return err
+		}
+	}
+	lc.SetCondition(ctx, metav1.Condition{Type: "NodeReady", Status: object.BoolCondition(st.Status == NodeStatusReady), Reason: st.Status, Message: st.Message})
+	// Control-plane rollouts: a node given a type or disabled by a KupenstackConfiguration gets its
+	// OpenStack-Helm labels (all removed when disabled), and a node with a profile its desired
+	// configuration (see profile.go and configuration.go).
+	return configureNode(ctx, lc, spec, st, node)
+}
+
+func (openstackNodeReconciler) Teardown(workflow.Context, *object.Lifecycle) error { return nil }
+
+// OpenstackNodeStatus is the kind-specific status of an OpenstackNode.
+type OpenstackNodeStatus struct {
+	Status  string
+	Roles   []string
+	Profile string
+	Message string
+}
+
+// PlanOpenstackNodeStatus derives an OpenstackNode's status from its spec and its Kubernetes Node: a
+// type in the spec wins; otherwise the roles follow the Node's OpenStack-Helm labels.
+func PlanOpenstackNodeStatus(spec kupenstackv1alpha1.OpenstackNodeSpec, node activities.NodeInfo) OpenstackNodeStatus {
+	st := OpenstackNodeStatus{Profile: spec.Profile, Roles: []string{}}
+	switch {
+	case spec.Type != "":
+		st.Roles = append(st.Roles, spec.Type)
+	default:
+		if node.Labels[LabelControlPlane] == LabelEnabled {
+			st.Roles = append(st.Roles, RoleControl)
+		}
+		if node.Labels[LabelCompute] == LabelEnabled {
+			st.Roles = append(st.Roles, RoleCompute)
+		}
+	}
+	slices.Sort(st.Roles)
+	switch {
+	case spec.Disabled:
+		st.Status, st.Message = NodeStatusDisabled, "disabled by configuration"
+	case !node.Exists:
+		st.Status, st.Message = NodeStatusMissing, "no Kubernetes Node of this name"
+	case !node.Ready:
+		st.Status, st.Message = NodeStatusNotReady, "the Kubernetes Node is not Ready"
+	default:
+		st.Status, st.Message = NodeStatusReady, "the Kubernetes Node is Ready"
+	}
+	return st
+}

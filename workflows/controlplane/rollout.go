@@ -1,0 +1,281 @@
+package controlplane
+
+import (
+	"fmt"
+	"time"
+
+	"go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/stackflow/stackflow/activities"
+	"github.com/stackflow/stackflow/api/lifecycle"
+	"github.com/stackflow/stackflow/workflows/object"
+)
+
+// RolloutComponentWorkflowName is the workflow type of one component's rollout.
+const RolloutComponentWorkflowName = "RolloutComponent"
+
+// ComponentRolloutInput is one component's rollout: the release, its chart and rendered values.
+type ComponentRolloutInput struct {
+	// Kind and Object name the object whose rollout this is (for search attributes).
+	Kind             string         `json:"kind"`
+	Object           string         `json:"object"`
+	Component        string         `json:"component"`
+	Namespace        string         `json:"namespace"`
+	Chart            ChartRef       `json:"chart"`
+	Values           map[string]any `json:"values,omitempty"`
+	ValuesHash       string         `json:"valuesHash"`
+	ReadinessTimeout time.Duration  `json:"readinessTimeout"`
+}
+
+// ComponentRolloutResult is what a component's rollout did.
+type ComponentRolloutResult struct {
+	Component    string `json:"component"`
+	Action       string `json:"action"`
+	Revision     int    `json:"revision"`
+	ChartVersion string `json:"chartVersion"`
+	ValuesHash   string `json:"valuesHash"`
+	// Recovered says how a release stuck in a pending state was recovered first, if it was.
+	Recovered string `json:"recovered,omitempty"`
+}
+
+// Step names of a component rollout, as its current details show them.
+const (
+	StepRecover = "recover stuck release"
+	StepUpgrade = "helm upgrade-or-install"
+	StepWait    = "wait for readiness"
+	StepRevert  = "roll back"
+)
+
+// RolloutComponentWorkflow rolls out one component's Helm release: it recovers a release stuck in a
+// pending state, upgrades or installs it (nothing when the deployed release already has this chart
+// version and values hash), and waits until its workloads are Ready. When the upgrade fails or never
+// becomes Ready it rolls back to the last good revision and fails with Helm's message.
+func RolloutComponentWorkflow(ctx workflow.Context, in ComponentRolloutInput) (*ComponentRolloutResult, error) {
+	if err := workflow.UpsertTypedSearchAttributes(ctx, lifecycle.SAKind.ValueSet(in.Kind), lifecycle.SAObject.ValueSet(in.Object),
+		lifecycle.SAComponent.ValueSet(in.Component), lifecycle.SAPhase.ValueSet(lifecycle.PhaseRunning)); err != nil {
+		return nil, fmt.Errorf("search attributes of component %s: %w", in.Component, err)
+	}
+	res := &ComponentRolloutResult{Component: in.Component, ChartVersion: in.Chart.Version, ValuesHash: in.ValuesHash}
+	details := func(step, note string) {
+		s := fmt.Sprintf("**%s** · chart `%s-%s` · values `%s` · step **%s**", in.Component, in.Chart.Name, in.Chart.Version, in.ValuesHash, step)
+		if note != "" {
+			s += "\n\n" + note
+		}
+		workflow.SetCurrentDetails(ctx, s)
+	}
+	release := activities.ReleaseInput{Component: in.Component, Release: in.Component, Namespace: in.Namespace,
+		Chart: in.Chart, Values: in.Values, ValuesHash: in.ValuesHash}
+
+	var up activities.UpgradeResult
+	var rec activities.RecoverResult
+	for attempt := 0; ; attempt++ {
+		details(StepRecover, "")
+		if err := workflow.ExecuteActivity(helmActivity(ctx, 5*time.Minute), helm.Recover,
+			activities.RecoverInput{Release: in.Component, Namespace: in.Namespace}).Get(ctx, &rec); err != nil {
+			return nil, fail(ctx, in, fmt.Errorf("component %s: recover release: %w", in.Component, err))
+		}
+		if rec.Action != "none" {
+			res.Recovered = rec.Message
+		}
+		details(StepUpgrade, res.Recovered)
+		err := workflow.ExecuteActivity(helmActivity(ctx, 6*time.Minute), helm.UpgradeOrInstall, release).Get(ctx, &up)
+		if err == nil {
+			break
+		}
+		// A retried attempt of a killed worker can leave the release pending: recover, then try again.
+		if object.FailureReason(err) == activities.ErrPending && attempt < 2 {
+			continue
+		}
+		if object.FailureReason(err) == activities.ErrUpgradeFailed {
+			return nil, rollBack(ctx, in, rec.LastGood, rec.Revision+1, err)
+		}
+		return nil, fail(ctx, in, fmt.Errorf("component %s: %w", in.Component, err))
+	}
+	res.Action, res.Revision = up.Action, up.Revision
+
+	details(StepWait, fmt.Sprintf("%s → revision %d", up.Action, up.Revision))
+	err := workflow.ExecuteActivity(helmActivity(ctx, in.ReadinessTimeout+2*time.Minute), helm.WaitReady,
+		activities.WaitInput{Release: in.Component, Namespace: in.Namespace, Revision: up.Revision, Timeout: in.ReadinessTimeout}).Get(ctx, nil)
+	if err != nil {
+		if up.Action == "none" {
+			return nil, fail(ctx, in, fmt.Errorf("component %s: %w", in.Component, err))
+		}
+		return nil, rollBack(ctx, in, up.Previous, up.Revision, err)
+	}
+	_ = workflow.UpsertTypedSearchAttributes(ctx, lifecycle.SAPhase.ValueSet(lifecycle.PhaseReady))
+	details("done", fmt.Sprintf("%s → revision %d Ready", up.Action, up.Revision))
+	return res, nil
+}
+
+// rollBack returns the release to its last good revision (uninstalls a first install), waits for it,
+// and fails the rollout with the original failure and what the rollback did.
+func rollBack(ctx workflow.Context, in ComponentRolloutInput, to, failed int, cause error) error {
+	workflow.SetCurrentDetails(ctx, fmt.Sprintf("**%s** · step **%s** to revision %d\n\n%s", in.Component, StepRevert, to, object.FailureMessage(cause)))
+	var rb activities.RollbackResult
+	if err := workflow.ExecuteActivity(helmActivity(ctx, 6*time.Minute), helm.Rollback,
+		activities.RollbackInput{Release: in.Component, Namespace: in.Namespace, To: to, Failed: failed}).Get(ctx, &rb); err != nil {
+		return fail(ctx, in, fmt.Errorf("component %s: %s; rollback failed too: %w", in.Component, object.FailureMessage(cause), err))
+	}
+	what := "uninstalled the release (it was never deployed)"
+	if to > 0 {
+		what = fmt.Sprintf("rolled back to revision %d as revision %d (Helm: %s)", to, rb.Revision, rb.Description)
+		// The good revision was Ready before; wait until it is again, briefly.
+		_ = workflow.ExecuteActivity(helmActivity(ctx, 4*time.Minute), helm.WaitReady,
+			activities.WaitInput{Release: in.Component, Namespace: in.Namespace, Revision: rb.Revision, Timeout: 2 * time.Minute}).Get(ctx, nil)
+	}
+	return fail(ctx, in, temporal.NewNonRetryableApplicationError(fmt.Sprintf("component %s: %s; %s", in.Component, object.FailureMessage(cause), what), object.FailureReason(cause), nil))
+}
+
+func fail(ctx workflow.Context, in ComponentRolloutInput, err error) error {
+	_ = workflow.UpsertTypedSearchAttributes(ctx, lifecycle.SAPhase.ValueSet(lifecycle.PhaseFailed))
+	workflow.SetCurrentDetails(ctx, fmt.Sprintf("**%s** · **Failed**\n\n%s", in.Component, object.FailureMessage(err)))
+	// Fail the child for good with the cause's type and message: the parent decides about retries.
+	return temporal.NewNonRetryableApplicationError(object.FailureMessage(err), object.FailureReason(err), nil)
+}
+
+// helmActivity routes a Helm activity to the Kubernetes queue. Heartbeats let a killed worker's attempt
+// be retried within seconds; a few attempts cover an unreachable repository or API server before the
+// component fails with the cause.
+func helmActivity(ctx workflow.Context, timeout time.Duration) workflow.Context {
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		TaskQueue:           lifecycle.KubeQueue,
+		StartToCloseTimeout: timeout,
+		HeartbeatTimeout:    20 * time.Second,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval:    time.Second,
+			BackoffCoefficient: 2,
+			MaximumInterval:    20 * time.Second,
+			MaximumAttempts:    6,
+		},
+	})
+}
+
+// ComponentWorkflowID is the ID of a component's rollout: the parent's workflow ID and the component,
+// e.g. KupenstackConfiguration/cloud/1a2b3c4d/nova.
+func ComponentWorkflowID(parentID, component string) string {
+	return parentID + "/" + component
+}
+
+// ComponentStatus is one component's entry in status.components.
+type ComponentStatus struct {
+	Name         string `json:"name"`
+	Release      string `json:"release,omitempty"`
+	ChartVersion string `json:"chartVersion,omitempty"`
+	Revision     int    `json:"revision,omitempty"`
+	ValuesHash   string `json:"valuesHash,omitempty"`
+	State        string `json:"state"`
+	Message      string `json:"message,omitempty"`
+}
+
+// States of a component in status.components.
+const (
+	ComponentPending   = "Pending"
+	ComponentDeploying = "Deploying"
+	ComponentDeployed  = "Deployed"
+	ComponentFailed    = "Failed"
+	ComponentDisabled  = "Disabled"
+	ComponentBlocked   = "Blocked"
+)
+
+// rolloutOutcome is what executing a plan gave: per component status and the first failure.
+type rolloutOutcome struct {
+	failed []string
+	err    error
+}
+
+// executeRollout runs the plan's components as child workflows, each as soon as the rolling components
+// it depends on are Ready, so independent components run in parallel. A failed component blocks its
+// dependents but not the others. report is called whenever a component's status changes.
+func executeRollout(ctx workflow.Context, lc *object.Lifecycle, kind, namespace string, plan RolloutPlan,
+	rendered map[string]RenderedComponent, status map[string]ComponentStatus, report func()) rolloutOutcome {
+	parentID := workflow.GetInfo(ctx).WorkflowExecution.ID
+	todo := plan.Components()
+	done := map[string]bool{}
+	var out rolloutOutcome
+	running := 0
+	stopped := false // paused-then-deleted: start nothing more
+	sel := workflow.NewSelector(ctx)
+	for {
+		var next []string
+		for _, name := range todo {
+			if _, started := status[name]; started && status[name].State != ComponentPending {
+				continue
+			}
+			ready, blocked := true, ""
+			for _, need := range plan.Needs[name] {
+				if st := status[need].State; st == ComponentFailed || st == ComponentBlocked {
+					blocked = need
+				}
+				if !done[need] {
+					ready = false
+				}
+			}
+			switch {
+			case blocked != "":
+				st := status[name]
+				st.State, st.Message = ComponentBlocked, fmt.Sprintf("not rolled out: %s did not become Ready", blocked)
+				status[name] = st
+				report()
+			case ready:
+				next = append(next, name)
+			}
+		}
+		for _, name := range next {
+			if stopped {
+				break
+			}
+			if err := lc.Step(ctx, "roll out "+name); err != nil {
+				out.err, stopped = err, true
+				break
+			}
+			r := rendered[name]
+			st := status[name]
+			st.State, st.Message = ComponentDeploying, "helm upgrade-or-install of chart "+r.Chart.Name+"-"+r.Chart.Version
+			status[name] = st
+			report()
+			cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
+				WorkflowID:            ComponentWorkflowID(parentID, name),
+				TaskQueue:             lifecycle.WorkflowQueue,
+				WorkflowIDReusePolicy: enums.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+				ParentClosePolicy:     enums.PARENT_CLOSE_POLICY_REQUEST_CANCEL,
+				TypedSearchAttributes: temporal.NewSearchAttributes(lifecycle.SAKind.ValueSet(kind), lifecycle.SAObject.ValueSet(lc.Ref.Key()), lifecycle.SAComponent.ValueSet(name)),
+			})
+			f := workflow.ExecuteChildWorkflow(cctx, RolloutComponentWorkflowName, ComponentRolloutInput{
+				Kind: kind, Object: lc.Ref.Key(), Component: name, Namespace: namespace, Chart: r.Chart,
+				Values: r.Values, ValuesHash: r.ValuesHash, ReadinessTimeout: r.ReadinessTimeout,
+			})
+			running++
+			sel.AddFuture(f, func(f workflow.Future) {
+				running--
+				var res ComponentRolloutResult
+				err := f.Get(ctx, &res)
+				st := status[name]
+				if err != nil {
+					st.State, st.Message = ComponentFailed, object.FailureMessage(err)
+					out.failed = append(out.failed, name)
+					if out.err == nil {
+						out.err = temporal.NewNonRetryableApplicationError(object.FailureMessage(err), object.FailureReason(err), nil)
+					}
+				} else {
+					done[name] = true
+					st.State, st.Revision, st.ChartVersion, st.ValuesHash = ComponentDeployed, res.Revision, res.ChartVersion, res.ValuesHash
+					st.Message = fmt.Sprintf("%s → revision %d Ready", res.Action, res.Revision)
+					if res.Recovered != "" {
+						st.Message += "; " + res.Recovered
+					}
+				}
+				status[name] = st
+				report()
+			})
+		}
+		if running == 0 {
+			return out
+		}
+		sel.Select(ctx)
+		if ctx.Err() != nil && out.err == nil {
+			out.err = ctx.Err()
+		}
+	}
+}

@@ -1,0 +1,491 @@
+package dataplane
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/stackflow/stackflow/activities"
+	dataplanev1beta1 "github.com/stackflow/stackflow/api/dataplane/v1beta1"
+	"github.com/stackflow/stackflow/api/lifecycle"
+	"github.com/stackflow/stackflow/workflows/object"
+)
+
+// An OpenStackDataPlane deploys its nodes (the nodes of its roles, plus the nodes it lists) as per-node
+// pipelines: each node's own workflow runs its phases and its service CRs' workflows run phase 1 as soon
+// as that node's phase 0 is done; there is no barrier between nodes. The data plane only admits nodes:
+// at most maxConcurrency hold a slot at once, and once more nodes failed than the failure budget allows
+// (maxFailedNodes or maxFailedPercentage) no new node is admitted while the others finish.
+//
+// The protocol between the data plane's workflow and its nodes' workflows, all by signals:
+//
+//	node → data plane   edpm-request {node}    the node has work and asks for a slot (plus refresh, to wake
+//	                                           an idle data plane)
+//	data plane → node   edpm-grant {dataPlane} the node may run its pipeline now
+//	node → data plane   edpm-report {node, state, phase, step, message}   progress, success or failure
+//
+// A person steers the data plane like any object workflow: pause stops admitting and is forwarded to the
+// running nodes (they hold at their next step); resume undoes both; retry (hosts, steps) re-runs only
+// the failed hosts' failed steps in the same run; cancelling the workflow pauses the running nodes at a
+// step boundary and reports the state every node reached.
+
+// Signals of the data-plane admission protocol.
+const (
+	SignalEDPMRequest = "edpm-request"
+	SignalEDPMGrant   = "edpm-grant"
+	SignalEDPMReport  = "edpm-report"
+)
+
+// EDPMRequest asks the data plane for a slot.
+type EDPMRequest struct {
+	Node       string `json:"node"`
+	Generation int64  `json:"generation"`
+}
+
+// EDPMGrant admits a node; DataPlane is the data plane's workflow ID, where the node reports.
+type EDPMGrant struct {
+	DataPlane string `json:"dataPlane"`
+}
+
+// EDPMReport is a node's progress as its data plane sees it.
+type EDPMReport struct {
+	Node       string `json:"node"`
+	Host       string `json:"host,omitempty"`
+	State      string `json:"state"`
+	Phase      int32  `json:"phase"`
+	Step       string `json:"step,omitempty"`
+	Message    string `json:"message,omitempty"`
+	Generation int64  `json:"generation,omitempty"`
+}
+
+// reportToDataPlane signals a report; a data plane that is gone is not the node's problem.
+func reportToDataPlane(ctx workflow.Context, dataPlaneID string, r EDPMReport) {
+	_ = workflow.SignalExternalWorkflow(ctx, dataPlaneID, "", SignalEDPMReport, r).Get(ctx, nil)
+}
+
+// OpenStackDataPlaneWorkflow serves an OpenStackDataPlane.
+func OpenStackDataPlaneWorkflow(ctx workflow.Context, in object.Input) error {
+	return object.Run(ctx, in, &dataPlaneReconciler{}, object.Options{})
+}
+
+type dataPlaneReconciler struct {
+	rec dataPlaneRecord
+}
+
+// dataPlaneRecord is the rollout's state: one entry per node, with the UID of its workflow's object.
+type dataPlaneRecord struct {
+	Nodes []EDPMNode        `json:"nodes,omitempty"`
+	UIDs  map[string]string `json:"uids,omitempty"`
+}
+
+func (r *dataPlaneReconciler) Detail() any { return r.rec }
+
+func (r *dataPlaneReconciler) node(name string) *EDPMNode {
+	for i := range r.rec.Nodes {
+		if r.rec.Nodes[i].Name == name {
+			return &r.rec.Nodes[i]
+		}
+	}
+	return nil
+}
+
+func (r *dataPlaneReconciler) nodeWorkflowID(ns, name string) string {
+	ref := DataPlaneNodeRef(ns, name)
+	ref.UID = r.rec.UIDs[name]
+	return lifecycle.WorkflowID(ref)
+}
+
+func (r *dataPlaneReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycle, obj *activities.Object) error {
+	if err := lc.Load(&r.rec); err != nil {
+		return err
+	}
+	if r.rec.UIDs == nil {
+		r.rec.UIDs = map[string]string{}
+	}
+	defer func() { _ = lc.Save(r.rec) }()
+	var spec dataplanev1beta1.OpenStackDataPlaneSpec
+	if err := json.Unmarshal(obj.Spec, &spec); err != nil {
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("spec of %s: %v", lc.Ref, err), lifecycle.ReasonInvalidSpec, err)
+	}
+	if err := lc.Step(ctx, "read member nodes"); err != nil {
+		return err
+	}
+	if err := r.syncMembers(ctx, lc, spec); err != nil {
+		return err
+	}
+	requests := workflow.GetSignalChannel(ctx, SignalEDPMRequest)
+	reports := workflow.GetSignalChannel(ctx, SignalEDPMReport)
+	r.drain(ctx, requests, reports)
+	if retry := lc.Retry(); retry != nil {
+		r.retry(ctx, lc, *retry)
+	}
+	policy := EDPMPolicy{MaxConcurrency: 5, MaxFailed: MaxFailedNodes(spec.MaxFailedNodes, spec.MaxFailedPercentage, len(r.rec.Nodes))}
+	if spec.MaxConcurrency != nil {
+		policy.MaxConcurrency = int(*spec.MaxConcurrency)
+	}
+	lc.SetPhase(ctx, "Deploying")
+	forwardedPause := false
+	for {
+		SortEDPMNodes(r.rec.Nodes)
+		plan := PlanEDPMRollout(r.rec.Nodes, policy, lc.Paused(), spec.Deploy)
+		r.grant(ctx, lc, plan.Start)
+		if len(plan.Start) > 0 {
+			plan = PlanEDPMRollout(r.rec.Nodes, policy, lc.Paused(), spec.Deploy)
+		}
+		r.writeStatus(ctx, lc, plan, policy)
+		if plan.Done {
+			break
+		}
+		if lc.Paused() != forwardedPause {
+			forwardedPause = lc.Paused()
+			r.forwardPause(ctx, lc, forwardedPause)
+		}
+		// Wait for news: a report or request, a pause or resume, a deletion, or the pace of re-grants.
+		sel := workflow.NewSelector(ctx)
+		sel.AddReceive(reports, func(c workflow.ReceiveChannel, _ bool) {
+			var rep EDPMReport
+			c.Receive(ctx, &rep)
+			r.onReport(rep)
+		})
+		sel.AddReceive(requests, func(c workflow.ReceiveChannel, _ bool) {
+			var req EDPMRequest
+			c.Receive(ctx, &req)
+			r.onRequest(req)
+		})
+		paused := lc.Paused()
+		ticked := false
+		tctx, cancelTimer := workflow.WithCancel(ctx)
+		sel.AddFuture(workflow.NewTimer(tctx, 30*time.Second), func(f workflow.Future) { ticked = f.Get(ctx, nil) == nil })
+		waitCtx, cancelWait := workflow.WithCancel(ctx)
+		changed, settle := workflow.NewFuture(waitCtx)
+		workflow.Go(waitCtx, func(ctx workflow.Context) {
+			if workflow.Await(ctx, func() bool { return lc.Paused() != paused || lc.Deleting() }) == nil {
+				settle.Set(nil, nil)
+			}
+		})
+		sel.AddFuture(changed, func(workflow.Future) {})
+		sel.Select(ctx)
+		cancelTimer()
+		cancelWait()
+		if ticked {
+			// Reports are signals, and a signal can be lost (a node that deployed before this data
+			// plane governed it never sent one): the nodes' own status is the truth to fall back on.
+			if err := r.pollRunning(ctx, lc); err != nil {
+				return err
+			}
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if lc.Deleting() {
+			return object.ErrDeleted
+		}
+	}
+	lc.SetPhase(ctx, lifecycle.PhaseRunning)
+	if !spec.Deploy {
+		lc.SetCondition(ctx, metav1.Condition{Type: ConditionDeployed, Status: metav1.ConditionFalse, Reason: ReasonDeployHeld, Message: "spec.deploy is false: no node is admitted"})
+		return nil
+	}
+	var failed []string
+	for _, n := range r.rec.Nodes {
+		if n.State == EDPMFailed {
+			failed = append(failed, fmt.Sprintf("%s (%s: %s)", n.Name, firstNonEmpty(n.Step, "?"), n.Message))
+		}
+	}
+	if len(failed) > 0 {
+		reason := ReasonNodesFailed
+		if len(failed) > policy.MaxFailed {
+			reason = dataplanev1beta1.ReasonMaxFailuresReached
+		}
+		lc.SetCondition(ctx, metav1.Condition{Type: ConditionDeployed, Status: metav1.ConditionFalse, Reason: reason,
+			Message: fmt.Sprintf("%d of %d node(s) failed (failure budget %d): %s; send the retry signal to re-run their failed steps",
+				len(failed), len(r.rec.Nodes), policy.MaxFailed, strings.Join(failed, "; "))})
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("%d node(s) failed: %s", len(failed), strings.Join(failed, "; ")), reason, nil)
+	}
+	lc.SetCondition(ctx, metav1.Condition{Type: ConditionDeployed, Status: metav1.ConditionTrue, Reason: lifecycle.ReasonReconciled,
+		Message: fmt.Sprintf("%d node(s) deployed", len(r.rec.Nodes))})
+	return nil
+}
+
+// syncMembers updates the record from the nodes that belong to the data plane now.
+func (r *dataPlaneReconciler) syncMembers(ctx workflow.Context, lc *object.Lifecycle, spec dataplanev1beta1.OpenStackDataPlaneSpec) error {
+	var all []activities.EDPMObject
+	if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kube.ListEDPMObjects, activities.EDPMListInput{Ref: DataPlaneNodeRef(lc.Ref.Namespace, "")}).Get(ctx, &all); err != nil {
+		return fmt.Errorf("list nodes of %s: %w", lc.Ref, err)
+	}
+	type pendingRead struct {
+		index      int
+		generation int64
+		ref        lifecycle.ObjectRef
+		future     workflow.Future
+	}
+	var keep []EDPMNode
+	var reads []pendingRead
+	for _, o := range all {
+		var ns dataplanev1beta1.OpenStackDataPlaneNodeSpec
+		if err := json.Unmarshal(o.Spec, &ns); err != nil || o.Deleting {
+			continue
+		}
+		if !slices.Contains(spec.Roles, ns.Role) && !slices.Contains(spec.Nodes, o.Name) {
+			continue
+		}
+		cur := r.node(o.Name)
+		if cur != nil && r.rec.UIDs[o.Name] == o.UID && cur.Generation == o.Generation && cur.State != EDPMHeld {
+			keep = append(keep, *cur)
+			continue
+		}
+		n := EDPMNode{Name: o.Name, Host: ns.HostName, Generation: o.Generation}
+		if cur != nil && r.rec.UIDs[o.Name] == o.UID {
+			n.Attempts = cur.Attempts
+		}
+		r.rec.UIDs[o.Name] = o.UID
+		if !ns.Deploy {
+			n.State, n.Message = EDPMHeld, "spec.deploy is false"
+			keep = append(keep, n)
+			continue
+		}
+		// Where is the node? Deployed nodes need no slot; failed ones wait for a retry. The reads run
+		// side by side: a large data plane must not read its nodes one after the other.
+		ref := DataPlaneNodeRef(lc.Ref.Namespace, o.Name)
+		ref.UID = o.UID
+		n.State = EDPMPending
+		reads = append(reads, pendingRead{index: len(keep), generation: o.Generation, ref: ref,
+			future: workflow.ExecuteActivity(object.KubeActivity(ctx), kube.GetObjectStatus, activities.StatusInput{Ref: ref, Fields: []string{"deployed"}})})
+		keep = append(keep, n)
+	}
+	for _, rd := range reads {
+		var st activities.ObjectStatus
+		if err := rd.future.Get(ctx, &st); err != nil {
+			return fmt.Errorf("read %s: %w", rd.ref, err)
+		}
+		n := &keep[rd.index]
+		switch {
+		case string(st.Fields["deployed"]) == "true" && st.ObservedGeneration == rd.generation:
+			n.State, n.Message = EDPMSucceeded, "already deployed"
+		case st.Phase == lifecycle.PhaseFailed:
+			n.State = EDPMFailed
+			for _, c := range st.Conditions {
+				if c.Type == lifecycle.ConditionReady {
+					n.Message = c.Message
+				}
+			}
+		}
+	}
+	r.rec.Nodes = keep
+	for name := range r.rec.UIDs {
+		if r.node(name) == nil {
+			delete(r.rec.UIDs, name)
+		}
+	}
+	return nil
+}
+
+// drain takes the requests and reports that arrived while no reconcile ran.
+func (r *dataPlaneReconciler) drain(ctx workflow.Context, requests, reports workflow.ReceiveChannel) {
+	for {
+		var req EDPMRequest
+		if !requests.ReceiveAsync(&req) {
+			break
+		}
+		r.onRequest(req)
+	}
+	for {
+		var rep EDPMReport
+		if !reports.ReceiveAsync(&rep) {
+			break
+		}
+		r.onReport(rep)
+	}
+}
+
+func (r *dataPlaneReconciler) onRequest(req EDPMRequest) {
+	n := r.node(req.Node)
+	if n == nil || n.State == EDPMRunning || n.State == EDPMHeld || n.State == EDPMPending {
+		return
+	}
+	// A node with new work (a changed role, a retried step) asks for a slot again.
+	n.State, n.Message = EDPMPending, "asked for a slot"
+	if req.Generation > n.Generation {
+		n.Generation = req.Generation
+	}
+}
+
+func (r *dataPlaneReconciler) onReport(rep EDPMReport) {
+	n := r.node(rep.Node)
+	if n == nil {
+		return
+	}
+	switch rep.State {
+	case EDPMRunning:
+		if n.State != EDPMRunning && n.State != EDPMPending {
+			return
+		}
+		n.State, n.Phase, n.Step, n.Message = EDPMRunning, rep.Phase, rep.Step, ""
+	case EDPMSucceeded:
+		n.State, n.Message = EDPMSucceeded, rep.Message
+	case EDPMFailed:
+		n.State, n.Phase, n.Step, n.Message = EDPMFailed, rep.Phase, rep.Step, rep.Message
+	}
+	if rep.Host != "" {
+		n.Host = rep.Host
+	}
+}
+
+// pollRunning reads the status of the nodes the data plane believes running: a node deployed for its
+// generation succeeded, a node that failed after its grant failed.
+func (r *dataPlaneReconciler) pollRunning(ctx workflow.Context, lc *object.Lifecycle) error {
+	type read struct {
+		i int
+		f workflow.Future
+	}
+	var reads []read
+	for i, n := range r.rec.Nodes {
+		if n.State != EDPMRunning {
+			continue
+		}
+		ref := DataPlaneNodeRef(lc.Ref.Namespace, n.Name)
+		ref.UID = r.rec.UIDs[n.Name]
+		reads = append(reads, read{i, workflow.ExecuteActivity(object.KubeActivity(ctx), kube.GetObjectStatus, activities.StatusInput{Ref: ref, Fields: []string{"deployed"}})})
+	}
+	for _, rd := range reads {
+		var st activities.ObjectStatus
+		if err := rd.f.Get(ctx, &st); err != nil {
+			return fmt.Errorf("read node %s: %w", r.rec.Nodes[rd.i].Name, err)
+		}
+		n := &r.rec.Nodes[rd.i]
+		var ready *metav1.Condition
+		for i := range st.Conditions {
+			if st.Conditions[i].Type == lifecycle.ConditionReady {
+				ready = &st.Conditions[i]
+			}
+		}
+		switch {
+		case string(st.Fields["deployed"]) == "true" && st.ObservedGeneration == n.Generation && st.Phase == lifecycle.PhaseReady:
+			n.State, n.Message = EDPMSucceeded, "deployed (from its status)"
+		case st.Phase == lifecycle.PhaseFailed && ready != nil && ready.LastTransitionTime.After(n.Granted):
+			n.State, n.Message = EDPMFailed, ready.Message
+		}
+	}
+	return nil
+}
+
+// grant admits nodes, all at once: each is resumed (a cancelled rollout may have paused it) and
+// signalled its grant.
+func (r *dataPlaneReconciler) grant(ctx workflow.Context, lc *object.Lifecycle, names []string) {
+	self := workflow.GetInfo(ctx).WorkflowExecution.ID
+	grants := make([]workflow.Future, len(names))
+	for i, name := range names {
+		id := r.nodeWorkflowID(lc.Ref.Namespace, name)
+		workflow.SignalExternalWorkflow(ctx, id, "", lifecycle.SignalResume, nil)
+		grants[i] = workflow.SignalExternalWorkflow(ctx, id, "", SignalEDPMGrant, EDPMGrant{DataPlane: self})
+	}
+	for i, name := range names {
+		n := r.node(name)
+		if err := grants[i].Get(ctx, nil); err != nil {
+			// The node's workflow is not there (yet): it stays pending and is granted again later.
+			n.Message = "its workflow is not running yet: " + object.FailureMessage(err)
+			continue
+		}
+		n.State, n.Message, n.Granted = EDPMRunning, "admitted", workflow.Now(ctx)
+		n.Attempts++
+	}
+}
+
+// retry re-admits the failed nodes the request covers and tells their workflows (and, for a failed
+// service, the service CR's workflow) to re-run what failed.
+func (r *dataPlaneReconciler) retry(ctx workflow.Context, lc *object.Lifecycle, sig lifecycle.RetrySignal) {
+	for _, name := range SelectEDPMRetry(r.rec.Nodes, sig) {
+		n := r.node(name)
+		if svc := serviceRefForStep(lc.Ref.Namespace, name, n.Step); svc != nil {
+			var st activities.ObjectStatus
+			if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kube.GetObjectStatus, activities.StatusInput{Ref: *svc}).Get(ctx, &st); err == nil && st.Exists {
+				svc.UID = st.UID
+				_ = workflow.SignalExternalWorkflow(ctx, lifecycle.WorkflowID(*svc), "", lifecycle.SignalRetry, lifecycle.RetrySignal{Steps: sig.Steps}).Get(ctx, nil)
+			}
+		}
+		_ = workflow.SignalExternalWorkflow(ctx, r.nodeWorkflowID(lc.Ref.Namespace, name), "", lifecycle.SignalRetry, lifecycle.RetrySignal{Steps: sig.Steps}).Get(ctx, nil)
+		n.State, n.Message = EDPMPending, "retry of "+firstNonEmpty(n.Step, "its failed step")
+	}
+}
+
+// serviceRefForStep names the service CR behind a phase-1 step, nil for the node's own steps.
+func serviceRefForStep(namespace, node, step string) *lifecycle.ObjectRef {
+	switch step {
+	case StepNovaCompute:
+		ref := NovaExternalComputeRef(namespace, node)
+		return &ref
+	case StepOVNMetadataAgent:
+		ref := OVNMetadataAgentRef(namespace, node)
+		return &ref
+	}
+	return nil
+}
+
+// forwardPause pauses (or resumes) the running nodes' workflows, so they hold at their next step.
+func (r *dataPlaneReconciler) forwardPause(ctx workflow.Context, lc *object.Lifecycle, pause bool) {
+	sig := lifecycle.SignalResume
+	msg := "resumed"
+	if pause {
+		sig, msg = lifecycle.SignalPause, "paused: no node is admitted and running nodes hold at their next step; send resume to go on"
+	}
+	for _, n := range r.rec.Nodes {
+		if n.State == EDPMRunning {
+			_ = workflow.SignalExternalWorkflow(ctx, r.nodeWorkflowID(lc.Ref.Namespace, n.Name), "", sig, nil).Get(ctx, nil)
+		}
+	}
+	lc.SetCondition(ctx, metav1.Condition{Type: "Paused", Status: object.BoolCondition(pause), Reason: map[bool]string{true: lifecycle.ReasonPaused, false: "Resumed"}[pause], Message: msg})
+}
+
+// writeStatus mirrors the rollout into the data plane's status.
+func (r *dataPlaneReconciler) writeStatus(ctx workflow.Context, lc *object.Lifecycle, plan EDPMPlan, policy EDPMPolicy) {
+	var failed []string
+	states := make([]dataplanev1beta1.DataPlaneNodeState, 0, len(r.rec.Nodes))
+	for _, n := range r.rec.Nodes {
+		if n.State == EDPMFailed {
+			failed = append(failed, n.Name)
+		}
+		states = append(states, dataplanev1beta1.DataPlaneNodeState{Name: n.Name, Host: n.Host, State: n.State, Phase: n.Phase, Step: n.Step, Message: n.Message, Attempts: int32(n.Attempts)})
+	}
+	_ = lc.SetField(ctx, "nodes", len(r.rec.Nodes))
+	_ = lc.SetField(ctx, "readyNodes", plan.Succeeded)
+	_ = lc.SetField(ctx, "failedNodes", failed)
+	_ = lc.SetField(ctx, "nodeStates", states)
+	if plan.BudgetExceeded {
+		lc.SetCondition(ctx, metav1.Condition{Type: "Admitting", Status: metav1.ConditionFalse, Reason: dataplanev1beta1.ReasonMaxFailuresReached,
+			Message: fmt.Sprintf("%d node(s) failed, more than the budget of %d: no new node is admitted", plan.Failed, policy.MaxFailed)})
+	} else {
+		lc.SetCondition(ctx, metav1.Condition{Type: "Admitting", Status: object.BoolCondition(plan.Pending > 0 || plan.Running > 0), Reason: "Rollout",
+			Message: fmt.Sprintf("%d running (at most %d), %d pending, %d succeeded, %d failed, %d held", plan.Running, policy.MaxConcurrency, plan.Pending, plan.Succeeded, plan.Failed, plan.Held)})
+	}
+	lc.ShowStep(ctx, fmt.Sprintf("%d/%d nodes deployed, %d running, %d failed", plan.Succeeded, len(r.rec.Nodes), plan.Running, plan.Failed))
+}
+
+func (r *dataPlaneReconciler) Teardown(workflow.Context, *object.Lifecycle) error { return nil }
+
+// Compensate stops a cancelled rollout cleanly: running nodes are paused (they hold at their next step,
+// nothing is cut in the middle) and the state every node reached is reported.
+func (r *dataPlaneReconciler) Compensate(ctx workflow.Context, lc *object.Lifecycle) error {
+	var summary []string
+	for i := range r.rec.Nodes {
+		n := &r.rec.Nodes[i]
+		if n.State == EDPMRunning {
+			_ = workflow.SignalExternalWorkflow(ctx, r.nodeWorkflowID(lc.Ref.Namespace, n.Name), "", lifecycle.SignalPause, nil).Get(ctx, nil)
+			n.State, n.Message = EDPMStopped, "stopped at a step boundary after "+firstNonEmpty(n.Step, "admission")+" (paused; a new rollout resumes it)"
+		}
+		summary = append(summary, fmt.Sprintf("%s: %s%s", n.Name, n.State, map[bool]string{true: " at " + n.Step, false: ""}[n.Step != "" && n.State != EDPMSucceeded]))
+	}
+	SortEDPMNodes(r.rec.Nodes)
+	plan := PlanEDPMRollout(r.rec.Nodes, EDPMPolicy{MaxConcurrency: 1, MaxFailed: len(r.rec.Nodes)}, true, false)
+	r.writeStatus(ctx, lc, plan, EDPMPolicy{})
+	lc.SetCondition(ctx, metav1.Condition{Type: "RolloutStopped", Status: metav1.ConditionTrue, Reason: "Cancelled",
+		Message: "rollout cancelled; " + strings.Join(summary, "; ")})
+	_ = lc.Save(r.rec)
+	return nil
+}

@@ -1,0 +1,670 @@
+package dataplane
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/stackflow/stackflow/activities"
+	dataplanev1beta1 "github.com/stackflow/stackflow/api/dataplane/v1beta1"
+	"github.com/stackflow/stackflow/api/lifecycle"
+	"github.com/stackflow/stackflow/workflows/object"
+)
+
+// What happens to an EDPM data-plane node, in order:
+//
+//  1. its effective configuration is resolved (role's nodeTemplate, node's own fields on top, effective
+//     annotations node over role) and written as its inventory ConfigMap <node>-inventory;
+//  2. its service CRs are created or patched from it (a NovaExternalCompute when it has a cell, an
+//     OVNMetadataAgent when asked), and the ones it no longer asks for are removed;
+//  3. with deploy true, and once its data plane (if any) admits it: phase -1 provisions the host through
+//     Ironic unless it is pre-provisioned; phase 0 runs bootstrap, configure-network and configure-os over
+//     SSH, waiting (visibly) for the SSH key Secret first; InfrastructureReady turns True;
+//  4. phase 1 is its service CRs' own workflows (they wait for InfrastructureReady and their control-plane
+//     dependencies); the node waits for them and reports ServicesReady, then Deployed.
+//
+// Steps that succeeded are recorded and never re-run for the same configuration, so a retry re-runs
+// only the failed step; a change of the effective configuration re-runs phase 0. Deleting the node
+// deletes its service CRs (whose teardown stops their services on the host), its inventory, and the
+// Ironic node it enrolled.
+
+// OpenStackDataPlaneNodeWorkflow serves an OpenStackDataPlaneNode.
+func OpenStackDataPlaneNodeWorkflow(ctx workflow.Context, in object.Input) error {
+	return object.Run(ctx, in, &edpmNodeReconciler{}, object.Options{})
+}
+
+type edpmNodeReconciler struct {
+	rec edpmNodeRecord
+	// steps and services of the reconcile under way, for status.phases.
+	steps    []EDPMStep
+	services []EDPMService
+	// keyFound is set once this reconcile saw the SSH key Secret: one look per reconcile keeps the
+	// Kubernetes round trip off every later step's path (the activity reads the key anyway).
+	keyFound bool
+}
+
+// edpmNodeRecord is what the node's workflow remembers across reconciles and continue-as-new.
+type edpmNodeRecord struct {
+	// InfraHash is the effective configuration phase 0 last ran with.
+	InfraHash string                      `json:"infraHash,omitempty"`
+	Steps     map[string]*edpmStepRecord  `json:"steps,omitempty"`
+	Ironic    *activities.BaremetalResult `json:"ironic,omitempty"`
+	Cloud     *activities.CloudSecret     `json:"cloud,omitempty"`
+	// Services are the service CRs this node created or adopted.
+	Services []lifecycle.ObjectRef `json:"services,omitempty"`
+	// Inventory is true once the inventory ConfigMap was written.
+	Inventory bool `json:"inventory,omitempty"`
+	// DeployedGeneration and DeployedHash say what was last deployed completely: with both current,
+	// the node has nothing to do and needs no admission.
+	DeployedGeneration int64  `json:"deployedGeneration,omitempty"`
+	DeployedHash       string `json:"deployedHash,omitempty"`
+	// Host and DataPlane are shown by the status query.
+	Host      string `json:"host,omitempty"`
+	DataPlane string `json:"dataPlane,omitempty"`
+}
+
+// edpmStepRecord is one step's last outcome.
+type edpmStepRecord struct {
+	Phase    int32     `json:"phase"`
+	State    string    `json:"state"`
+	Attempts int       `json:"attempts"`
+	Message  string    `json:"message,omitempty"`
+	Hash     string    `json:"hash,omitempty"`
+	Started  time.Time `json:"started,omitempty"`
+	Finished time.Time `json:"finished,omitempty"`
+}
+
+func (r *edpmNodeReconciler) Detail() any { return r.rec }
+
+func (r *edpmNodeReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycle, obj *activities.Object) error {
+	if err := lc.Load(&r.rec); err != nil {
+		return err
+	}
+	if r.rec.Steps == nil {
+		r.rec.Steps = map[string]*edpmStepRecord{}
+	}
+	defer func() { _ = lc.Save(r.rec) }()
+	gen := obj.Generation
+	r.keyFound = false
+
+	var node dataplanev1beta1.OpenStackDataPlaneNode
+	if err := json.Unmarshal(obj.Spec, &node.Spec); err != nil {
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("spec of %s: %v", lc.Ref, err), lifecycle.ReasonInvalidSpec, err)
+	}
+	node.Name, node.Namespace, node.Annotations = lc.Ref.Name, lc.Ref.Namespace, obj.Annotations
+
+	role, err := r.readRole(ctx, lc, gen, node.Spec.Role)
+	if err != nil {
+		return err
+	}
+	cfg, err := ResolveEDPMNode(&node, role)
+	if err != nil {
+		return specError(lifecycle.ReasonInvalidSpec, err)
+	}
+	r.rec.Host = cfg.HostName
+	_ = workflow.UpsertTypedSearchAttributes(ctx, lifecycle.SAHost.ValueSet(cfg.HostName), lifecycle.SACell.ValueSet(cfg.Cell))
+	_ = lc.SetField(ctx, "cell", cfg.Cell)
+
+	// Derived objects first: they exist (held) even while the node does not deploy.
+	if err := lc.Step(ctx, "write inventory ConfigMap "+InventoryConfigMapName(lc.Ref.Name)); err != nil {
+		return err
+	}
+	if err := r.applyInventory(ctx, lc, cfg); err != nil {
+		return err
+	}
+	if err := lc.Step(ctx, "create or patch service CRs"); err != nil {
+		return err
+	}
+	services, err := r.applyServices(ctx, lc, cfg)
+	if err != nil {
+		return err
+	}
+
+	steps := EDPMNodeSteps(cfg)
+	r.steps, r.services = steps, services
+	hash := cfg.InfrastructureHash()
+	if r.rec.InfraHash != hash {
+		// A new effective configuration: phase 0 runs again (provisioning stays done for the same host).
+		for name, s := range r.rec.Steps {
+			if s.Phase == dataplanev1beta1.PhaseInfrastructure {
+				delete(r.rec.Steps, name)
+			}
+		}
+		r.rec.InfraHash = hash
+	}
+	r.setPhases(ctx, lc, steps, services)
+	if !cfg.Deploy {
+		lc.SetCondition(ctx, metav1.Condition{Type: ConditionDeployed, Status: metav1.ConditionFalse, Reason: ReasonDeployHeld,
+			Message: "spec.deploy is false: nothing is deployed until it is true"})
+		_ = lc.SetField(ctx, "deployed", false)
+		return nil
+	}
+
+	work := r.rec.DeployedGeneration != gen || r.rec.DeployedHash != hash
+	for _, st := range steps {
+		if rec := r.rec.Steps[st.Name]; rec == nil || rec.State != EDPMSucceeded {
+			work = true
+		}
+	}
+	if work {
+		// The SSH key is needed by every playbook: wait for it before asking for a slot, so a node
+		// missing its key holds no slot.
+		if err := r.waitKey(ctx, lc, gen, cfg); err != nil {
+			return err
+		}
+	}
+	dp, err := r.admission(ctx, lc, gen, cfg, work)
+	if err != nil {
+		return err
+	}
+	if work {
+		_ = lc.SetField(ctx, "deployed", false)
+	}
+	report := func(state string, phase int32, step, msg string) {
+		if dp == "" {
+			return
+		}
+		rep := EDPMReport{Node: lc.Ref.Name, Host: cfg.HostName, State: state, Phase: phase, Step: step, Message: msg, Generation: gen}
+		if state == EDPMRunning {
+			// Progress is informative: the step does not wait for its delivery.
+			workflow.SignalExternalWorkflow(ctx, dp, "", SignalEDPMReport, rep)
+			return
+		}
+		reportToDataPlane(ctx, dp, rep)
+	}
+	for _, st := range steps {
+		if rec := r.rec.Steps[st.Name]; rec != nil && rec.State == EDPMSucceeded && (st.Name != StepProvision || rec.Hash == provisionHash(cfg)) {
+			continue
+		}
+		report(EDPMRunning, st.Phase, st.Name, "")
+		if err := r.runStep(ctx, lc, gen, cfg, st); err != nil {
+			if temporal.IsCanceledError(err) || errors.Is(err, object.ErrDeleted) {
+				return err
+			}
+			r.setPhases(ctx, lc, steps, services)
+			report(EDPMFailed, st.Phase, st.Name, object.FailureMessage(err))
+			return err
+		}
+		r.setPhases(ctx, lc, steps, services)
+	}
+	lc.SetCondition(ctx, metav1.Condition{Type: dataplanev1beta1.ConditionInfrastructureReady, Status: metav1.ConditionTrue, Reason: lifecycle.ReasonReconciled,
+		Message: fmt.Sprintf("phase 0 done on %s", cfg.HostName)})
+
+	// Phase 1: the service CRs deploy themselves once InfrastructureReady is True; the node follows them.
+	lc.SetPhase(ctx, "Services")
+	_ = workflow.UpsertTypedSearchAttributes(ctx, lifecycle.SAPhase.ValueSet("Services"))
+	for _, svc := range services {
+		report(EDPMRunning, dataplanev1beta1.PhaseServices, svc.Step, "")
+		if err := r.waitService(ctx, lc, gen, svc); err != nil {
+			if temporal.IsCanceledError(err) || errors.Is(err, object.ErrDeleted) {
+				return err
+			}
+			r.setPhases(ctx, lc, steps, services)
+			report(EDPMFailed, dataplanev1beta1.PhaseServices, svc.Step, object.FailureMessage(err))
+			return err
+		}
+	}
+	lc.SetCondition(ctx, metav1.Condition{Type: dataplanev1beta1.ConditionServicesReady, Status: metav1.ConditionTrue, Reason: lifecycle.ReasonReconciled,
+		Message: fmt.Sprintf("%d service(s) deployed", len(services))})
+	lc.SetCondition(ctx, metav1.Condition{Type: ConditionDeployed, Status: metav1.ConditionTrue, Reason: lifecycle.ReasonReconciled, Message: "every phase done"})
+	r.setPhases(ctx, lc, steps, services)
+	_ = lc.SetField(ctx, "deployed", true)
+	r.rec.DeployedGeneration, r.rec.DeployedHash = gen, hash
+	report(EDPMSucceeded, dataplanev1beta1.PhaseServices, "", "every phase done")
+	return nil
+}
+
+// readRole reads the node's role, waiting (visibly) while it does not exist.
+func (r *edpmNodeReconciler) readRole(ctx workflow.Context, lc *object.Lifecycle, gen int64, name string) (*dataplanev1beta1.OpenStackDataPlaneRole, error) {
+	role := &dataplanev1beta1.OpenStackDataPlaneRole{}
+	err := waitUntil(ctx, lc, gen, lifecycle.ConditionReady, func(ctx workflow.Context) (bool, string, string, error) {
+		var o activities.Object
+		ref := DataPlaneRoleRef(lc.Ref.Namespace, name)
+		if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kube.GetObject, ref).Get(ctx, &o); err != nil {
+			return false, "", "", fmt.Errorf("read %s: %w", ref, err)
+		}
+		if !o.Exists {
+			return false, ReasonWaitingForRole, fmt.Sprintf("waiting for OpenStackDataPlaneRole %s (it does not exist)", name), nil
+		}
+		if err := json.Unmarshal(o.Spec, &role.Spec); err != nil {
+			return false, "", "", temporal.NewNonRetryableApplicationError(fmt.Sprintf("spec of role %s: %v", name, err), lifecycle.ReasonInvalidSpec, err)
+		}
+		role.Name, role.Namespace, role.Annotations = name, lc.Ref.Namespace, o.Annotations
+		return true, "", "", nil
+	})
+	return role, err
+}
+
+func (r *edpmNodeReconciler) applyInventory(ctx workflow.Context, lc *object.Lifecycle, cfg EDPMNodeConfig) error {
+	data, _ := json.Marshal(map[string]string{activities.InventoryConfigMapKey: cfg.Inventory()})
+	ref := lifecycle.ObjectRef{Version: "v1", Kind: "ConfigMap", Resource: "configmaps", Namespace: lc.Ref.Namespace, Name: InventoryConfigMapName(lc.Ref.Name)}
+	in := activities.ApplyInput{Ref: ref, Labels: map[string]string{LabelDataPlaneNode: lc.Ref.Name, "app.kubernetes.io/managed-by": "stackflow"},
+		Owned: map[string]json.RawMessage{"data": data}}
+	if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kube.ApplyObject, in).Get(ctx, nil); err != nil {
+		return fmt.Errorf("write inventory of %s: %w", lc.Ref, err)
+	}
+	r.rec.Inventory = true
+	return nil
+}
+
+// applyServices creates or patches the node's service CRs and deletes the ones it no longer asks for.
+func (r *edpmNodeReconciler) applyServices(ctx workflow.Context, lc *object.Lifecycle, cfg EDPMNodeConfig) ([]EDPMService, error) {
+	services := EDPMServices(cfg)
+	var keep []lifecycle.ObjectRef
+	for _, svc := range services {
+		in := activities.ApplyInput{Ref: svc.Ref, Labels: map[string]string{LabelDataPlaneNode: lc.Ref.Name, "app.kubernetes.io/managed-by": "stackflow"},
+			Owned: svc.Owned, SpecEnvDefaults: svc.ImageDefaults}
+		var uid string
+		if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kube.ApplyObject, in).Get(ctx, &uid); err != nil {
+			return nil, fmt.Errorf("create or patch %s: %w", svc.Ref, err)
+		}
+		ref := svc.Ref
+		ref.UID = uid
+		keep = append(keep, ref)
+	}
+	for _, old := range r.rec.Services {
+		if slices.ContainsFunc(keep, func(k lifecycle.ObjectRef) bool { return k.Kind == old.Kind && k.Name == old.Name }) {
+			continue
+		}
+		if err := deleteAndWait(ctx, old); err != nil {
+			return nil, err
+		}
+	}
+	r.rec.Services = keep
+	return services, nil
+}
+
+// admission returns the workflow ID of the data plane that governs the node ("" when none) once the
+// data plane admitted the node, or at once when the node has no work left (nothing to hold a slot for).
+func (r *edpmNodeReconciler) admission(ctx workflow.Context, lc *object.Lifecycle, gen int64, cfg EDPMNodeConfig, work bool) (string, error) {
+	var dp *activities.EDPMObject
+	// A role that names its data plane puts its nodes under it: they wait for it to exist rather than
+	// deploy on their own.
+	err := waitUntil(ctx, lc, gen, conditionDataPlaneAdmitted, func(ctx workflow.Context) (bool, string, string, error) {
+		var dps []activities.EDPMObject
+		in := activities.EDPMListInput{Ref: DataPlaneRef(lc.Ref.Namespace, "")}
+		if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kube.ListEDPMObjects, in).Get(ctx, &dps); err != nil {
+			return false, "", "", fmt.Errorf("list data planes of %s: %w", lc.Ref, err)
+		}
+		dp = GoverningDataPlane(dps, cfg.DataPlane, cfg.Role, lc.Ref.Name)
+		if dp == nil && cfg.DataPlane != "" && work {
+			return false, ReasonWaitingForDataPlane, fmt.Sprintf("waiting for OpenStackDataPlane %s, named by role %s (it does not exist)", cfg.DataPlane, cfg.Role), nil
+		}
+		return true, "", "", nil
+	})
+	if err != nil {
+		return "", err
+	}
+	if dp == nil {
+		r.rec.DataPlane = ""
+		return "", nil
+	}
+	dpRef := DataPlaneRef(lc.Ref.Namespace, dp.Name)
+	dpRef.UID = dp.UID
+	dpID := lifecycle.WorkflowID(dpRef)
+	r.rec.DataPlane = dp.Name
+	if !work {
+		return dpID, nil
+	}
+	// Ask to be admitted; the refresh wakes a data plane that is idle.
+	_ = workflow.SignalExternalWorkflow(ctx, dpID, "", SignalEDPMRequest, EDPMRequest{Node: lc.Ref.Name, Generation: gen}).Get(ctx, nil)
+	_ = workflow.SignalExternalWorkflow(ctx, dpID, "", lifecycle.SignalRefresh, nil).Get(ctx, nil)
+	grants := workflow.GetSignalChannel(ctx, SignalEDPMGrant)
+	msg := fmt.Sprintf("waiting for OpenStackDataPlane %s to admit the node (bounded concurrency, failure budget, deploy)", dp.Name)
+	lc.SetCondition(ctx, metav1.Condition{Type: conditionDataPlaneAdmitted, Status: metav1.ConditionFalse, Reason: ReasonWaitingForDataPlane, Message: msg})
+	if err := lc.Step(ctx, msg); err != nil {
+		return "", err
+	}
+	for {
+		var g EDPMGrant
+		sel := workflow.NewSelector(ctx)
+		got := false
+		sel.AddReceive(grants, func(c workflow.ReceiveChannel, _ bool) { c.Receive(ctx, &g); got = true })
+		timer := workflow.NewTimer(ctx, 2*time.Minute)
+		sel.AddFuture(timer, func(workflow.Future) {})
+		sel.Select(ctx)
+		if ctx.Err() != nil {
+			return "", ctx.Err()
+		}
+		if lc.Deleting() {
+			return "", object.ErrDeleted
+		}
+		if got {
+			lc.SetCondition(ctx, metav1.Condition{Type: conditionDataPlaneAdmitted, Status: metav1.ConditionTrue, Reason: "Admitted",
+				Message: fmt.Sprintf("admitted by OpenStackDataPlane %s", dp.Name)})
+			return g.DataPlane, nil
+		}
+		if lc.Desired() > gen {
+			return "", errSuperseded(gen, lc.Desired())
+		}
+		// No answer yet: ask again (the data plane may have been restarted or not running before).
+		_ = workflow.SignalExternalWorkflow(ctx, dpID, "", SignalEDPMRequest, EDPMRequest{Node: lc.Ref.Name, Generation: gen}).Get(ctx, nil)
+		_ = workflow.SignalExternalWorkflow(ctx, dpID, "", lifecycle.SignalRefresh, nil).Get(ctx, nil)
+	}
+}
+
+// GoverningDataPlane picks the data plane that deploys a node: the one its role names, else the first
+// (by name) listing its role or the node itself; nil when none does.
+func GoverningDataPlane(dps []activities.EDPMObject, roleDataPlane, role, node string) *activities.EDPMObject {
+	var first *activities.EDPMObject
+	for i := range dps {
+		d := &dps[i]
+		if d.Deleting {
+			continue
+		}
+		var spec dataplanev1beta1.OpenStackDataPlaneSpec
+		_ = json.Unmarshal(d.Spec, &spec)
+		if d.Name == roleDataPlane {
+			return d
+		}
+		if first == nil && (slices.Contains(spec.Roles, role) || slices.Contains(spec.Nodes, node)) {
+			first = d
+		}
+	}
+	return first
+}
+
+func provisionHash(cfg EDPMNodeConfig) string {
+	if cfg.BareMetal == nil {
+		return ""
+	}
+	return cfg.BareMetal.IronicNodeName + "|" + cfg.BareMetal.Image
+}
+
+// runStep runs one step of phases -1 or 0 and records its outcome.
+func (r *edpmNodeReconciler) runStep(ctx workflow.Context, lc *object.Lifecycle, gen int64, cfg EDPMNodeConfig, st EDPMStep) error {
+	rec := r.rec.Steps[st.Name]
+	if rec == nil {
+		rec = &edpmStepRecord{Phase: st.Phase}
+		r.rec.Steps[st.Name] = rec
+	}
+	phaseName := "Infrastructure"
+	if st.Phase == dataplanev1beta1.PhaseBareMetal {
+		phaseName = "Provisioning"
+	}
+	lc.SetPhase(ctx, phaseName)
+	if st.Playbook != "" {
+		if err := r.waitKey(ctx, lc, gen, cfg); err != nil {
+			return err
+		}
+	}
+	rec.Attempts++
+	where := fmt.Sprintf("phase %d · %s", st.Phase, st.Name)
+	if st.Playbook != "" {
+		where += fmt.Sprintf(" · %s on host %s (%s)", st.Playbook, cfg.HostName, cfg.AnsibleHost)
+	} else {
+		where += fmt.Sprintf(" · Ironic node %s", cfg.BareMetal.IronicNodeName)
+	}
+	if rec.Attempts > 1 {
+		where += fmt.Sprintf(" · attempt %d", rec.Attempts)
+	}
+	if err := lc.Step(ctx, where); err != nil {
+		return err
+	}
+	rec.State, rec.Message, rec.Started, rec.Finished = EDPMRunning, "", workflow.Now(ctx), time.Time{}
+	r.setStepSearch(ctx, st)
+	r.setPhases(ctx, lc, r.steps, r.services)
+
+	var err error
+	if st.Name == StepProvision {
+		err = r.provision(ctx, lc, cfg)
+		rec.Hash = provisionHash(cfg)
+	} else {
+		var res activities.PlaybookResult
+		err = workflow.ExecuteActivity(AnsibleActivity(ctx), ansibleActs.RunPlaybook, activities.PlaybookInput{
+			Namespace: lc.Ref.Namespace, Host: cfg.HostName, Step: st.Name, Playbook: st.Playbook,
+			HostVars: cfg.HostVars(), SSHKeySecret: cfg.SSHKeySecret,
+		}).Get(ctx, &res)
+		if err == nil {
+			rec.Message = fmt.Sprintf("%d ok, %d changed", res.Ok, res.Changed)
+		}
+	}
+	rec.Finished = workflow.Now(ctx)
+	if err != nil {
+		rec.State, rec.Message = EDPMFailed, object.FailureMessage(err)
+		cond := dataplanev1beta1.ConditionInfrastructureReady
+		if st.Phase == dataplanev1beta1.PhaseBareMetal {
+			cond = dataplanev1beta1.ConditionBareMetalProvisioned
+		}
+		lc.SetCondition(ctx, metav1.Condition{Type: cond, Status: metav1.ConditionFalse, Reason: object.FailureReason(err),
+			Message: fmt.Sprintf("step %s failed on host %s: %s (send the retry signal to re-run it)", st.Name, cfg.HostName, object.FailureMessage(err))})
+		return fmt.Errorf("step %s of %s: %w", st.Name, lc.Ref, err)
+	}
+	rec.State = EDPMSucceeded
+	return nil
+}
+
+// waitKey waits, visibly, until the SSH key Secret exists; once per reconcile.
+func (r *edpmNodeReconciler) waitKey(ctx workflow.Context, lc *object.Lifecycle, gen int64, cfg EDPMNodeConfig) error {
+	if r.keyFound {
+		return nil
+	}
+	if err := waitSecret(ctx, lc, gen, ConditionSSHKeyReady, lc.Ref.Namespace, cfg.SSHKeySecret, activities.SSHKeySecretKey); err != nil {
+		return err
+	}
+	lc.SetCondition(ctx, metav1.Condition{Type: ConditionSSHKeyReady, Status: metav1.ConditionTrue, Reason: "Found",
+		Message: fmt.Sprintf("Secret %s holds %s", cfg.SSHKeySecret, activities.SSHKeySecretKey)})
+	r.keyFound = true
+	return nil
+}
+
+func (r *edpmNodeReconciler) setStepSearch(ctx workflow.Context, st EDPMStep) {
+	_ = workflow.UpsertTypedSearchAttributes(ctx, lifecycle.SAPhase.ValueSet(fmt.Sprintf("%d:%s", st.Phase, st.Name)))
+}
+
+// provision runs phase -1 through Ironic.
+func (r *edpmNodeReconciler) provision(ctx workflow.Context, lc *object.Lifecycle, cfg EDPMNodeConfig) error {
+	cloud := activities.CloudSecret{Namespace: lc.Ref.Namespace, Name: activities.DefaultCloudsSecret}
+	var res activities.BaremetalResult
+	err := workflow.ExecuteActivity(BaremetalActivity(ctx), osActs.ProvisionBaremetal, activities.BaremetalInput{
+		Cloud: cloud, Name: cfg.BareMetal.IronicNodeName, Driver: cfg.BareMetal.Driver, Image: cfg.BareMetal.Image, Properties: cfg.BareMetal.Properties,
+	}).Get(ctx, &res)
+	if err != nil {
+		return err
+	}
+	if r.rec.Ironic == nil || r.rec.Ironic.UUID != res.UUID {
+		r.rec.Ironic = &res
+	} else {
+		r.rec.Ironic.ProvisionState = res.ProvisionState
+	}
+	r.rec.Cloud = &cloud
+	_ = lc.SetField(ctx, "ironicNodeUUID", res.UUID)
+	_ = lc.SetField(ctx, "provisionState", res.ProvisionState)
+	lc.SetCondition(ctx, metav1.Condition{Type: dataplanev1beta1.ConditionBareMetalProvisioned, Status: metav1.ConditionTrue, Reason: "Active",
+		Message: fmt.Sprintf("Ironic node %s (%s) is %s with image %s", cfg.BareMetal.IronicNodeName, res.UUID, res.ProvisionState, cfg.BareMetal.Image)})
+	return nil
+}
+
+// waitService waits until a service CR deployed its current generation, or fails with its message.
+func (r *edpmNodeReconciler) waitService(ctx workflow.Context, lc *object.Lifecycle, gen int64, svc EDPMService) error {
+	var failure error
+	err := waitUntil(ctx, lc, gen, dataplanev1beta1.ConditionServicesReady, func(ctx workflow.Context) (bool, string, string, error) {
+		var st activities.ObjectStatus
+		if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kube.GetObjectStatus, activities.StatusInput{Ref: svc.Ref, Fields: []string{"deployed"}}).Get(ctx, &st); err != nil {
+			return false, "", "", fmt.Errorf("read %s: %w", svc.Ref, err)
+		}
+		ready := false
+		for _, c := range st.Conditions {
+			if c.Type == lifecycle.ConditionReady {
+				ready = c.Status == metav1.ConditionTrue && c.ObservedGeneration == st.Generation
+				if st.Phase == lifecycle.PhaseFailed {
+					failure = temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s %s failed: %s", svc.Ref.Kind, svc.Ref.Name, c.Message), ReasonStepFailed, nil)
+					return true, "", "", nil
+				}
+			}
+		}
+		if ready && string(st.Fields["deployed"]) == "true" && st.ObservedGeneration == st.Generation {
+			return true, "", "", nil
+		}
+		step := st.Phase
+		return false, ReasonWaitingForServices, fmt.Sprintf("waiting for %s %s (phase 1, %s)", svc.Ref.Kind, svc.Ref.Name, firstNonEmpty(step, "not started")), nil
+	})
+	if err != nil {
+		return err
+	}
+	if failure != nil {
+		lc.SetCondition(ctx, metav1.Condition{Type: dataplanev1beta1.ConditionServicesReady, Status: metav1.ConditionFalse, Reason: ReasonStepFailed, Message: object.FailureMessage(failure)})
+		return failure
+	}
+	return nil
+}
+
+// setPhases writes status.phases from the recorded steps.
+func (r *edpmNodeReconciler) setPhases(ctx workflow.Context, lc *object.Lifecycle, steps []EDPMStep, services []EDPMService) {
+	var out []dataplanev1beta1.PhaseStatus
+	add := func(phase int32, name string, stepNames []string) {
+		ps := dataplanev1beta1.PhaseStatus{Phase: phase, Name: name, State: dataplanev1beta1.PhaseStatePending}
+		done := 0
+		for _, n := range stepNames {
+			rec := r.rec.Steps[n]
+			if rec == nil {
+				continue
+			}
+			if !rec.Started.IsZero() && (ps.StartTime == nil || rec.Started.Before(ps.StartTime.Time)) {
+				t := metav1.NewTime(rec.Started.Truncate(time.Second))
+				ps.StartTime = &t
+			}
+			switch rec.State {
+			case EDPMSucceeded:
+				done++
+				t := metav1.NewTime(rec.Finished.Truncate(time.Second))
+				ps.CompletionTime = &t
+			case EDPMFailed:
+				ps.State, ps.Message = dataplanev1beta1.PhaseStateFailed, n+": "+rec.Message
+			case EDPMRunning:
+				if ps.State != dataplanev1beta1.PhaseStateFailed {
+					ps.State, ps.Message = dataplanev1beta1.PhaseStateRunning, n
+				}
+			}
+		}
+		if done == len(stepNames) && len(stepNames) > 0 {
+			ps.State, ps.Message = dataplanev1beta1.PhaseStateSucceeded, fmt.Sprintf("%d step(s) done", done)
+		}
+		if done > 0 && done < len(stepNames) && ps.State == dataplanev1beta1.PhaseStatePending {
+			ps.State, ps.Message = dataplanev1beta1.PhaseStateRunning, fmt.Sprintf("%d of %d steps done", done, len(stepNames))
+		}
+		if done < len(stepNames) {
+			ps.CompletionTime = nil
+		}
+		out = append(out, ps)
+	}
+	var bm, infra []string
+	for _, s := range steps {
+		if s.Phase == dataplanev1beta1.PhaseBareMetal {
+			bm = append(bm, s.Name)
+		} else {
+			infra = append(infra, s.Name)
+		}
+	}
+	if len(bm) == 0 {
+		out = append(out, dataplanev1beta1.PhaseStatus{Phase: dataplanev1beta1.PhaseBareMetal, Name: "BareMetal", State: dataplanev1beta1.PhaseStateSkipped, Message: "pre-provisioned"})
+	} else {
+		add(dataplanev1beta1.PhaseBareMetal, "BareMetal", bm)
+	}
+	add(dataplanev1beta1.PhaseInfrastructure, "Infrastructure", infra)
+	svc := dataplanev1beta1.PhaseStatus{Phase: dataplanev1beta1.PhaseServices, Name: "Services", State: dataplanev1beta1.PhaseStatePending}
+	names := make([]string, 0, len(services))
+	for _, s := range services {
+		names = append(names, s.Ref.Kind+"/"+s.Ref.Name)
+	}
+	switch {
+	case len(services) == 0:
+		svc.State, svc.Message = dataplanev1beta1.PhaseStateSkipped, "no service CRs (no cell or agent annotation)"
+	default:
+		svc.Message = fmt.Sprintf("deployed by %v", names)
+		if c, ok := lc.Condition(dataplanev1beta1.ConditionServicesReady); ok {
+			switch {
+			case c.Status == metav1.ConditionTrue:
+				svc.State = dataplanev1beta1.PhaseStateSucceeded
+			case c.Reason == ReasonStepFailed:
+				svc.State, svc.Message = dataplanev1beta1.PhaseStateFailed, c.Message
+			case c.Reason == ReasonWaitingForServices:
+				svc.State = dataplanev1beta1.PhaseStateRunning
+			}
+		}
+	}
+	out = append(out, svc)
+	_ = lc.SetField(ctx, "phases", out)
+}
+
+func (r *edpmNodeReconciler) Teardown(ctx workflow.Context, lc *object.Lifecycle) error {
+	if err := lc.Load(&r.rec); err != nil {
+		return err
+	}
+	// Service CRs first (their teardown stops the services on the host and needs the inventory), looked
+	// up by name too, since the node may be deleted before its first reconcile recorded them.
+	refs := append([]lifecycle.ObjectRef{}, r.rec.Services...)
+	for _, ref := range []lifecycle.ObjectRef{NovaExternalComputeRef(lc.Ref.Namespace, lc.Ref.Name), OVNMetadataAgentRef(lc.Ref.Namespace, lc.Ref.Name)} {
+		if !slices.ContainsFunc(refs, func(k lifecycle.ObjectRef) bool { return k.Kind == ref.Kind && k.Name == ref.Name }) {
+			refs = append(refs, r.derivedOnly(ctx, ref)...)
+		}
+	}
+	for _, ref := range refs {
+		if err := deleteAndWait(ctx, ref); err != nil {
+			return err
+		}
+	}
+	inv := lifecycle.ObjectRef{Version: "v1", Kind: "ConfigMap", Resource: "configmaps", Namespace: lc.Ref.Namespace, Name: InventoryConfigMapName(lc.Ref.Name)}
+	if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kube.DeleteObject, inv).Get(ctx, nil); err != nil {
+		return fmt.Errorf("delete inventory of %s: %w", lc.Ref, err)
+	}
+	if r.rec.Ironic != nil && r.rec.Cloud != nil {
+		err := workflow.ExecuteActivity(BaremetalActivity(ctx), osActs.DeprovisionBaremetal, activities.DeprovisionInput{
+			Cloud: *r.rec.Cloud, UUID: r.rec.Ironic.UUID, Delete: r.rec.Ironic.Enrolled,
+		}).Get(ctx, nil)
+		if err != nil {
+			return fmt.Errorf("deprovision Ironic node %s of %s: %w", r.rec.Ironic.UUID, lc.Ref, err)
+		}
+	}
+	// The data plane counts its nodes again without this one.
+	if r.rec.DataPlane != "" {
+		var dps []activities.EDPMObject
+		if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kube.ListEDPMObjects, activities.EDPMListInput{Ref: DataPlaneRef(lc.Ref.Namespace, "")}).Get(ctx, &dps); err == nil {
+			for _, d := range dps {
+				if d.Name == r.rec.DataPlane {
+					ref := DataPlaneRef(lc.Ref.Namespace, d.Name)
+					ref.UID = d.UID
+					_ = workflow.SignalExternalWorkflow(ctx, lifecycle.WorkflowID(ref), "", lifecycle.SignalRefresh, nil).Get(ctx, nil)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// derivedOnly returns ref when the object exists and carries this node's label (so a CR a person made
+// for another purpose under the same name is left alone).
+func (r *edpmNodeReconciler) derivedOnly(ctx workflow.Context, ref lifecycle.ObjectRef) []lifecycle.ObjectRef {
+	var o activities.Object
+	if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kube.GetObject, ref).Get(ctx, &o); err != nil || !o.Exists {
+		return nil
+	}
+	if o.Labels[LabelDataPlaneNode] != ref.Name {
+		return nil
+	}
+	return []lifecycle.ObjectRef{ref}
+}
+
+// deleteAndWait deletes an object and waits until its own workflow finished its teardown.
+func deleteAndWait(ctx workflow.Context, ref lifecycle.ObjectRef) error {
+	if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kube.DeleteObject, ref).Get(ctx, nil); err != nil {
+		return fmt.Errorf("delete %s: %w", ref, err)
+	}
+	wctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		TaskQueue:              lifecycle.KubeQueue,
+		StartToCloseTimeout:    15 * time.Second,
+		ScheduleToCloseTimeout: 30 * time.Minute,
+		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 1.5, MaximumInterval: 10 * time.Second},
+	})
+	if err := workflow.ExecuteActivity(wctx, kube.WaitDeleted, ref).Get(ctx, nil); err != nil {
+		return fmt.Errorf("wait for %s to go: %w", ref, err)
+	}
+	return nil
+}

@@ -1,0 +1,154 @@
+package dataplane
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/stackflow/stackflow/activities"
+	dataplanev1beta1 "github.com/stackflow/stackflow/api/dataplane/v1beta1"
+	"github.com/stackflow/stackflow/api/lifecycle"
+	novav1beta1 "github.com/stackflow/stackflow/api/nova/v1beta1"
+	"github.com/stackflow/stackflow/workflows/object"
+)
+
+// NovaExternalComputeWorkflow serves a NovaExternalCompute: nova-compute on a data-plane node, in its
+// cell (see service.go for the shape every phase-1 service shares).
+//
+// Its NovaCell is the one named cellName, or else the one whose spec.cellName is cellName. The cell is
+// ready for computes once its message-bus Secret (spec.transportURLSecret, key transport_url) and its
+// service Secret (spec.secret, the service password key) exist: that is all nova-compute needs of it.
+// Until stackflow deploys the Nova control plane itself, a NovaCell may therefore simply reference an
+// existing cell's connection Secret (the local stack publishes openstack/cell1-transport for cell1); no
+// NovaCell workflow has to have run.
+//
+// Once the playbook started nova-compute, the workflow waits until the compute API lists the host's
+// nova-compute service as up and its hypervisor (the cell's scheduler maps new hosts by itself), and
+// records both in status.
+func NovaExternalComputeWorkflow(ctx workflow.Context, in object.Input) error {
+	return object.Run(ctx, in, &edpmServiceReconciler{kind: &novaComputeKind{}}, object.Options{})
+}
+
+// ComputeRegistrationTimeout bounds the wait for a started nova-compute to show up in Nova.
+const ComputeRegistrationTimeout = 10 * time.Minute
+
+type novaComputeKind struct {
+	spec novav1beta1.NovaExternalComputeSpec
+	ns   string
+	cell *novav1beta1.NovaCellSpec
+}
+
+func (k *novaComputeKind) step() string           { return StepNovaCompute }
+func (k *novaComputeKind) playbook() string       { return "nova-compute.yml" }
+func (k *novaComputeKind) removePlaybook() string { return "nova-compute-remove.yml" }
+func (k *novaComputeKind) condition() string      { return novav1beta1.ConditionComputeDeployed }
+
+func (k *novaComputeKind) decode(raw json.RawMessage) error {
+	k.spec, k.cell = novav1beta1.NovaExternalComputeSpec{}, nil
+	return json.Unmarshal(raw, &k.spec)
+}
+
+func (k *novaComputeKind) validate() error {
+	if k.spec.CellName == novav1beta1.Cell0Name {
+		return &EDPMSpecError{"cell0 has no computes: cellName must name another cell"}
+	}
+	return nil
+}
+
+// waitDependencies waits for the NovaCell and its two Secrets, naming what is missing.
+func (k *novaComputeKind) waitDependencies(ctx workflow.Context, lc *object.Lifecycle, gen int64) error {
+	k.ns = lc.Ref.Namespace
+	_ = workflow.UpsertTypedSearchAttributes(ctx, lifecycle.SACell.ValueSet(k.spec.CellName))
+	return waitUntil(ctx, lc, gen, k.condition(), func(ctx workflow.Context) (bool, string, string, error) {
+		var cells []activities.EDPMObject
+		if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kube.ListEDPMObjects, activities.EDPMListInput{Ref: NovaCellRef(lc.Ref.Namespace, "")}).Get(ctx, &cells); err != nil {
+			return false, "", "", fmt.Errorf("list NovaCells: %w", err)
+		}
+		cell, name := FindNovaCell(cells, k.spec.CellName)
+		if cell == nil {
+			return false, dataplanev1beta1.ReasonWaitingForCell, fmt.Sprintf("waiting for NovaCell %s (no NovaCell named so or with that cellName in %s)", k.spec.CellName, lc.Ref.Namespace), nil
+		}
+		checks := []activities.SecretCheck{
+			{Namespace: lc.Ref.Namespace, Name: cell.TransportURLSecret, Keys: []string{"transport_url"}},
+			{Namespace: lc.Ref.Namespace, Name: cell.Secret, Keys: []string{firstNonEmpty(cell.PasswordSelectors.Service, "NovaPassword")}},
+		}
+		for _, c := range checks {
+			var p activities.SecretPresence
+			if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kube.CheckSecret, c).Get(ctx, &p); err != nil {
+				return false, "", "", fmt.Errorf("check Secret %s: %w", c.Name, err)
+			}
+			if !p.Ready() {
+				return false, dataplanev1beta1.ReasonWaitingForCell, fmt.Sprintf("waiting for NovaCell %s: Secret %s/%s with key(s) %v", name, c.Namespace, c.Name, c.Keys), nil
+			}
+		}
+		k.cell = cell
+		return true, "", "", nil
+	})
+}
+
+// FindNovaCell finds the NovaCell of a cell: by object name first, else by spec.cellName.
+func FindNovaCell(cells []activities.EDPMObject, cell string) (*novav1beta1.NovaCellSpec, string) {
+	var byCellName *novav1beta1.NovaCellSpec
+	name := ""
+	for _, o := range cells {
+		if o.Deleting {
+			continue
+		}
+		var spec novav1beta1.NovaCellSpec
+		if err := json.Unmarshal(o.Spec, &spec); err != nil {
+			continue
+		}
+		if o.Name == cell {
+			return &spec, o.Name
+		}
+		if byCellName == nil && spec.CellName == cell {
+			byCellName, name = &spec, o.Name
+		}
+	}
+	return byCellName, name
+}
+
+func (k *novaComputeKind) files(host string) ([]activities.ConfigFile, error) {
+	return NovaComputeConfigFiles(host, *k.cell, k.spec.CustomServiceConfig)
+}
+
+// verify waits until Nova lists the host's nova-compute (up) and its hypervisor.
+func (k *novaComputeKind) verify(ctx workflow.Context, lc *object.Lifecycle, host string) error {
+	msg := fmt.Sprintf("waiting for nova-compute on %s to register in Nova (cell %s): compute service up and hypervisor listed", host, k.spec.CellName)
+	lc.SetCondition(ctx, metav1.Condition{Type: k.condition(), Status: metav1.ConditionFalse, Reason: ReasonWaitingForCompute, Message: msg})
+	if err := lc.Step(ctx, "phase 1 · nova-compute · "+msg); err != nil {
+		return err
+	}
+	cloud := activities.CloudSecret{Namespace: lc.Ref.Namespace, Name: activities.DefaultCloudsSecret}
+	var reg activities.ComputeRegistration
+	err := workflow.ExecuteActivity(registrationActivity(ctx, ComputeRegistrationTimeout), osActs.WaitComputeRegistered,
+		activities.ComputeHostInput{Cloud: cloud, Host: host}).Get(ctx, &reg)
+	if err != nil {
+		m := fmt.Sprintf("nova-compute on %s did not register in Nova within %s: %s", host, ComputeRegistrationTimeout, object.FailureMessage(err))
+		lc.SetCondition(ctx, metav1.Condition{Type: k.condition(), Status: metav1.ConditionFalse, Reason: ReasonWaitingForCompute, Message: m})
+		return temporal.NewNonRetryableApplicationError(m, ReasonWaitingForCompute, err)
+	}
+	_ = lc.SetField(ctx, "computeServiceID", reg.ServiceID)
+	_ = lc.SetField(ctx, "hypervisorHostname", reg.HypervisorHostname)
+	lc.SetCondition(ctx, metav1.Condition{Type: k.condition(), Status: metav1.ConditionTrue, Reason: "Registered",
+		Message: fmt.Sprintf("nova-compute on %s is up in Nova (service %s, hypervisor %s) in cell %s", host, reg.ServiceID, reg.HypervisorHostname, k.spec.CellName)})
+	return nil
+}
+
+// cleanup removes the host's compute service (and with it its compute node and resource provider).
+func (k *novaComputeKind) cleanup(ctx workflow.Context, lc *object.Lifecycle, rec *edpmServiceRecord) error {
+	cloud := activities.CloudSecret{Namespace: lc.Ref.Namespace, Name: activities.DefaultCloudsSecret}
+	octx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		TaskQueue: lifecycle.OpenStackQueue, StartToCloseTimeout: time.Minute,
+		RetryPolicy: &temporal.RetryPolicy{InitialInterval: 2 * time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second, MaximumAttempts: 10},
+	})
+	if err := workflow.ExecuteActivity(octx, osActs.DeleteComputeService, activities.ComputeHostInput{Cloud: cloud, Host: rec.Host}).Get(ctx, nil); err != nil {
+		return fmt.Errorf("delete compute service of %s: %w", rec.Host, err)
+	}
+	return nil
+}

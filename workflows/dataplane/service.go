@@ -1,0 +1,244 @@
+package dataplane
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/stackflow/stackflow/activities"
+	dataplanev1beta1 "github.com/stackflow/stackflow/api/dataplane/v1beta1"
+	"github.com/stackflow/stackflow/api/lifecycle"
+	"github.com/stackflow/stackflow/workflows/object"
+)
+
+// A phase-1 service of a data-plane node (nova-compute, the OVN metadata agent), whatever its kind:
+//
+//	customServiceConfig parsed first (refused with a condition, nothing deployed, when it is not INI)
+//	→ held while deploy is false
+//	→ waits, visibly, for its node's phase 0 (InfrastructureReady), for the kind's control-plane
+//	  dependencies (the Nova cell and its Secrets), and for the SSH key Secret
+//	→ the kind's playbook installs the rendered configuration (customServiceConfig in a later file)
+//	  and (re)starts the service
+//	→ the kind's check that the service joined the cloud.
+//
+// A succeeded playbook is recorded with the hash of what it installed, so a retry after a failed check
+// does not run it again.
+
+// edpmServiceSpec is what the runner needs of a service CR's spec (the fields every kind shares).
+type edpmServiceSpec struct {
+	DataplaneNodeName      string `json:"dataplaneNodeName"`
+	CustomServiceConfig    string `json:"customServiceConfig,omitempty"`
+	SSHKeySecretName       string `json:"sshKeySecretName"`
+	InventoryConfigMapName string `json:"inventoryConfigMapName"`
+	AnsibleUser            string `json:"ansibleUser,omitempty"`
+	AnsiblePort            int32  `json:"ansiblePort,omitempty"`
+	AnsibleHost            string `json:"ansibleHost,omitempty"`
+	Deploy                 bool   `json:"deploy"`
+}
+
+// edpmServiceKind plugs one kind into the runner.
+type edpmServiceKind interface {
+	// step and playbooks name the service's step and its deploy and removal playbooks.
+	step() string
+	playbook() string
+	removePlaybook() string
+	// condition is the kind's deployed condition type.
+	condition() string
+	// decode reads the kind's spec; validate refuses a bad one before anything is deployed.
+	decode(raw json.RawMessage) error
+	validate() error
+	// waitDependencies waits for the kind's control-plane dependencies.
+	waitDependencies(ctx workflow.Context, lc *object.Lifecycle, gen int64) error
+	// files renders the configuration files for host.
+	files(host string) ([]activities.ConfigFile, error)
+	// verify checks that the service joined the cloud and records what it learns in status.
+	verify(ctx workflow.Context, lc *object.Lifecycle, host string) error
+	// cleanup removes what the service left in the cloud, after the removal playbook.
+	cleanup(ctx workflow.Context, lc *object.Lifecycle, rec *edpmServiceRecord) error
+}
+
+// edpmServiceRecord is what a service workflow remembers.
+type edpmServiceRecord struct {
+	Host string `json:"host,omitempty"`
+	// Installed is the hash of the configuration and host variables the playbook last installed.
+	Installed string `json:"installed,omitempty"`
+	Attempts  int    `json:"attempts,omitempty"`
+	// Deploy input of the last run, for the removal playbook.
+	SSHKeySecret       string                     `json:"sshKeySecret,omitempty"`
+	InventoryConfigMap string                     `json:"inventoryConfigMap,omitempty"`
+	HostVars           map[string]json.RawMessage `json:"hostVars,omitempty"`
+	Cell               string                     `json:"cell,omitempty"`
+}
+
+type edpmServiceReconciler struct {
+	kind edpmServiceKind
+	rec  edpmServiceRecord
+}
+
+func (r *edpmServiceReconciler) Detail() any { return r.rec }
+
+func (r *edpmServiceReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycle, obj *activities.Object) error {
+	if err := lc.Load(&r.rec); err != nil {
+		return err
+	}
+	defer func() { _ = lc.Save(r.rec) }()
+	gen := obj.Generation
+	var spec edpmServiceSpec
+	if err := json.Unmarshal(obj.Spec, &spec); err != nil {
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("spec of %s: %v", lc.Ref, err), lifecycle.ReasonInvalidSpec, err)
+	}
+	if err := r.kind.decode(obj.Spec); err != nil {
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("spec of %s: %v", lc.Ref, err), lifecycle.ReasonInvalidSpec, err)
+	}
+	cond := r.kind.condition()
+	// A bad customServiceConfig is refused before anything else: nothing is deployed with it.
+	if spec.CustomServiceConfig != "" {
+		if _, err := activities.ParseServiceConfig(spec.CustomServiceConfig); err != nil {
+			msg := fmt.Sprintf("customServiceConfig is not an oslo.config INI snippet: %v; nothing was deployed", err)
+			lc.SetCondition(ctx, metav1.Condition{Type: cond, Status: metav1.ConditionFalse, Reason: ReasonCustomServiceConfig, Message: msg})
+			return temporal.NewNonRetryableApplicationError(msg, ReasonCustomServiceConfig, err)
+		}
+	}
+	if err := r.kind.validate(); err != nil {
+		lc.SetCondition(ctx, metav1.Condition{Type: cond, Status: metav1.ConditionFalse, Reason: lifecycle.ReasonInvalidSpec, Message: err.Error()})
+		return specError(lifecycle.ReasonInvalidSpec, err)
+	}
+	if !spec.Deploy {
+		lc.SetCondition(ctx, metav1.Condition{Type: cond, Status: metav1.ConditionFalse, Reason: ReasonDeployHeld,
+			Message: "spec.deploy is false (it follows the node's): nothing is deployed until it is true"})
+		_ = lc.SetField(ctx, "deployed", false)
+		return nil
+	}
+
+	lc.SetPhase(ctx, "Waiting")
+	host, err := r.nodeHost(ctx, lc, gen, spec.DataplaneNodeName)
+	if err != nil {
+		return err
+	}
+	r.rec.Host = host
+	_ = workflow.UpsertTypedSearchAttributes(ctx, lifecycle.SAHost.ValueSet(host))
+	if err := waitNodeInfrastructure(ctx, lc, gen, cond, lc.Ref.Namespace, spec.DataplaneNodeName); err != nil {
+		return err
+	}
+	if err := r.kind.waitDependencies(ctx, lc, gen); err != nil {
+		return err
+	}
+	if err := waitSecret(ctx, lc, gen, cond, lc.Ref.Namespace, spec.SSHKeySecretName, activities.SSHKeySecretKey); err != nil {
+		return err
+	}
+
+	files, err := r.kind.files(host)
+	if err != nil {
+		lc.SetCondition(ctx, metav1.Condition{Type: cond, Status: metav1.ConditionFalse, Reason: ReasonCustomServiceConfig, Message: err.Error()})
+		return specError(ReasonCustomServiceConfig, err)
+	}
+	hostVars := map[string]json.RawMessage{}
+	if spec.AnsibleHost != "" {
+		hostVars["ansible_host"], _ = json.Marshal(spec.AnsibleHost)
+	}
+	if spec.AnsibleUser != "" {
+		hostVars["ansible_user"], _ = json.Marshal(spec.AnsibleUser)
+	}
+	if spec.AnsiblePort != 0 {
+		hostVars["ansible_port"], _ = json.Marshal(spec.AnsiblePort)
+	}
+	in := activities.PlaybookInput{
+		Namespace: lc.Ref.Namespace, Host: host, Step: r.kind.step(), Playbook: r.kind.playbook(),
+		InventoryConfigMap: spec.InventoryConfigMapName, HostVars: hostVars, SSHKeySecret: spec.SSHKeySecretName, Files: files,
+	}
+	hash := installHash(in)
+	r.rec.SSHKeySecret, r.rec.InventoryConfigMap, r.rec.HostVars = spec.SSHKeySecretName, spec.InventoryConfigMapName, hostVars
+	if r.rec.Installed != hash {
+		lc.SetPhase(ctx, "Deploying")
+		_ = workflow.UpsertTypedSearchAttributes(ctx, lifecycle.SAPhase.ValueSet("1:"+r.kind.step()))
+		r.rec.Attempts++
+		where := fmt.Sprintf("phase 1 · %s · %s on host %s", r.kind.step(), r.kind.playbook(), host)
+		if r.rec.Attempts > 1 {
+			where += fmt.Sprintf(" · attempt %d", r.rec.Attempts)
+		}
+		if err := lc.Step(ctx, where); err != nil {
+			return err
+		}
+		lc.SetCondition(ctx, metav1.Condition{Type: cond, Status: metav1.ConditionFalse, Reason: lifecycle.ReasonReconciling, Message: where})
+		_ = lc.SetField(ctx, "deployed", false)
+		var res activities.PlaybookResult
+		if err := workflow.ExecuteActivity(AnsibleActivity(ctx), ansibleActs.RunPlaybook, in).Get(ctx, &res); err != nil {
+			lc.SetCondition(ctx, metav1.Condition{Type: cond, Status: metav1.ConditionFalse, Reason: object.FailureReason(err),
+				Message: fmt.Sprintf("step %s failed on host %s: %s (send the retry signal to re-run it)", r.kind.step(), host, object.FailureMessage(err))})
+			return fmt.Errorf("step %s of %s: %w", r.kind.step(), lc.Ref, err)
+		}
+		r.rec.Installed = hash
+	}
+	lc.SetPhase(ctx, "Verifying")
+	if err := r.kind.verify(ctx, lc, host); err != nil {
+		return err
+	}
+	_ = lc.SetField(ctx, "deployed", true)
+	return nil
+}
+
+// nodeHost reads the node's hostName (the inventory host), waiting while the node does not exist.
+func (r *edpmServiceReconciler) nodeHost(ctx workflow.Context, lc *object.Lifecycle, gen int64, node string) (string, error) {
+	var host string
+	err := waitUntil(ctx, lc, gen, r.kind.condition(), func(ctx workflow.Context) (bool, string, string, error) {
+		var o activities.Object
+		ref := DataPlaneNodeRef(lc.Ref.Namespace, node)
+		if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kube.GetObject, ref).Get(ctx, &o); err != nil {
+			return false, "", "", fmt.Errorf("read %s: %w", ref, err)
+		}
+		if !o.Exists {
+			return false, dataplanev1beta1.ReasonWaitingForPhase, fmt.Sprintf("waiting for OpenStackDataPlaneNode %s (it does not exist)", node), nil
+		}
+		var spec dataplanev1beta1.OpenStackDataPlaneNodeSpec
+		if err := json.Unmarshal(o.Spec, &spec); err != nil {
+			return false, "", "", fmt.Errorf("spec of node %s: %w", node, err)
+		}
+		host = spec.HostName
+		return true, "", "", nil
+	})
+	return host, err
+}
+
+func installHash(in activities.PlaybookInput) string {
+	b, _ := json.Marshal(in)
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:8])
+}
+
+func (r *edpmServiceReconciler) Teardown(ctx workflow.Context, lc *object.Lifecycle) error {
+	if err := lc.Load(&r.rec); err != nil {
+		return err
+	}
+	if r.rec.Installed == "" {
+		return nil
+	}
+	// The host may already be gone with its node: an unreachable host does not block the teardown.
+	rctx := workflow.WithActivityOptions(AnsibleActivity(ctx), workflow.ActivityOptions{
+		TaskQueue: lifecycle.AnsibleQueue, StartToCloseTimeout: 10 * time.Minute, HeartbeatTimeout: 30 * time.Second,
+		RetryPolicy: &temporal.RetryPolicy{InitialInterval: 5 * time.Second, BackoffCoefficient: 2, MaximumAttempts: 3},
+	})
+	err := workflow.ExecuteActivity(rctx, ansibleActs.RunPlaybook, activities.PlaybookInput{
+		Namespace: lc.Ref.Namespace, Host: r.rec.Host, Step: r.kind.step() + "-remove", Playbook: r.kind.removePlaybook(),
+		InventoryConfigMap: r.rec.InventoryConfigMap, HostVars: r.rec.HostVars, SSHKeySecret: r.rec.SSHKeySecret,
+	}).Get(ctx, nil)
+	var app *temporal.ApplicationError
+	if err != nil && !(errors.As(err, &app) && (app.Type() == activities.ErrHostUnreachable || app.Type() == activities.ErrSecretMissing)) {
+		return fmt.Errorf("remove %s from host %s: %w", r.kind.step(), r.rec.Host, err)
+	}
+	if err != nil {
+		workflow.GetLogger(ctx).Warn("service left on a host that is gone", "object", lc.Ref.String(), "host", r.rec.Host, "error", err)
+	}
+	if err := r.kind.cleanup(ctx, lc, &r.rec); err != nil {
+		return err
+	}
+	r.rec.Installed = ""
+	return lc.Save(r.rec)
+}

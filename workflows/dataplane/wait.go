@@ -1,0 +1,194 @@
+package dataplane
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/stackflow/stackflow/activities"
+	dataplanev1beta1 "github.com/stackflow/stackflow/api/dataplane/v1beta1"
+	"github.com/stackflow/stackflow/api/lifecycle"
+	"github.com/stackflow/stackflow/workflows/object"
+)
+
+// Reasons of the data-plane conditions (besides the API's).
+const (
+	ReasonWaitingForSecret     = "WaitingForSecret"
+	ReasonWaitingForRole       = "WaitingForRole"
+	ReasonWaitingForDataPlane  = "WaitingForDataPlane"
+	ReasonWaitingForServices   = "WaitingForServices"
+	ReasonWaitingForCompute    = "WaitingForComputeRegistration"
+	ReasonDeployHeld           = "DeployHeld"
+	ReasonSuperseded           = "Superseded"
+	ReasonStepFailed           = "StepFailed"
+	ReasonNodesFailed          = "NodesFailed"
+	ReasonCustomServiceConfig  = "InvalidCustomServiceConfig"
+	ConditionDeployed          = "Deployed"
+	ConditionSSHKeyReady       = "SSHKeyReady"
+	ConditionAgentDeployed     = "AgentDeployed"
+	conditionDataPlaneAdmitted = "DataPlaneAdmitted"
+)
+
+// AnsibleActivity routes a playbook run to the Ansible queue: heartbeats every few seconds let a crashed
+// worker's run be retried elsewhere within the heartbeat timeout; an unreachable host is retried with
+// backoff a few times, then the step fails with Ansible's message.
+func AnsibleActivity(ctx workflow.Context) workflow.Context {
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		TaskQueue:           lifecycle.AnsibleQueue,
+		StartToCloseTimeout: 30 * time.Minute,
+		HeartbeatTimeout:    30 * time.Second,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval:    5 * time.Second,
+			BackoffCoefficient: 2,
+			MaximumInterval:    time.Minute,
+			MaximumAttempts:    5,
+		},
+	})
+}
+
+// BaremetalActivity routes Ironic provisioning to the OpenStack queue; it heartbeats while it waits.
+func BaremetalActivity(ctx workflow.Context) workflow.Context {
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		TaskQueue:           lifecycle.OpenStackQueue,
+		StartToCloseTimeout: time.Hour,
+		HeartbeatTimeout:    30 * time.Second,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval:    2 * time.Second,
+			BackoffCoefficient: 2,
+			MaximumInterval:    time.Minute,
+			MaximumAttempts:    10,
+		},
+	})
+}
+
+// registrationActivity paces the wait for a compute service to show up in Nova through the retry
+// policy; after within it gives up.
+func registrationActivity(ctx workflow.Context, within time.Duration) workflow.Context {
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		TaskQueue:              lifecycle.OpenStackQueue,
+		StartToCloseTimeout:    30 * time.Second,
+		ScheduleToCloseTimeout: within,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval:    2 * time.Second,
+			BackoffCoefficient: 1.5,
+			MaximumInterval:    10 * time.Second,
+		},
+	})
+}
+
+// errSuperseded ends a reconcile whose generation a newer one replaced while it waited.
+func errSuperseded(gen, desired int64) error {
+	return temporal.NewNonRetryableApplicationError(fmt.Sprintf("generation %d was superseded by generation %d while waiting", gen, desired), ReasonSuperseded, nil)
+}
+
+// waitCheck is one look at what a wait waits for: ready, or why not (a condition reason and message).
+type waitCheck func(ctx workflow.Context) (ready bool, reason, message string, err error)
+
+// waitUntil waits durably and visibly: it looks, and while not ready shows why in the condition of
+// type condType and in the current step, then looks again with backoff (2 s up to 30 s). It ends early
+// when the object is deleted (object.ErrDeleted) or a newer generation arrives (superseded).
+func waitUntil(ctx workflow.Context, lc *object.Lifecycle, gen int64, condType string, check waitCheck) error {
+	delay := 2 * time.Second
+	shown := ""
+	for {
+		ready, reason, msg, err := check(ctx)
+		if err != nil {
+			return err
+		}
+		if ready {
+			return nil
+		}
+		if msg != shown {
+			lc.SetCondition(ctx, metav1.Condition{Type: condType, Status: metav1.ConditionFalse, Reason: reason, Message: msg})
+			if err := lc.Step(ctx, "waiting: "+msg); err != nil {
+				return err
+			}
+			shown = msg
+		}
+		if _, err := workflow.AwaitWithTimeout(ctx, delay, func() bool { return lc.Desired() > gen || lc.Deleting() }); err != nil {
+			return err
+		}
+		if lc.Deleting() {
+			return object.ErrDeleted
+		}
+		if lc.Desired() > gen {
+			return errSuperseded(gen, lc.Desired())
+		}
+		delay = min(delay*2, 30*time.Second)
+	}
+}
+
+// waitSecret waits until the Secret exists with keys, naming it in the condition while it does not.
+func waitSecret(ctx workflow.Context, lc *object.Lifecycle, gen int64, condType, namespace, name string, keys ...string) error {
+	return waitUntil(ctx, lc, gen, condType, func(ctx workflow.Context) (bool, string, string, error) {
+		var p activities.SecretPresence
+		err := workflow.ExecuteActivity(object.KubeActivity(ctx), kube.CheckSecret, activities.SecretCheck{Namespace: namespace, Name: name, Keys: keys}).Get(ctx, &p)
+		if err != nil {
+			return false, "", "", fmt.Errorf("check Secret %s/%s: %w", namespace, name, err)
+		}
+		switch {
+		case !p.Exists:
+			return false, ReasonWaitingForSecret, fmt.Sprintf("waiting for Secret %s/%s (it does not exist)", namespace, name), nil
+		case len(p.Missing) > 0:
+			return false, ReasonWaitingForSecret, fmt.Sprintf("waiting for Secret %s/%s to hold key(s) %v", namespace, name, p.Missing), nil
+		}
+		return true, "", "", nil
+	})
+}
+
+// DataPlaneNodeRef names an OpenStackDataPlaneNode (any UID).
+func DataPlaneNodeRef(namespace, name string) lifecycle.ObjectRef {
+	return lifecycle.ObjectRef{Group: "dataplane.openstack.org", Version: "v1beta1", Kind: "OpenStackDataPlaneNode", Resource: "openstackdataplanenodes", Namespace: namespace, Name: name}
+}
+
+// DataPlaneRoleRef names an OpenStackDataPlaneRole (any UID).
+func DataPlaneRoleRef(namespace, name string) lifecycle.ObjectRef {
+	return lifecycle.ObjectRef{Group: "dataplane.openstack.org", Version: "v1beta1", Kind: "OpenStackDataPlaneRole", Resource: "openstackdataplaneroles", Namespace: namespace, Name: name}
+}
+
+// DataPlaneRef names an OpenStackDataPlane (any UID).
+func DataPlaneRef(namespace, name string) lifecycle.ObjectRef {
+	return lifecycle.ObjectRef{Group: "dataplane.openstack.org", Version: "v1beta1", Kind: "OpenStackDataPlane", Resource: "openstackdataplanes", Namespace: namespace, Name: name}
+}
+
+// NovaCellRef names a NovaCell (any UID).
+func NovaCellRef(namespace, name string) lifecycle.ObjectRef {
+	return lifecycle.ObjectRef{Group: "nova.openstack.org", Version: "v1beta1", Kind: "NovaCell", Resource: "novacells", Namespace: namespace, Name: name}
+}
+
+// waitNodeInfrastructure waits until the data-plane node finished phase 0 (InfrastructureReady), naming
+// the node in the condition while it has not.
+func waitNodeInfrastructure(ctx workflow.Context, lc *object.Lifecycle, gen int64, condType, namespace, node string) error {
+	return waitUntil(ctx, lc, gen, condType, func(ctx workflow.Context) (bool, string, string, error) {
+		var st activities.ObjectStatus
+		ref := DataPlaneNodeRef(namespace, node)
+		if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kube.GetObjectStatus, activities.StatusInput{Ref: ref}).Get(ctx, &st); err != nil {
+			return false, "", "", fmt.Errorf("read %s: %w", ref, err)
+		}
+		if !st.Exists {
+			return false, dataplanev1beta1.ReasonWaitingForPhase, fmt.Sprintf("waiting for OpenStackDataPlaneNode %s (it does not exist)", node), nil
+		}
+		for _, c := range st.Conditions {
+			if c.Type == dataplanev1beta1.ConditionInfrastructureReady && c.Status == metav1.ConditionTrue {
+				return true, "", "", nil
+			}
+		}
+		return false, dataplanev1beta1.ReasonWaitingForPhase, fmt.Sprintf("waiting for OpenStackDataPlaneNode %s to finish phase 0 (condition %s)", node, dataplanev1beta1.ConditionInfrastructureReady), nil
+	})
+}
+
+// isSpecError reports whether err is a refused specification (no retry can help until it changes).
+func isSpecError(err error) bool {
+	var se *EDPMSpecError
+	return errors.As(err, &se)
+}
+
+// specError turns an EDPMSpecError into a non-retryable failure with reason.
+func specError(reason string, err error) error {
+	return temporal.NewNonRetryableApplicationError(err.Error(), reason, err)
+}

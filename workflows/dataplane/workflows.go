@@ -1,0 +1,34 @@
+// Package dataplane is the EDPM data-plane family: external nodes become compute (or network, storage)
+// hosts through phase -1 (Ironic), phase 0 (Ansible over SSH) and phase 1 (the services on the node,
+// each its own CR and workflow), admitted by their data plane with bounded concurrency and a failure
+// budget.
+//
+// One file per concern: node.go (what happens to one node), resolve.go (a node's effective
+// configuration, pure), dataplane.go (admission of a data plane's nodes) and planner.go (its planner,
+// pure), role.go, service.go (what every phase-1 service shares) with novacompute.go and ovn.go (the
+// services), wait.go (visible, durable waits).
+package dataplane
+
+import (
+	"github.com/stackflow/stackflow/activities"
+	"github.com/stackflow/stackflow/workflows/object"
+)
+
+// Activities the family calls, named through nil receivers; the worker registers the real structs.
+var (
+	kube        *activities.Kube
+	ansibleActs *activities.Ansible
+	osActs      *activities.OpenStack
+)
+
+// Workflows lists the family's workflows by type name.
+func Workflows() []object.Definition {
+	return []object.Definition{
+		{Name: "OpenStackDataPlane", Fn: OpenStackDataPlaneWorkflow},
+		{Name: "OpenStackDataPlaneRole", Fn: OpenStackDataPlaneRoleWorkflow},
+		{Name: "OpenStackDataPlaneNode", Fn: OpenStackDataPlaneNodeWorkflow},
+		// Phase 1: one workflow per service CR a node derives.
+		{Name: "NovaExternalCompute", Fn: NovaExternalComputeWorkflow},
+		{Name: "OVNMetadataAgent", Fn: OVNMetadataAgentWorkflow},
+	}
+}

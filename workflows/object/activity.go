@@ -1,0 +1,73 @@
+package object
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/stackflow/stackflow/activities"
+	"github.com/stackflow/stackflow/api/lifecycle"
+)
+
+// Definition is one workflow the worker registers; Name is its workflow type, which for object workflows
+// is the Kind it serves (the bridge starts "OpenstackNode" for an OpenstackNode). Names never change:
+// running histories and the bridge refer to them.
+type Definition struct {
+	Name string
+	Fn   any
+}
+
+// kube is a nil receiver used only to name the Kubernetes activities; the worker registers the real one.
+var kube *activities.Kube
+
+// GetObject reads the workflow's object through the Kubernetes activity.
+func (lc *Lifecycle) GetObject(ctx workflow.Context) (*activities.Object, error) {
+	var obj activities.Object
+	if err := workflow.ExecuteActivity(KubeActivity(ctx), kube.GetObject, lc.Ref).Get(ctx, &obj); err != nil {
+		return nil, fmt.Errorf("read %s: %w", lc.Ref, err)
+	}
+	return &obj, nil
+}
+
+// KubeActivity routes an activity to the Kubernetes queue with the retry policy for API calls: quick first
+// retries, then backoff, for as long as the API server needs to come back.
+func KubeActivity(ctx workflow.Context) workflow.Context {
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		TaskQueue:              lifecycle.KubeQueue,
+		StartToCloseTimeout:    30 * time.Second,
+		ScheduleToCloseTimeout: 30 * time.Minute,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval:    500 * time.Millisecond,
+			BackoffCoefficient: 2,
+			MaximumInterval:    30 * time.Second,
+		},
+	})
+}
+
+// FailureReason is the condition reason for a failure: the application error type when there is one.
+func FailureReason(err error) string {
+	var app *temporal.ApplicationError
+	if errors.As(err, &app) && app.Type() != "" {
+		return app.Type()
+	}
+	return lifecycle.ReasonFailed
+}
+
+// FailureMessage is the innermost useful message of a failure, without Temporal's wrapping.
+func FailureMessage(err error) string {
+	var app *temporal.ApplicationError
+	if errors.As(err, &app) {
+		return app.Message()
+	}
+	return err.Error()
+}
+
+// IsPermanent reports whether err is a failure retrying cannot fix (a non-retryable application error
+// from an activity, or one the workflow raised).
+func IsPermanent(err error) bool {
+	var app *temporal.ApplicationError
+	return errors.As(err, &app) && app.NonRetryable()
+}

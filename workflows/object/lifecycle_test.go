@@ -1,0 +1,230 @@
+package object
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/mock"
+	"github.com/stretchr/testify/require"
+	"github.com/stretchr/testify/suite"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/stackflow/stackflow/activities"
+	"github.com/stackflow/stackflow/api/lifecycle"
+)
+
+// scriptedReconciler is a reconciler for testing the lifecycle loop: it records what it was asked to do
+// and fails the generations listed in failOnce, once each.
+type scriptedReconciler struct {
+	reconciled []int64
+	failOnce   map[int64]bool
+	tornDown   int
+	steps      int
+}
+
+func (r *scriptedReconciler) Reconcile(ctx workflow.Context, lc *Lifecycle, obj *activities.Object) error {
+	for i := 0; i < r.steps; i++ {
+		if err := lc.Step(ctx, "step"); err != nil {
+			return err
+		}
+		if err := workflow.Sleep(ctx, time.Minute); err != nil {
+			return err
+		}
+	}
+	r.reconciled = append(r.reconciled, obj.Generation)
+	if r.failOnce[obj.Generation] {
+		delete(r.failOnce, obj.Generation)
+		return temporal.NewNonRetryableApplicationError("host unreachable", "HostUnreachable", nil)
+	}
+	return nil
+}
+
+func (r *scriptedReconciler) Teardown(workflow.Context, *Lifecycle) error {
+	r.tornDown++
+	return nil
+}
+
+type lifecycleSuite struct {
+	suite.Suite
+	testsuite.WorkflowTestSuite
+	env     *testsuite.TestWorkflowEnvironment
+	rec     *scriptedReconciler
+	gen     int64
+	patches []activities.StatusPatch
+	removed int
+}
+
+func TestLifecycle(t *testing.T) { suite.Run(t, new(lifecycleSuite)) }
+
+var testRef = lifecycle.ObjectRef{Group: "kupenstack.io", Version: "v1alpha1", Kind: "Test", Resource: "tests", Name: "a", UID: "1234"}
+
+func (s *lifecycleSuite) SetupTest() {
+	s.env = s.NewTestWorkflowEnvironment()
+	s.rec = &scriptedReconciler{failOnce: map[int64]bool{}}
+	s.gen = 1
+	s.patches = nil
+	s.removed = 0
+	s.env.RegisterActivity(&activities.Kube{})
+	s.env.OnActivity(kube.GetObject, mock.Anything, mock.Anything).Return(
+		func(context.Context, lifecycle.ObjectRef) (*activities.Object, error) {
+			return &activities.Object{Exists: true, Generation: s.gen}, nil
+		})
+	s.env.OnActivity(kube.PatchStatus, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, p activities.StatusPatch) error { s.patches = append(s.patches, p); return nil })
+	s.env.OnActivity(kube.RemoveFinalizer, mock.Anything, mock.Anything).Return(
+		func(context.Context, lifecycle.ObjectRef) error { s.removed++; return nil })
+	rec := s.rec
+	s.env.RegisterWorkflowWithOptions(func(ctx workflow.Context, in Input) error {
+		return Run(ctx, in, rec, Options{})
+	}, workflow.RegisterOptions{Name: "Test"})
+}
+
+func (s *lifecycleSuite) signal(after time.Duration, name string, arg any) {
+	s.env.RegisterDelayedCallback(func() { s.env.SignalWorkflow(name, arg) }, after)
+}
+
+func (s *lifecycleSuite) status() lifecycle.Status {
+	v, err := s.env.QueryWorkflow(lifecycle.QueryStatus)
+	s.Require().NoError(err)
+	var st lifecycle.Status
+	s.Require().NoError(v.Get(&st))
+	return st
+}
+
+func (s *lifecycleSuite) lastPatch() activities.StatusPatch {
+	s.Require().NotEmpty(s.patches)
+	return s.patches[len(s.patches)-1]
+}
+
+func (s *lifecycleSuite) TestGenerationsAreReconciledAndObservedThenDeleteTearsDown() {
+	s.signal(time.Second, lifecycle.SignalSpec, lifecycle.SpecSignal{Generation: 1})
+	s.env.RegisterDelayedCallback(func() {
+		st := s.status()
+		s.Equal(lifecycle.PhaseReady, st.Phase)
+		s.EqualValues(1, st.ObservedGeneration)
+		s.gen = 2
+		s.env.SignalWorkflow(lifecycle.SignalSpec, lifecycle.SpecSignal{Generation: 2})
+	}, time.Minute)
+	// A resync repeats a generation already acted on: nothing happens.
+	s.signal(2*time.Minute, lifecycle.SignalSpec, lifecycle.SpecSignal{Generation: 2})
+	s.env.RegisterDelayedCallback(func() {
+		s.EqualValues(2, s.status().ObservedGeneration)
+		s.EqualValues(2, *s.lastPatch().ObservedGeneration)
+		s.env.SignalWorkflow(lifecycle.SignalDelete, lifecycle.DeleteSignal{})
+	}, 3*time.Minute)
+	s.env.ExecuteWorkflow("Test", Input{ObjectRef: testRef})
+
+	s.True(s.env.IsWorkflowCompleted())
+	s.NoError(s.env.GetWorkflowError())
+	s.Equal([]int64{1, 2}, s.rec.reconciled)
+	s.Equal(1, s.rec.tornDown)
+	s.Equal(1, s.removed, "the finalizer is removed once, after teardown")
+	s.Equal(lifecycle.PhaseDeleting, s.lastPatch().Phase)
+}
+
+func (s *lifecycleSuite) TestFailureWaitsForRetryThenSucceeds() {
+	s.rec.failOnce[1] = true
+	s.signal(time.Second, lifecycle.SignalSpec, lifecycle.SpecSignal{Generation: 1})
+	s.env.RegisterDelayedCallback(func() {
+		st := s.status()
+		s.Equal(lifecycle.PhaseFailed, st.Phase)
+		s.EqualValues(0, st.ObservedGeneration)
+		ready := findCondition(st, lifecycle.ConditionReady)
+		s.Equal("HostUnreachable", ready.Reason)
+		s.Equal("host unreachable", ready.Message)
+		s.Equal([]int64{1}, s.rec.reconciled, "a failed generation is not retried by itself")
+		s.env.SignalWorkflow(lifecycle.SignalRetry, lifecycle.RetrySignal{Hosts: []string{"edpm-compute-0"}})
+	}, time.Hour)
+	s.env.RegisterDelayedCallback(func() {
+		st := s.status()
+		s.Equal(lifecycle.PhaseReady, st.Phase)
+		s.EqualValues(1, st.ObservedGeneration)
+		s.env.SignalWorkflow(lifecycle.SignalDelete, nil)
+	}, 2*time.Hour)
+	s.env.ExecuteWorkflow("Test", Input{ObjectRef: testRef})
+	s.NoError(s.env.GetWorkflowError())
+	s.Equal([]int64{1, 1}, s.rec.reconciled)
+}
+
+func (s *lifecycleSuite) TestPauseHoldsBeforeTheNextStepAndResumeGoesOn() {
+	s.rec.steps = 3
+	s.signal(time.Second, lifecycle.SignalSpec, lifecycle.SpecSignal{Generation: 1})
+	s.signal(90*time.Second, lifecycle.SignalPause, nil)
+	s.env.RegisterDelayedCallback(func() {
+		st := s.status()
+		s.True(st.Paused)
+		s.Equal(lifecycle.PhasePaused, st.Phase)
+		s.Empty(s.rec.reconciled, "paused before finishing")
+		s.env.SignalWorkflow(lifecycle.SignalResume, nil)
+	}, 5*time.Hour)
+	s.env.RegisterDelayedCallback(func() {
+		s.Equal([]int64{1}, s.rec.reconciled)
+		s.Equal(lifecycle.PhaseReady, s.status().Phase)
+		s.env.SignalWorkflow(lifecycle.SignalDelete, nil)
+	}, 6*time.Hour)
+	s.env.ExecuteWorkflow("Test", Input{ObjectRef: testRef})
+	s.NoError(s.env.GetWorkflowError())
+}
+
+func (s *lifecycleSuite) TestDeleteDuringReconcileCancelsItAndTearsDown() {
+	s.rec.steps = 10
+	s.signal(time.Second, lifecycle.SignalSpec, lifecycle.SpecSignal{Generation: 1})
+	s.signal(150*time.Second, lifecycle.SignalDelete, nil)
+	s.env.ExecuteWorkflow("Test", Input{ObjectRef: testRef})
+	s.NoError(s.env.GetWorkflowError())
+	s.Empty(s.rec.reconciled)
+	s.Equal(1, s.rec.tornDown)
+	s.Equal(1, s.removed)
+}
+
+func (s *lifecycleSuite) TestApproveUpdateIsRefusedWhenNoGateWaits() {
+	s.signal(time.Second, lifecycle.SignalSpec, lifecycle.SpecSignal{Generation: 1})
+	s.env.RegisterDelayedCallback(func() {
+		s.env.UpdateWorkflow(lifecycle.UpdateApprove, "u1", &testsuite.TestUpdateCallback{
+			OnReject:   func(err error) { s.ErrorContains(err, `no gate "deploy" is waiting`) },
+			OnAccept:   func() { s.Fail("accepted an approval for a gate that does not wait") },
+			OnComplete: func(any, error) {},
+		}, lifecycle.ApproveRequest{Gate: "deploy"})
+		s.env.SignalWorkflow(lifecycle.SignalDelete, nil)
+	}, time.Minute)
+	s.env.ExecuteWorkflow("Test", Input{ObjectRef: testRef})
+	s.NoError(s.env.GetWorkflowError())
+}
+
+func (s *lifecycleSuite) TestCancelReportsCancelledState() {
+	s.rec.steps = 10
+	s.signal(time.Second, lifecycle.SignalSpec, lifecycle.SpecSignal{Generation: 1})
+	s.env.RegisterDelayedCallback(s.env.CancelWorkflow, 150*time.Second)
+	s.env.ExecuteWorkflow("Test", Input{ObjectRef: testRef})
+	err := s.env.GetWorkflowError()
+	s.Require().Error(err)
+	var canceled *temporal.CanceledError
+	s.True(errors.As(err, &canceled), "ends as cancelled: %v", err)
+	s.Equal("Cancelled", s.lastPatch().Phase)
+	s.Equal(0, s.removed, "cancel keeps the finalizer: the object still exists")
+}
+
+func findCondition(st lifecycle.Status, t string) (c struct{ Reason, Message string }) {
+	for _, x := range st.Conditions {
+		if x.Type == t {
+			c.Reason, c.Message = x.Reason, x.Message
+		}
+	}
+	return c
+}
+
+func TestWorkflowIDIsReadableAndPerLifetime(t *testing.T) {
+	for _, tc := range []struct {
+		ref  lifecycle.ObjectRef
+		want string
+	}{
+		{lifecycle.ObjectRef{Kind: "OpenStackDataPlaneNode", Namespace: "openstack", Name: "edpm-compute-0", UID: "0a1b2c3d-4e5f-6789-abcd-ef0123456789"}, "OpenStackDataPlaneNode/openstack/edpm-compute-0/0a1b2c3d"},
+		{lifecycle.ObjectRef{Kind: "OpenstackNode", Name: "control-0", UID: "ffff"}, "OpenstackNode/control-0/ffff"},
+	} {
+		require.Equal(t, tc.want, lifecycle.WorkflowID(tc.ref))
+	}
+}

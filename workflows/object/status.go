@@ -1,0 +1,190 @@
+package object
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/stackflow/stackflow/activities"
+	"github.com/stackflow/stackflow/api/lifecycle"
+)
+
+// This file is what an object workflow shows: its phase, conditions and kind-specific fields, mirrored
+// into the object's status by one writer; the status query; and the kind's own recorded state.
+
+// SetPhase sets the phase, upserting the phase search attribute.
+func (lc *Lifecycle) SetPhase(ctx workflow.Context, phase string) {
+	if lc.state.Phase != phase {
+		lc.state.Phase = phase
+		_ = workflow.UpsertTypedSearchAttributes(ctx, lifecycle.SAPhase.ValueSet(phase))
+	}
+	lc.markDirty(ctx)
+}
+
+// SetCondition sets a condition by type (its transition time is stamped when its status changes).
+func (lc *Lifecycle) SetCondition(ctx workflow.Context, c metav1.Condition) {
+	c.ObservedGeneration = lc.state.Desired
+	for i, old := range lc.state.Conditions {
+		if old.Type == c.Type {
+			if old.Status == c.Status {
+				c.LastTransitionTime = old.LastTransitionTime
+			} else {
+				c.LastTransitionTime = metav1.NewTime(workflow.Now(ctx).Truncate(time.Second))
+			}
+			lc.state.Conditions[i] = c
+			lc.markDirty(ctx)
+			return
+		}
+	}
+	c.LastTransitionTime = metav1.NewTime(workflow.Now(ctx).Truncate(time.Second))
+	lc.state.Conditions = append(lc.state.Conditions, c)
+	lc.markDirty(ctx)
+}
+
+// Condition returns the condition of type t, if set.
+func (lc *Lifecycle) Condition(t string) (metav1.Condition, bool) {
+	for _, c := range lc.state.Conditions {
+		if c.Type == t {
+			return c, true
+		}
+	}
+	return metav1.Condition{}, false
+}
+
+// BoolCondition is the condition status for b.
+func BoolCondition(b bool) metav1.ConditionStatus {
+	if b {
+		return metav1.ConditionTrue
+	}
+	return metav1.ConditionFalse
+}
+
+// SetField sets a kind-specific status field (nil removes it).
+func (lc *Lifecycle) SetField(ctx workflow.Context, key string, value any) error {
+	b, err := json.Marshal(value)
+	if err != nil {
+		return fmt.Errorf("status field %s: %w", key, err)
+	}
+	if lc.state.Fields == nil {
+		lc.state.Fields = map[string]json.RawMessage{}
+	}
+	if string(lc.state.Fields[key]) != string(b) {
+		lc.state.Fields[key] = b
+		lc.markDirty(ctx)
+	}
+	return nil
+}
+
+// Save records the kind's own state (what it created) so it survives continue-as-new.
+func (lc *Lifecycle) Save(v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	lc.state.Data = b
+	return nil
+}
+
+// Load reads back what Save recorded; it leaves v alone when nothing was saved.
+func (lc *Lifecycle) Load(v any) error {
+	if len(lc.state.Data) == 0 {
+		return nil
+	}
+	return json.Unmarshal(lc.state.Data, v)
+}
+
+// Status is what the status query answers.
+func (lc *Lifecycle) Status() lifecycle.Status {
+	st := lifecycle.Status{
+		Object:             lc.Ref.String(),
+		Phase:              lc.state.Phase,
+		Step:               lc.state.Step,
+		Paused:             lc.state.Paused,
+		Deleting:           lc.state.Deleting,
+		DesiredGeneration:  lc.state.Desired,
+		ObservedGeneration: lc.state.Observed,
+		Conditions:         lc.state.Conditions,
+	}
+	if lc.detailer != nil {
+		st.Detail = lc.detailer.Detail()
+	}
+	return st
+}
+
+func (lc *Lifecycle) markDirty(ctx workflow.Context) {
+	lc.dirty = true
+	workflow.SetCurrentDetails(ctx, lc.details())
+}
+
+func (lc *Lifecycle) details() string {
+	s := lc.state
+	out := fmt.Sprintf("**%s** · phase **%s**", lc.Ref.String(), s.Phase)
+	if s.Step != "" {
+		out += " · step `" + s.Step + "`"
+	}
+	out += fmt.Sprintf(" · generation %d (observed %d)", s.Desired, s.Observed)
+	if s.Paused {
+		out += " · **paused**"
+	}
+	if s.Deleting {
+		out += " · deleting"
+	}
+	for _, c := range s.Conditions {
+		if c.Type == lifecycle.ConditionReady {
+			out += fmt.Sprintf("\n\nReady=%s (%s): %s", c.Status, c.Reason, c.Message)
+		}
+	}
+	return out
+}
+
+// statusWriter mirrors the state into the object whenever it changed, one write at a time; writes that
+// pile up while one is in flight coalesce into the next.
+func (lc *Lifecycle) statusWriter(ctx workflow.Context) {
+	for {
+		if err := workflow.Await(ctx, func() bool { return lc.dirty }); err != nil {
+			return
+		}
+		lc.dirty = false
+		if lc.opts.NoStatus {
+			continue
+		}
+		lc.writing = true
+		err := workflow.ExecuteActivity(KubeActivity(ctx), kube.PatchStatus, lc.statusPatch(ctx)).Get(ctx, nil)
+		lc.writing = false
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			workflow.GetLogger(ctx).Warn("status write failed; will write again on the next change", "object", lc.Ref.String(), "error", err)
+		}
+	}
+}
+
+// flush waits until the status in the object matches the workflow's state.
+func (lc *Lifecycle) flush(ctx workflow.Context) error {
+	return workflow.Await(ctx, func() bool { return !lc.dirty && !lc.writing })
+}
+
+func (lc *Lifecycle) statusPatch(ctx workflow.Context) activities.StatusPatch {
+	info := workflow.GetInfo(ctx)
+	step := lc.state.Step
+	p := activities.StatusPatch{
+		Ref:         lc.Ref,
+		Phase:       lc.state.Phase,
+		CurrentStep: &step,
+		WorkflowID:  info.WorkflowExecution.ID,
+		RunID:       info.WorkflowExecution.RunID,
+		Conditions:  slices.Clone(lc.state.Conditions),
+		Fields:      lc.state.Fields,
+	}
+	if lc.state.Observed > 0 {
+		g := lc.state.Observed
+		p.ObservedGeneration = &g
+	}
+	return p
+}

@@ -1,0 +1,454 @@
+package servers
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/stackflow/stackflow/activities"
+	"github.com/stackflow/stackflow/api/lifecycle"
+	"github.com/stackflow/stackflow/workflows/object"
+)
+
+// This file is the one server-creation logic shared by OpenStackServer, OpenStackMachine and the
+// OpenStackCluster bastion. It records every resource it is about to need (the resolved plan, with the
+// deterministic names) and every ID it gets back, in workflow state, before doing anything else; teardown
+// deletes exactly that and then sweeps by the marker tags for what a crash left unrecorded.
+
+// MaxServerRecreates is the policy for a server that goes to ERROR while building: it is deleted and
+// booted again (same name, same ports and volumes) up to this many times; after that the build fails
+// with Nova's fault message and everything created for it is removed.
+const MaxServerRecreates = 2
+
+// serverRecord is what the workflow knows it created for one server instance.
+type serverRecord struct {
+	// Name is the server's name; its ports and volumes are named after it.
+	Name   string            `json:"name"`
+	Marker activities.Marker `json:"marker"`
+	// SpecHash identifies the spec the instance was built from (the bastion replaces on change).
+	SpecHash   string `json:"specHash,omitempty"`
+	SSHKeyName string `json:"sshKeyName,omitempty"`
+	// Resolved is the plan: IDs of what the spec references and the names of the ports to create.
+	Resolved  *activities.ResolvedServer `json:"resolved,omitempty"`
+	Ports     []createdResource          `json:"ports,omitempty"`
+	Volumes   []createdResource          `json:"volumes,omitempty"`
+	ServerID  string                     `json:"serverID,omitempty"`
+	State     string                     `json:"state,omitempty"`
+	Fault     string                     `json:"fault,omitempty"`
+	Addresses []activities.Address       `json:"addresses,omitempty"`
+	// FloatingIP is the bastion's address, once associated.
+	FloatingIP *activities.FloatingIPInfo `json:"floatingIP,omitempty"`
+	// Recreates counts servers deleted after going to ERROR (see MaxServerRecreates).
+	Recreates int  `json:"recreates,omitempty"`
+	Ready     bool `json:"ready,omitempty"`
+	// HasVolumes is set once the spec asked for Cinder volumes: sweeps then look in Cinder too.
+	HasVolumes bool `json:"hasVolumes,omitempty"`
+}
+
+// createdResource is one created resource: its deterministic name and its ID.
+type createdResource struct {
+	Name string `json:"name"`
+	ID   string `json:"id"`
+}
+
+func (r *serverRecord) portIDs() []string {
+	var ids []string
+	for _, p := range r.Ports {
+		ids = append(ids, p.ID)
+	}
+	return ids
+}
+
+func (r *serverRecord) volumeID(name string) string {
+	for _, v := range r.Volumes {
+		if v.Name == name {
+			return v.ID
+		}
+	}
+	return ""
+}
+
+// empty reports whether nothing is recorded as existing for the instance.
+func (r *serverRecord) empty() bool {
+	return r.ServerID == "" && len(r.Ports) == 0 && len(r.Volumes) == 0 && r.FloatingIP == nil
+}
+
+// floatingIPRequest asks for a floating IP on the server's first port (the bastion).
+type floatingIPRequest struct {
+	Network *activities.NetworkParam
+	// Address pins the address; the floating IP is then kept across replacements.
+	Address string
+}
+
+// serverBuild builds one server instance from a spec, recording as it goes.
+type serverBuild struct {
+	lc             *object.Lifecycle
+	identity       activities.Identity
+	spec           activities.ServerSpec
+	defaultNetwork *activities.NetworkParam
+	fip            *floatingIPRequest
+	// fipMarker marks the floating IP: the instance's, or the owner's alone when the address is pinned
+	// (it outlives instances).
+	fipMarker activities.Marker
+	// save records the kind's whole state (lc.Save) and mirrors it into status; it runs after every
+	// change to the record.
+	save func(ctx workflow.Context) error
+}
+
+// OpenStackActivity sets the options of OpenStack activities: they heartbeat every second, so a dead
+// worker is noticed within the heartbeat timeout; transient failures (409, 5xx, timeouts) retry with backoff; a
+// cancelled workflow waits until the activity has really stopped, so nothing is created behind teardown.
+func OpenStackActivity(ctx workflow.Context) workflow.Context {
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		TaskQueue:           lifecycle.OpenStackQueue,
+		StartToCloseTimeout: 20 * time.Minute,
+		// Long enough that a loaded machine's late heartbeat is not taken for a dead worker (a
+		// second attempt racing a live one), short enough that a real crash is noticed quickly.
+		HeartbeatTimeout:       15 * time.Second,
+		ScheduleToCloseTimeout: 30 * time.Minute,
+		WaitForCancellation:    true,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval:    time.Second,
+			BackoffCoefficient: 2,
+			// Short enough that work resumes quickly after a crashed worker comes back.
+			MaximumInterval: 10 * time.Second,
+		},
+	})
+}
+
+// create builds the instance; on a permanent failure it removes what it created (the record is then
+// empty) and returns the failure, whose message is OpenStack's.
+func (b *serverBuild) create(ctx workflow.Context, rec *serverRecord) error {
+	err := b.build(ctx, rec)
+	if err == nil || !object.IsPermanent(err) || ctx.Err() != nil {
+		return err
+	}
+	workflow.GetLogger(ctx).Warn("server build failed; removing what was created", "server", rec.Name, "error", err)
+	_ = teardownStep(ctx, b.lc, "remove what was created for "+rec.Name)
+	if derr := destroyServer(ctx, b.lc, b.identity, rec, false, b.save); derr != nil {
+		return fmt.Errorf("%w (and removing what was created failed: %v)", err, derr)
+	}
+	return err
+}
+
+func (b *serverBuild) build(ctx workflow.Context, rec *serverRecord) error {
+	octx := OpenStackActivity(ctx)
+	if rec.Resolved == nil {
+		if err := b.lc.Step(ctx, "resolve references of "+rec.Name); err != nil {
+			return err
+		}
+		in := activities.ResolveServerInput{Identity: b.identity, Name: rec.Name, Marker: rec.Marker, Spec: b.spec, DefaultNetwork: b.defaultNetwork}
+		if b.fip != nil {
+			in.FloatingIP, in.FloatingNetwork = true, b.fip.Network
+		}
+		var res activities.ResolvedServer
+		if err := workflow.ExecuteActivity(octx, openstack.ResolveServer, in).Get(ctx, &res); err != nil {
+			return fmt.Errorf("resolve server %s: %w", rec.Name, err)
+		}
+		rec.Resolved = &res
+		if err := b.save(ctx); err != nil {
+			return err
+		}
+	}
+
+	for i := len(rec.Ports); i < len(rec.Resolved.Ports); i++ {
+		p := rec.Resolved.Ports[i]
+		if err := b.lc.Step(ctx, "create port "+p.Name); err != nil {
+			return err
+		}
+		var info activities.PortInfo
+		if err := workflow.ExecuteActivity(octx, openstack.EnsurePort, activities.PortInput{Identity: b.identity, Marker: rec.Marker, Port: p}).Get(ctx, &info); err != nil {
+			return fmt.Errorf("port %s: %w", p.Name, err)
+		}
+		rec.Ports = append(rec.Ports, createdResource{Name: p.Name, ID: info.ID})
+		if err := b.save(ctx); err != nil {
+			return err
+		}
+	}
+
+	for _, v := range plannedVolumes(rec.Name, b.spec, rec.Resolved.ImageID) {
+		if !rec.HasVolumes {
+			rec.HasVolumes = true
+			if err := b.save(ctx); err != nil {
+				return err
+			}
+		}
+		if rec.volumeID(v.Name) != "" {
+			continue
+		}
+		if err := b.lc.Step(ctx, "create volume "+v.Name); err != nil {
+			return err
+		}
+		v.Identity, v.Marker = b.identity, rec.Marker
+		var info activities.VolumeInfo
+		err := workflow.ExecuteActivity(octx, openstack.EnsureVolume, v).Get(ctx, &info)
+		if err != nil {
+			// A volume that went to error exists: record it so it is removed with the rest.
+			var app *temporal.ApplicationError
+			if errors.As(err, &app) && app.HasDetails() {
+				if derr := app.Details(&info); derr == nil && info.ID != "" {
+					rec.Volumes = append(rec.Volumes, createdResource{Name: v.Name, ID: info.ID})
+					_ = b.save(ctx)
+				}
+			}
+			return fmt.Errorf("volume %s: %w", v.Name, err)
+		}
+		rec.Volumes = append(rec.Volumes, createdResource{Name: v.Name, ID: info.ID})
+		if err := b.save(ctx); err != nil {
+			return err
+		}
+	}
+
+	for !rec.Ready {
+		if rec.ServerID == "" {
+			if err := b.lc.Step(ctx, "create server "+rec.Name); err != nil {
+				return err
+			}
+			var info activities.ServerInfo
+			if err := workflow.ExecuteActivity(octx, openstack.EnsureServer, b.serverInput(rec)).Get(ctx, &info); err != nil {
+				return fmt.Errorf("server %s: %w", rec.Name, err)
+			}
+			rec.ServerID, rec.State, rec.Fault = info.ID, info.Status, ""
+			if err := b.save(ctx); err != nil {
+				return err
+			}
+		}
+		if err := b.lc.Step(ctx, "wait for server "+rec.Name+" to become ACTIVE"); err != nil {
+			return err
+		}
+		var info activities.ServerInfo
+		if err := workflow.ExecuteActivity(octx, openstack.WaitServer, activities.ResourceRef{Identity: b.identity, ID: rec.ServerID}).Get(ctx, &info); err != nil {
+			return fmt.Errorf("wait for server %s: %w", rec.Name, err)
+		}
+		rec.State, rec.Fault, rec.Addresses = info.Status, info.Fault, info.Addresses
+		switch ServerErrorPolicy(info.Status, rec.Recreates) {
+		case ServerKeep:
+			if err := b.save(ctx); err != nil {
+				return err
+			}
+		case ServerRecreate:
+			workflow.GetLogger(ctx).Warn("server is in ERROR; deleting it to boot it again", "server", rec.Name, "fault", info.Fault, "recreates", rec.Recreates)
+			if err := b.save(ctx); err != nil {
+				return err
+			}
+			if err := b.lc.Step(ctx, "delete server "+rec.Name+" in ERROR"); err != nil {
+				return err
+			}
+			if err := workflow.ExecuteActivity(octx, openstack.DeleteServer, activities.ResourceRef{Identity: b.identity, ID: rec.ServerID}).Get(ctx, nil); err != nil {
+				return fmt.Errorf("delete server %s in ERROR: %w", rec.Name, err)
+			}
+			rec.ServerID, rec.Recreates = "", rec.Recreates+1
+			if err := b.save(ctx); err != nil {
+				return err
+			}
+			continue
+		case ServerGiveUp:
+			_ = b.save(ctx)
+			msg := fmt.Sprintf("server %s is in %s after %d attempts", rec.Name, info.Status, rec.Recreates+1)
+			if info.Fault != "" {
+				msg += ": " + info.Fault
+			}
+			return temporal.NewNonRetryableApplicationError(msg, activities.ErrServerFailed, nil)
+		}
+		if b.fip != nil && rec.FloatingIP == nil && len(rec.Ports) > 0 {
+			if err := b.lc.Step(ctx, "associate floating IP with "+rec.Name); err != nil {
+				return err
+			}
+			var fip activities.FloatingIPInfo
+			in := activities.FloatingIPInput{Identity: b.identity, Marker: b.fipMarker, NetworkID: rec.Resolved.FloatingNetworkID,
+				Address: b.fip.Address, PortID: rec.Ports[0].ID}
+			if err := workflow.ExecuteActivity(octx, openstack.EnsureFloatingIP, in).Get(ctx, &fip); err != nil {
+				return fmt.Errorf("floating IP of %s: %w", rec.Name, err)
+			}
+			rec.FloatingIP = &fip
+		}
+		rec.Ready = true
+		if err := b.save(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ServerPolicyAction is what to do with a server after waiting for it.
+type ServerPolicyAction int
+
+// Outcomes of ServerErrorPolicy.
+const (
+	ServerKeep ServerPolicyAction = iota
+	ServerRecreate
+	ServerGiveUp
+)
+
+// ServerErrorPolicy decides on a server's state after the wait: ACTIVE (or stopped) is kept; ERROR, or a
+// server that vanished while building, is deleted and booted again until MaxServerRecreates is spent.
+func ServerErrorPolicy(state string, recreates int) ServerPolicyAction {
+	switch state {
+	case activities.ServerError, activities.ServerDeleted, "SOFT_DELETED":
+		if recreates < MaxServerRecreates {
+			return ServerRecreate
+		}
+		return ServerGiveUp
+	}
+	return ServerKeep
+}
+
+func (b *serverBuild) serverInput(rec *serverRecord) activities.ServerInput {
+	s := b.spec
+	in := activities.ServerInput{Identity: b.identity, Marker: rec.Marker, Name: rec.Name, ImageID: rec.Resolved.ImageID,
+		FlavorID: rec.Resolved.FlavorID, ServerGroupID: rec.Resolved.ServerGroupID, PortIDs: rec.portIDs(),
+		KeyName: s.SSHKeyName, ConfigDrive: s.ConfigDrive, Tags: s.Tags}
+	if s.AvailabilityZone != nil {
+		in.AZ = *s.AvailabilityZone
+	}
+	if len(s.ServerMetadata) > 0 {
+		in.Metadata = map[string]string{}
+		for _, m := range s.ServerMetadata {
+			in.Metadata[m.Key] = m.Value
+		}
+	}
+	if s.UserDataRef != nil {
+		in.UserDataSecret = s.UserDataRef.Name
+	}
+	if s.RootVolume != nil && s.RootVolume.SizeGiB > 0 {
+		in.RootVolumeID = rec.volumeID(rec.Name + "-root")
+	}
+	for _, d := range s.AdditionalBlockDevices {
+		if d.Storage.Type == activities.StorageLocal {
+			in.Ephemeral = append(in.Ephemeral, activities.NamedDisk{Name: d.Name, SizeGiB: d.SizeGiB})
+		} else {
+			in.Volumes = append(in.Volumes, activities.NamedDisk{Name: d.Name, ID: rec.volumeID(rec.Name + "-" + d.Name)})
+		}
+	}
+	return in
+}
+
+// plannedVolumes lists the Cinder volumes a spec asks for, with their deterministic names: <server>-root
+// (from the image) and <server>-<device name>.
+func plannedVolumes(server string, s activities.ServerSpec, imageID string) []activities.VolumeInput {
+	var out []activities.VolumeInput
+	az := func(v activities.BlockDeviceVolume) string {
+		if v.AvailabilityZone != nil {
+			return *v.AvailabilityZone
+		}
+		return ""
+	}
+	if s.RootVolume != nil && s.RootVolume.SizeGiB > 0 {
+		out = append(out, activities.VolumeInput{Name: server + "-root", SizeGiB: s.RootVolume.SizeGiB, Type: s.RootVolume.Type,
+			AvailabilityZone: az(s.RootVolume.BlockDeviceVolume), ImageID: imageID})
+	}
+	for _, d := range s.AdditionalBlockDevices {
+		if d.Storage.Type == activities.StorageLocal {
+			continue
+		}
+		v := activities.VolumeInput{Name: server + "-" + d.Name, SizeGiB: d.SizeGiB}
+		if d.Storage.Volume != nil {
+			v.Type, v.AvailabilityZone = d.Storage.Volume.Type, az(*d.Storage.Volume)
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+// destroyServer deletes what the record holds, in dependency order (server, floating IP, ports,
+// volumes), recording each deletion, then sweeps the instance's marker for anything created but never
+// recorded. keepFloatingIP leaves the floating IP allocated (disassociated) and in the record.
+func destroyServer(ctx workflow.Context, lc *object.Lifecycle, id activities.Identity, rec *serverRecord, keepFloatingIP bool, save func(workflow.Context) error) error {
+	octx := OpenStackActivity(ctx)
+	if rec.ServerID != "" {
+		if err := workflow.ExecuteActivity(octx, openstack.DeleteServer, activities.ResourceRef{Identity: id, ID: rec.ServerID}).Get(ctx, nil); err != nil {
+			return fmt.Errorf("delete server %s: %w", rec.Name, err)
+		}
+		rec.ServerID, rec.State, rec.Addresses, rec.Ready = "", activities.ServerDeleted, nil, false
+		if err := save(ctx); err != nil {
+			return err
+		}
+	}
+	var keep []string
+	if rec.FloatingIP != nil {
+		rel := activities.FloatingIPRelease{Identity: id, ID: rec.FloatingIP.ID, Delete: rec.FloatingIP.Owned && !keepFloatingIP}
+		if err := workflow.ExecuteActivity(octx, openstack.ReleaseFloatingIP, rel).Get(ctx, nil); err != nil {
+			return fmt.Errorf("release floating IP %s of %s: %w", rec.FloatingIP.Address, rec.Name, err)
+		}
+		if keepFloatingIP {
+			keep = append(keep, rec.FloatingIP.ID)
+		} else {
+			rec.FloatingIP = nil
+			if err := save(ctx); err != nil {
+				return err
+			}
+		}
+	}
+	for len(rec.Ports) > 0 {
+		p := rec.Ports[len(rec.Ports)-1]
+		if err := workflow.ExecuteActivity(octx, openstack.DeletePort, activities.ResourceRef{Identity: id, ID: p.ID}).Get(ctx, nil); err != nil {
+			return fmt.Errorf("delete port %s: %w", p.Name, err)
+		}
+		rec.Ports = rec.Ports[:len(rec.Ports)-1]
+		if err := save(ctx); err != nil {
+			return err
+		}
+	}
+	for len(rec.Volumes) > 0 {
+		v := rec.Volumes[len(rec.Volumes)-1]
+		if err := workflow.ExecuteActivity(octx, openstack.DeleteVolume, activities.ResourceRef{Identity: id, ID: v.ID}).Get(ctx, nil); err != nil {
+			return fmt.Errorf("delete volume %s: %w", v.Name, err)
+		}
+		rec.Volumes = rec.Volumes[:len(rec.Volumes)-1]
+		if err := save(ctx); err != nil {
+			return err
+		}
+	}
+	in := activities.SweepInput{Identity: id, Marker: rec.Marker, KeepFloatingIPs: keep, Volumes: rec.HasVolumes}
+	if rec.Resolved != nil {
+		in.Ports = rec.Resolved.Ports
+	}
+	var swept activities.SweepResult
+	if err := workflow.ExecuteActivity(octx, openstack.SweepOwned, in).Get(ctx, &swept); err != nil {
+		return fmt.Errorf("sweep what %s left: %w", rec.Name, err)
+	}
+	if swept.Found() > 0 {
+		workflow.GetLogger(ctx).Info("sweep removed unrecorded resources", "server", rec.Name, "servers", swept.Servers,
+			"ports", swept.Ports, "floatingIPs", swept.FloatingIPs, "volumes", swept.Volumes)
+	}
+	rec.Resolved, rec.Ready, rec.Recreates = nil, false, 0
+	return save(ctx)
+}
+
+// teardownStep shows a step of a deletion: during teardown it only records the step (Step would refuse
+// because the object is being deleted); otherwise it is an ordinary step that a pause holds.
+func teardownStep(ctx workflow.Context, lc *object.Lifecycle, step string) error {
+	if lc.Deleting() {
+		lc.ShowStep(ctx, step)
+		return nil
+	}
+	return lc.Step(ctx, step)
+}
+
+// sweepOwner sweeps every resource of the owner (all its instances) by marker.
+func sweepOwner(ctx workflow.Context, id activities.Identity, owner string, planned []activities.ResolvedPort, volumes bool) error {
+	var swept activities.SweepResult
+	in := activities.SweepInput{Identity: id, Marker: activities.Marker{Owner: owner}, Ports: planned, Volumes: volumes}
+	if err := workflow.ExecuteActivity(OpenStackActivity(ctx), openstack.SweepOwned, in).Get(ctx, &swept); err != nil {
+		return fmt.Errorf("sweep resources of owner %s: %w", owner, err)
+	}
+	if swept.Found() > 0 {
+		workflow.GetLogger(ctx).Info("sweep removed unrecorded resources", "owner", owner, "servers", swept.Servers,
+			"ports", swept.Ports, "floatingIPs", swept.FloatingIPs, "volumes", swept.Volumes)
+	}
+	return nil
+}
+
+// OwnerOf is the owner marker of an object's resources: a short hash of its workflow ID, so every
+// resource of one object lifetime carries the same tag and none of another's.
+func OwnerOf(ref lifecycle.ObjectRef) string {
+	return activities.ShortHash(lifecycle.WorkflowID(ref))
+}
+
+// InstanceMarker marks the resources of one server instance of an owner.
+func InstanceMarker(owner, serverName string) activities.Marker {
+	return activities.Marker{Owner: owner, Instance: activities.ShortHash(owner + "/" + serverName)}
+}

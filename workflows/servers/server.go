@@ -1,0 +1,259 @@
+package servers
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/stackflow/stackflow/activities"
+	"github.com/stackflow/stackflow/api/lifecycle"
+	"github.com/stackflow/stackflow/workflows/object"
+)
+
+// Kinds served by the server workflows.
+const (
+	KindOpenStackServer  = "OpenStackServer"
+	KindOpenStackMachine = "OpenStackMachine"
+	KindOpenStackCluster = "OpenStackCluster"
+	infrastructureGroup  = "infrastructure.cluster.x-k8s.io"
+	// ClusterNameLabel names the cluster a machine belongs to; a machine without identityRef uses its
+	// OpenStackCluster's.
+	ClusterNameLabel = "cluster.x-k8s.io/cluster-name"
+)
+
+// Condition reasons of the server workflows.
+const (
+	ReasonInstanceDeleted = "InstanceDeleted"
+	ReasonNoIdentity      = "NoIdentity"
+)
+
+// OpenStackServerWorkflow serves an OpenStackServer: it creates the server and everything it needs once,
+// reports it in status, and on deletion removes what it recorded and sweeps what a crash left.
+func OpenStackServerWorkflow(ctx workflow.Context, in object.Input) error {
+	return object.Run(ctx, in, &serverReconciler{}, object.Options{})
+}
+
+// OpenStackMachineWorkflow serves an OpenStackMachine the same way: created once (its spec is immutable
+// at admission); without an identityRef it uses its OpenStackCluster's identity and network.
+func OpenStackMachineWorkflow(ctx workflow.Context, in object.Input) error {
+	return object.Run(ctx, in, &serverReconciler{machine: true}, object.Options{})
+}
+
+type serverReconciler struct {
+	machine bool
+	state   serverState
+}
+
+// serverState is what a server or machine workflow records: the identity it used (teardown needs it
+// even when the spec can no longer be read) and the one instance.
+type serverState struct {
+	Identity *activities.Identity `json:"identity,omitempty"`
+	Instance *serverRecord        `json:"instance,omitempty"`
+}
+
+func (r *serverReconciler) Detail() any { return r.state.Instance }
+
+func (r *serverReconciler) saver(lc *object.Lifecycle) func(workflow.Context) error {
+	return func(ctx workflow.Context) error {
+		if err := lc.Save(r.state); err != nil {
+			return fmt.Errorf("record state of %s: %w", lc.Ref, err)
+		}
+		return publishServer(ctx, lc, r.state.Instance)
+	}
+}
+
+func (r *serverReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycle, obj *activities.Object) error {
+	r.state = serverState{}
+	if err := lc.Load(&r.state); err != nil {
+		return err
+	}
+	save := r.saver(lc)
+	spec, err := DecodeServerSpec(obj.Spec)
+	if err != nil {
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("spec of %s: %v", lc.Ref, err), lifecycle.ReasonInvalidSpec, err)
+	}
+	if rec := r.state.Instance; rec != nil && rec.Ready {
+		// Created once: a later generation changes nothing in OpenStack; report what Nova says now.
+		if err := lc.Step(ctx, "refresh server "+rec.Name); err != nil {
+			return err
+		}
+		var info activities.ServerInfo
+		if err := workflow.ExecuteActivity(OpenStackActivity(ctx), openstack.GetServer, activities.ResourceRef{Identity: *r.state.Identity, ID: rec.ServerID}).Get(ctx, &info); err != nil {
+			return fmt.Errorf("refresh server %s: %w", rec.Name, err)
+		}
+		rec.State, rec.Fault = info.Status, info.Fault
+		if len(info.Addresses) > 0 {
+			rec.Addresses = info.Addresses
+		}
+		if info.Status == activities.ServerDeleted {
+			rec.Ready = false
+			_ = save(ctx)
+			return temporal.NewNonRetryableApplicationError(fmt.Sprintf("server %s (%s) was deleted outside stackflow; it is not created again", rec.Name, rec.ServerID), ReasonInstanceDeleted, nil)
+		}
+		return save(ctx)
+	}
+
+	build := &serverBuild{lc: lc, spec: spec, save: save}
+	ident, defaultNet, err := r.identity(ctx, lc, obj, spec)
+	if err != nil {
+		return err
+	}
+	if r.state.Identity == nil {
+		r.state.Identity = &ident
+	}
+	build.identity, build.defaultNetwork = *r.state.Identity, defaultNet
+	if r.state.Instance == nil {
+		r.state.Instance = &serverRecord{Name: lc.Ref.Name, Marker: InstanceMarker(OwnerOf(lc.Ref), lc.Ref.Name)}
+		if err := save(ctx); err != nil {
+			return err
+		}
+	}
+	return build.create(ctx, r.state.Instance)
+}
+
+// identity is the spec's identityRef; a machine without one uses its cluster's identity (and its
+// cluster's network as the default for ports).
+func (r *serverReconciler) identity(ctx workflow.Context, lc *object.Lifecycle, obj *activities.Object, spec activities.ServerSpec) (activities.Identity, *activities.NetworkParam, error) {
+	var defaultNet *activities.NetworkParam
+	ref := spec.IdentityRef
+	if r.machine {
+		if name := obj.Labels[ClusterNameLabel]; name != "" {
+			cref := lifecycle.ObjectRef{Group: infrastructureGroup, Version: "v1beta1", Kind: KindOpenStackCluster, Resource: "openstackclusters", Namespace: lc.Ref.Namespace, Name: name}
+			var cluster activities.Object
+			if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kube.GetObject, cref).Get(ctx, &cluster); err != nil {
+				return activities.Identity{}, nil, fmt.Errorf("read cluster %s of %s: %w", name, lc.Ref, err)
+			}
+			if cluster.Exists {
+				var cs OpenStackClusterSpec
+				if err := json.Unmarshal(cluster.Spec, &cs); err == nil {
+					if ref == nil {
+						ref = cs.IdentityRef
+					}
+					defaultNet = cs.Network
+				}
+			}
+		}
+	}
+	if ref == nil || ref.Name == "" || ref.CloudName == "" {
+		return activities.Identity{}, nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s has no identityRef (name and cloudName)", lc.Ref), ReasonNoIdentity, nil)
+	}
+	return activities.Identity{Namespace: lc.Ref.Namespace, SecretName: ref.Name, CloudName: ref.CloudName, Region: ref.Region}, defaultNet, nil
+}
+
+func (r *serverReconciler) Teardown(ctx workflow.Context, lc *object.Lifecycle) error {
+	r.state = serverState{}
+	if err := lc.Load(&r.state); err != nil {
+		return err
+	}
+	if r.state.Identity == nil {
+		return nil // nothing was ever asked of OpenStack
+	}
+	var planned []activities.ResolvedPort
+	volumes := false
+	if rec := r.state.Instance; rec != nil {
+		volumes = rec.HasVolumes
+		if rec.Resolved != nil {
+			planned = rec.Resolved.Ports
+		}
+		if err := destroyServer(ctx, lc, *r.state.Identity, rec, false, r.saver(lc)); err != nil {
+			return err
+		}
+	}
+	return sweepOwner(ctx, *r.state.Identity, OwnerOf(lc.Ref), planned, volumes)
+}
+
+// Compensate removes a server whose creation a cancel interrupted; a finished server stays.
+func (r *serverReconciler) Compensate(ctx workflow.Context, lc *object.Lifecycle) error {
+	r.state = serverState{}
+	if err := lc.Load(&r.state); err != nil {
+		return err
+	}
+	if r.state.Identity == nil || r.state.Instance == nil || r.state.Instance.Ready {
+		return nil
+	}
+	return destroyServer(ctx, lc, *r.state.Identity, r.state.Instance, false, r.saver(lc))
+}
+
+// DecodeServerSpec reads an OpenStackServer's or OpenStackMachine's spec.
+func DecodeServerSpec(raw json.RawMessage) (activities.ServerSpec, error) {
+	var s activities.ServerSpec
+	if len(raw) == 0 {
+		return s, fmt.Errorf("no spec")
+	}
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return s, err
+	}
+	return s, nil
+}
+
+// PortStatus is one entry of status.resources.ports.
+type PortStatus struct {
+	ID string `json:"id"`
+}
+
+// VolumeStatus is one entry of status.resources.volumes.
+type VolumeStatus struct {
+	Name string `json:"name"`
+	ID   string `json:"id"`
+}
+
+// ServerResources is status.resources: what stackflow created for the server.
+type ServerResources struct {
+	Ports        []PortStatus   `json:"ports,omitempty"`
+	Volumes      []VolumeStatus `json:"volumes,omitempty"`
+	FloatingIPID string         `json:"floatingIPID,omitempty"`
+}
+
+// ServerStatusFields is the kind-specific status of an OpenStackServer or OpenStackMachine, derived from
+// the record: ready, instanceID, instanceState, addresses, resources (nil values remove the field).
+func ServerStatusFields(rec *serverRecord) map[string]any {
+	f := map[string]any{"ready": false, "instanceID": nil, "instanceState": nil, "addresses": nil, "resources": nil}
+	if rec == nil {
+		return f
+	}
+	f["ready"] = rec.Ready
+	if rec.ServerID != "" {
+		f["instanceID"] = rec.ServerID
+	}
+	if rec.State != "" {
+		f["instanceState"] = rec.State
+	}
+	addrs := slices.Clone(rec.Addresses)
+	if rec.FloatingIP != nil && !slices.ContainsFunc(addrs, func(a activities.Address) bool { return a.Address == rec.FloatingIP.Address }) {
+		addrs = append(addrs, activities.Address{Type: "ExternalIP", Address: rec.FloatingIP.Address})
+	}
+	if len(addrs) > 0 {
+		f["addresses"] = addrs
+	}
+	if res := resourcesOf(rec); len(res.Ports)+len(res.Volumes) > 0 || res.FloatingIPID != "" {
+		f["resources"] = res
+	}
+	return f
+}
+
+func resourcesOf(rec *serverRecord) ServerResources {
+	var res ServerResources
+	for _, p := range rec.Ports {
+		res.Ports = append(res.Ports, PortStatus{ID: p.ID})
+	}
+	for _, v := range rec.Volumes {
+		res.Volumes = append(res.Volumes, VolumeStatus{Name: v.Name, ID: v.ID})
+	}
+	if rec.FloatingIP != nil {
+		res.FloatingIPID = rec.FloatingIP.ID
+	}
+	return res
+}
+
+func publishServer(ctx workflow.Context, lc *object.Lifecycle, rec *serverRecord) error {
+	fields := ServerStatusFields(rec)
+	for _, k := range workflow.DeterministicKeys(fields) {
+		if err := lc.SetField(ctx, k, fields[k]); err != nil {
+			return err
+		}
+	}
+	return nil
+}

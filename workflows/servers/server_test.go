@@ -1,0 +1,453 @@
+package servers
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/mock"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/stackflow/stackflow/activities"
+	"github.com/stackflow/stackflow/api/lifecycle"
+	"github.com/stackflow/stackflow/workflows/object"
+)
+
+// fakeCloud is an in-memory OpenStack for the workflow logic: it keeps what exists and logs every call,
+// so tests check what is left behind and in which order things happened.
+type fakeCloud struct {
+	n        int
+	ports    map[string]activities.PortInput
+	servers  map[string]activities.ServerInput
+	fips     map[string]activities.FloatingIPInfo
+	volumes  map[string]string
+	log      []string
+	resolve  func(activities.ResolveServerInput) error
+	create   func(activities.ServerInput) error
+	states   []string // states WaitServer reports, in turn; ACTIVE when spent
+	sweeps   int
+	finalize int
+}
+
+func newFakeCloud() *fakeCloud {
+	return &fakeCloud{ports: map[string]activities.PortInput{}, servers: map[string]activities.ServerInput{},
+		fips: map[string]activities.FloatingIPInfo{}, volumes: map[string]string{}}
+}
+
+func (c *fakeCloud) id(kind string) string { c.n++; return fmt.Sprintf("%s-%d", kind, c.n) }
+
+func (c *fakeCloud) install(env *testsuite.TestWorkflowEnvironment) {
+	env.RegisterActivity(&activities.OpenStack{})
+	env.OnActivity(openstack.ResolveServer, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.ResolveServerInput) (*activities.ResolvedServer, error) {
+			c.log = append(c.log, "resolve "+in.Name)
+			if c.resolve != nil {
+				if err := c.resolve(in); err != nil {
+					return nil, err
+				}
+			}
+			r := &activities.ResolvedServer{ImageID: "img", FlavorID: "flv"}
+			if in.FloatingIP {
+				r.FloatingNetworkID = "public"
+			}
+			for i := range in.Spec.Ports {
+				r.Ports = append(r.Ports, activities.ResolvedPort{Name: activities.PortName(in.Name, i, nil), NetworkID: "private", Description: in.Marker.Description()})
+			}
+			return r, nil
+		})
+	env.OnActivity(openstack.EnsurePort, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.PortInput) (*activities.PortInfo, error) {
+			for id, p := range c.ports {
+				if p.Port.Name == in.Port.Name && p.Marker == in.Marker {
+					return &activities.PortInfo{ID: id, Adopted: true}, nil
+				}
+			}
+			id := c.id("port")
+			c.ports[id] = in
+			c.log = append(c.log, "create port "+in.Port.Name)
+			return &activities.PortInfo{ID: id, Name: in.Port.Name}, nil
+		})
+	env.OnActivity(openstack.EnsureServer, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.ServerInput) (*activities.ServerInfo, error) {
+			if c.create != nil {
+				if err := c.create(in); err != nil {
+					return nil, err
+				}
+			}
+			id := c.id("server")
+			c.servers[id] = in
+			c.log = append(c.log, "create server "+in.Name)
+			return &activities.ServerInfo{ID: id, Name: in.Name, Status: "BUILD"}, nil
+		})
+	env.OnActivity(openstack.WaitServer, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.ResourceRef) (*activities.ServerInfo, error) {
+			st := activities.ServerActive
+			if len(c.states) > 0 {
+				st, c.states = c.states[0], c.states[1:]
+			}
+			info := &activities.ServerInfo{ID: in.ID, Status: st, Addresses: []activities.Address{{Type: "InternalIP", Address: "10.0.0.5"}}}
+			if st == activities.ServerError {
+				info.Fault = "No valid host was found."
+			}
+			return info, nil
+		})
+	env.OnActivity(openstack.GetServer, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.ResourceRef) (*activities.ServerInfo, error) {
+			if _, ok := c.servers[in.ID]; !ok {
+				return &activities.ServerInfo{ID: in.ID, Status: activities.ServerDeleted}, nil
+			}
+			return &activities.ServerInfo{ID: in.ID, Status: activities.ServerActive}, nil
+		})
+	env.OnActivity(openstack.DeleteServer, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.ResourceRef) error {
+			if s, ok := c.servers[in.ID]; ok {
+				c.log = append(c.log, "delete server "+s.Name)
+			}
+			delete(c.servers, in.ID)
+			return nil
+		})
+	env.OnActivity(openstack.DeletePort, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.ResourceRef) error {
+			if p, ok := c.ports[in.ID]; ok {
+				c.log = append(c.log, "delete port "+p.Port.Name)
+			}
+			delete(c.ports, in.ID)
+			return nil
+		})
+	env.OnActivity(openstack.EnsureVolume, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.VolumeInput) (*activities.VolumeInfo, error) {
+			id := c.id("volume")
+			c.volumes[id] = in.Name
+			return &activities.VolumeInfo{ID: id, Name: in.Name, Status: "available"}, nil
+		})
+	env.OnActivity(openstack.DeleteVolume, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.ResourceRef) error { delete(c.volumes, in.ID); return nil })
+	env.OnActivity(openstack.EnsureFloatingIP, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.FloatingIPInput) (*activities.FloatingIPInfo, error) {
+			for _, f := range c.fips {
+				if in.Address != "" && f.Address == in.Address {
+					c.log = append(c.log, "associate "+f.Address)
+					return &f, nil
+				}
+			}
+			addr := in.Address
+			if addr == "" {
+				addr = fmt.Sprintf("203.0.113.%d", c.n)
+			}
+			f := activities.FloatingIPInfo{ID: c.id("fip"), Address: addr, Owned: true}
+			c.fips[f.ID] = f
+			c.log = append(c.log, "allocate "+addr)
+			return &f, nil
+		})
+	env.OnActivity(openstack.ReleaseFloatingIP, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.FloatingIPRelease) error {
+			if in.Delete {
+				c.log = append(c.log, "delete fip "+c.fips[in.ID].Address)
+				delete(c.fips, in.ID)
+			}
+			return nil
+		})
+	env.OnActivity(openstack.SweepOwned, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.SweepInput) (*activities.SweepResult, error) {
+			c.sweeps++
+			return &activities.SweepResult{}, nil
+		})
+}
+
+// leftovers counts what still exists.
+func (c *fakeCloud) leftovers() int {
+	return len(c.ports) + len(c.servers) + len(c.fips) + len(c.volumes)
+}
+
+// objectHarness runs one object workflow against a fake cloud, with a scripted object.
+type objectHarness struct {
+	t       *testing.T
+	env     *testsuite.TestWorkflowEnvironment
+	cloud   *fakeCloud
+	gen     int64
+	spec    any
+	annot   map[string]string
+	patches []activities.StatusPatch
+	removed int
+}
+
+func newHarness(t *testing.T, spec any) *objectHarness {
+	var ts testsuite.WorkflowTestSuite
+	h := &objectHarness{t: t, env: ts.NewTestWorkflowEnvironment(), cloud: newFakeCloud(), gen: 1, spec: spec}
+	h.env.RegisterActivity(&activities.Kube{})
+	h.env.OnActivity(kube.GetObject, mock.Anything, mock.Anything).Return(
+		func(context.Context, lifecycle.ObjectRef) (*activities.Object, error) {
+			raw, _ := json.Marshal(h.spec)
+			return &activities.Object{Exists: true, Generation: h.gen, Spec: raw, Annotations: h.annot}, nil
+		})
+	h.env.OnActivity(kube.PatchStatus, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, p activities.StatusPatch) error { h.patches = append(h.patches, p); return nil })
+	h.env.OnActivity(kube.RemoveFinalizer, mock.Anything, mock.Anything).Return(
+		func(context.Context, lifecycle.ObjectRef) error { h.removed++; return nil })
+	h.cloud.install(h.env)
+	h.env.RegisterWorkflowWithOptions(OpenStackServerWorkflow, workflow.RegisterOptions{Name: KindOpenStackServer})
+	h.env.RegisterWorkflowWithOptions(OpenStackClusterWorkflow, workflow.RegisterOptions{Name: KindOpenStackCluster})
+	return h
+}
+
+func (h *objectHarness) at(d time.Duration, fn func()) { h.env.RegisterDelayedCallback(fn, d) }
+
+func (h *objectHarness) specChange(d time.Duration, spec any) {
+	h.at(d, func() {
+		h.spec = spec
+		h.gen++
+		h.env.SignalWorkflow(lifecycle.SignalSpec, lifecycle.SpecSignal{Generation: h.gen})
+	})
+}
+
+// field is the last value written to a kind-specific status field.
+func (h *objectHarness) field(key string, into any) bool {
+	for i := len(h.patches) - 1; i >= 0; i-- {
+		if raw, ok := h.patches[i].Fields[key]; ok {
+			require.NoError(h.t, json.Unmarshal(raw, into))
+			return string(raw) != "null"
+		}
+	}
+	return false
+}
+
+func (h *objectHarness) ready() metav1.Condition {
+	for i := len(h.patches) - 1; i >= 0; i-- {
+		for _, c := range h.patches[i].Conditions {
+			if c.Type == lifecycle.ConditionReady {
+				return c
+			}
+		}
+	}
+	h.t.Fatal("no Ready condition written")
+	return metav1.Condition{}
+}
+
+func (h *objectHarness) run(kind string, deleteAt time.Duration) {
+	h.at(time.Second, func() { h.env.SignalWorkflow(lifecycle.SignalSpec, lifecycle.SpecSignal{Generation: h.gen}) })
+	h.at(deleteAt, func() { h.env.SignalWorkflow(lifecycle.SignalDelete, lifecycle.DeleteSignal{}) })
+	ref := lifecycle.ObjectRef{Group: infrastructureGroup, Version: "v1alpha1", Kind: kind, Resource: strings.ToLower(kind) + "s",
+		Namespace: "default", Name: "web", UID: "0f1e2d3c-4b5a"}
+	h.env.ExecuteWorkflow(kind, object.Input{ObjectRef: ref})
+	h.t.Logf("cloud log: %q; error: %+v", h.cloud.log, h.env.GetWorkflowError())
+	require.True(h.t, h.env.IsWorkflowCompleted())
+	require.NoError(h.t, h.env.GetWorkflowError())
+}
+
+func serverSpec(flavor string, ports int) activities.ServerSpec {
+	s := activities.ServerSpec{Flavor: &flavor, Image: activities.ImageParam{Filter: &activities.ImageFilter{Name: ptr("cirros")}},
+		IdentityRef: &activities.IdentityRef{Name: "clouds", CloudName: "admin"}}
+	for i := 0; i < ports; i++ {
+		s.Ports = append(s.Ports, activities.PortOpts{Network: &activities.NetworkParam{Filter: &activities.NetworkFilter{Name: "private"}}})
+	}
+	return s
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func TestServerIsCreatedOnceReportedAndTornDown(t *testing.T) {
+	h := newHarness(t, serverSpec("m1.tiny", 2))
+	h.specChange(time.Minute, serverSpec("m1.tiny", 2))
+	h.at(2*time.Minute, func() {
+		var ready bool
+		require.True(t, h.field("ready", &ready))
+		require.True(t, ready)
+		var id string
+		require.True(t, h.field("instanceID", &id))
+		var res ServerResources
+		require.True(t, h.field("resources", &res))
+		require.Len(t, res.Ports, 2)
+		var addrs []activities.Address
+		require.True(t, h.field("addresses", &addrs))
+		require.Equal(t, metav1.ConditionTrue, h.ready().Status)
+		// The second generation created nothing more: created once.
+		require.Len(t, h.cloud.servers, 1)
+		require.Len(t, h.cloud.ports, 2)
+	})
+	h.run(KindOpenStackServer, 3*time.Minute)
+	require.Zero(t, h.cloud.leftovers(), "teardown leaves nothing: %v", h.cloud.log)
+	require.Equal(t, 2, h.cloud.sweeps, "teardown sweeps the instance, then the owner, by marker")
+	require.Equal(t, 1, h.removed)
+}
+
+func TestBadFlavorFailsWithOpenStacksMessageAndCreatesNothing(t *testing.T) {
+	h := newHarness(t, serverSpec("no-such-flavor", 2))
+	h.cloud.resolve = func(in activities.ResolveServerInput) error {
+		return temporal.NewNonRetryableApplicationError("flavor no-such-flavor: Flavor no-such-flavor could not be found.", activities.ErrOSNotFound, nil)
+	}
+	h.at(time.Minute, func() {
+		c := h.ready()
+		require.Equal(t, metav1.ConditionFalse, c.Status)
+		require.Equal(t, activities.ErrOSNotFound, c.Reason)
+		require.Contains(t, c.Message, "Flavor no-such-flavor could not be found.")
+		require.Zero(t, h.cloud.leftovers())
+	})
+	h.run(KindOpenStackServer, 2*time.Minute)
+}
+
+func TestQuotaAtBootRemovesThePortsAlreadyCreated(t *testing.T) {
+	h := newHarness(t, serverSpec("m1.tiny", 2))
+	h.cloud.create = func(activities.ServerInput) error {
+		return temporal.NewNonRetryableApplicationError("create server web: Quota exceeded for instances", activities.ErrOSQuota, nil)
+	}
+	h.at(time.Minute, func() {
+		c := h.ready()
+		require.Equal(t, activities.ErrOSQuota, c.Reason)
+		require.Contains(t, c.Message, "Quota exceeded")
+		require.Zero(t, h.cloud.leftovers(), "compensation removed the ports: %v", h.cloud.log)
+		require.Contains(t, h.cloud.log, "delete port web-0")
+	})
+	h.run(KindOpenStackServer, 2*time.Minute)
+}
+
+func TestServerInErrorIsBootedAgainThenGivenUp(t *testing.T) {
+	h := newHarness(t, serverSpec("m1.tiny", 1))
+	h.cloud.states = []string{activities.ServerError, activities.ServerError, activities.ServerError}
+	h.at(time.Minute, func() {
+		c := h.ready()
+		require.Equal(t, activities.ErrServerFailed, c.Reason)
+		require.Contains(t, c.Message, "No valid host was found.")
+		require.Zero(t, h.cloud.leftovers())
+		require.Equal(t, MaxServerRecreates+1, strings.Count(strings.Join(h.cloud.log, "\n"), "create server web"))
+	})
+	h.run(KindOpenStackServer, 2*time.Minute)
+}
+
+func TestServerInErrorOnceIsReplacedAndBecomesReady(t *testing.T) {
+	h := newHarness(t, serverSpec("m1.tiny", 1))
+	h.cloud.states = []string{activities.ServerError}
+	h.at(time.Minute, func() {
+		require.Equal(t, metav1.ConditionTrue, h.ready().Status)
+		require.Len(t, h.cloud.servers, 1)
+		require.Len(t, h.cloud.ports, 1, "the port is reused by the second boot")
+	})
+	h.run(KindOpenStackServer, 2*time.Minute)
+	require.Zero(t, h.cloud.leftovers())
+}
+
+func clusterSpec(flavor, fip string, enabled bool) OpenStackClusterSpec {
+	s := serverSpec(flavor, 1)
+	b := &BastionSpec{Enabled: &enabled, Spec: &s}
+	if fip != "" {
+		b.FloatingIP = &fip
+	}
+	return OpenStackClusterSpec{IdentityRef: &activities.IdentityRef{Name: "clouds", CloudName: "admin"}, Bastion: b}
+}
+
+func TestBastionSpecChangeReplacesItAndKeepsThePinnedAddress(t *testing.T) {
+	h := newHarness(t, clusterSpec("m1.tiny", "172.24.4.50", true))
+	var fipID string
+	h.at(time.Minute, func() {
+		var bs BastionStatus
+		require.True(t, h.field("bastion", &bs))
+		require.Equal(t, "web-bastion-1", bs.Name)
+		require.Equal(t, "172.24.4.50", bs.FloatingIP)
+		require.Equal(t, activities.ServerActive, bs.State)
+		require.Len(t, h.cloud.fips, 1)
+		for id := range h.cloud.fips {
+			fipID = id
+		}
+	})
+	h.specChange(2*time.Minute, clusterSpec("m1.small", "172.24.4.50", true))
+	h.at(3*time.Minute, func() {
+		var bs BastionStatus
+		require.True(t, h.field("bastion", &bs))
+		require.Equal(t, "web-bastion-2", bs.Name)
+		require.Equal(t, "172.24.4.50", bs.FloatingIP)
+		require.Len(t, h.cloud.servers, 1)
+		require.Len(t, h.cloud.ports, 1)
+		require.Contains(t, h.cloud.fips, fipID, "the pinned address is the same floating IP")
+		log := strings.Join(h.cloud.log, "\n")
+		require.Less(t, strings.Index(log, "delete server web-bastion-1"), strings.Index(log, "create server web-bastion-2"), "delete first by default")
+		require.NotContains(t, log, "delete fip")
+	})
+	h.specChange(4*time.Minute, clusterSpec("m1.small", "172.24.4.50", false))
+	h.at(5*time.Minute, func() {
+		var bs BastionStatus
+		require.False(t, h.field("bastion", &bs), "a disabled bastion has no status")
+		require.Zero(t, h.cloud.leftovers(), "disabling deletes the bastion and its floating IP: %v", h.cloud.log)
+	})
+	h.run(KindOpenStackCluster, 6*time.Minute)
+	require.Zero(t, h.cloud.leftovers())
+}
+
+func TestBastionCreateBeforeDelete(t *testing.T) {
+	h := newHarness(t, clusterSpec("m1.tiny", "", true))
+	h.annot = map[string]string{ReplacementAnnotation: ReplaceCreateFirst}
+	h.specChange(time.Minute, clusterSpec("m1.small", "", true))
+	h.at(2*time.Minute, func() {
+		log := strings.Join(h.cloud.log, "\n")
+		require.Less(t, strings.Index(log, "create server web-bastion-2"), strings.Index(log, "delete server web-bastion-1"))
+		require.Len(t, h.cloud.servers, 1)
+		require.Len(t, h.cloud.fips, 1, "the old bastion's own address went with it")
+	})
+	h.run(KindOpenStackCluster, 3*time.Minute)
+	require.Zero(t, h.cloud.leftovers())
+}
+
+func TestPlanBastion(t *testing.T) {
+	a, b := clusterSpec("m1.tiny", "172.24.4.50", true).Bastion, clusterSpec("m1.small", "172.24.4.50", true).Bastion
+	off := clusterSpec("m1.tiny", "", false).Bastion
+	ready := &serverRecord{SpecHash: a.Hash(), Ready: true, FloatingIP: &activities.FloatingIPInfo{Address: "172.24.4.50"}}
+	building := &serverRecord{SpecHash: a.Hash()}
+	for _, tc := range []struct {
+		name        string
+		desired     *BastionSpec
+		cur         *serverRecord
+		createFirst bool
+		want        BastionPlan
+	}{
+		{"none wanted, none there", nil, nil, false, BastionPlan{DeleteOldFirst: true}},
+		{"new", a, nil, false, BastionPlan{Create: true, DeleteOldFirst: true}},
+		{"same spec, ready", a, ready, false, BastionPlan{}},
+		{"same spec, half built", a, building, false, BastionPlan{DeleteOldFirst: true}},
+		{"spec change", b, ready, false, BastionPlan{RetireCurrent: true, Create: true, DeleteOldFirst: true, KeepFloatingIP: true}},
+		{"spec change, create first", b, ready, true, BastionPlan{RetireCurrent: true, Create: true, KeepFloatingIP: true}},
+		{"disabled", off, ready, false, BastionPlan{RetireCurrent: true, DeleteOldFirst: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, tc.want, PlanBastion(tc.desired, tc.cur, tc.createFirst))
+		})
+	}
+}
+
+func TestServerErrorPolicy(t *testing.T) {
+	for _, tc := range []struct {
+		state     string
+		recreates int
+		want      ServerPolicyAction
+	}{
+		{activities.ServerActive, 0, ServerKeep},
+		{"SHUTOFF", 0, ServerKeep},
+		{activities.ServerError, 0, ServerRecreate},
+		{activities.ServerError, MaxServerRecreates - 1, ServerRecreate},
+		{activities.ServerError, MaxServerRecreates, ServerGiveUp},
+		{activities.ServerDeleted, 0, ServerRecreate},
+	} {
+		require.Equal(t, tc.want, ServerErrorPolicy(tc.state, tc.recreates), "%s after %d", tc.state, tc.recreates)
+	}
+}
+
+func TestServerStatusFields(t *testing.T) {
+	rec := &serverRecord{ServerID: "s1", State: activities.ServerActive, Ready: true,
+		Ports:      []createdResource{{Name: "web-0", ID: "p0"}, {Name: "web-1", ID: "p1"}},
+		Addresses:  []activities.Address{{Type: "InternalIP", Address: "10.0.0.5"}},
+		FloatingIP: &activities.FloatingIPInfo{ID: "f1", Address: "172.24.4.9"}}
+	f := ServerStatusFields(rec)
+	require.Equal(t, true, f["ready"])
+	require.Equal(t, "s1", f["instanceID"])
+	require.Equal(t, []activities.Address{{Type: "InternalIP", Address: "10.0.0.5"}, {Type: "ExternalIP", Address: "172.24.4.9"}}, f["addresses"])
+	require.Equal(t, ServerResources{Ports: []PortStatus{{ID: "p0"}, {ID: "p1"}}, FloatingIPID: "f1"}, f["resources"])
+
+	empty := ServerStatusFields(&serverRecord{})
+	require.Equal(t, false, empty["ready"])
+	require.Nil(t, empty["instanceID"])
+	require.Nil(t, empty["resources"])
+}
