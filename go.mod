@@ -4,7 +4,9 @@ go 1.26.0
 
 require (
 	github.com/apenella/go-ansible/v2 v2.4.2
+	github.com/go-sql-driver/mysql v1.8.1
 	github.com/gophercloud/gophercloud/v2 v2.15.0
+	github.com/michaelklishin/rabbit-hole/v2 v2.16.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/stretchr/testify v1.12.1
 	go.temporal.io/sdk v1.50.0
@@ -18,6 +20,7 @@ require (
 
 require (
 	dario.cat/mergo v1.0.1 // indirect
+	filippo.io/edwards25519 v1.1.0 // indirect
 	github.com/Azure/go-ansiterm v0.0.0-20250102033503-faa5f7b0171c // indirect
 	github.com/BurntSushi/toml v1.5.0 // indirect
 	github.com/MakeNowJust/heredoc v1.0.0 // indirect

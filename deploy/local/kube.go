@@ -34,6 +34,7 @@ const (
 	procController = "kube-controller-manager"
 	procScheduler  = "kube-scheduler"
 	procKwok       = "kwok"
+	procPodRunner  = "pod-runner"
 )
 
 // kwokStages are the Stage objects kwok plays: nodes become Ready and keep heartbeating, pods become
@@ -114,6 +115,11 @@ func (s *Stack) upKubernetes(ctx context.Context) error {
 	if err := s.ensureKwokNodes(ctx, cs); err != nil {
 		return err
 	}
+	started, err = s.startPodRunner(ctx)
+	if err != nil {
+		return err
+	}
+	cold = cold || started
 	var manifests []string
 	for _, dir := range []string{"crds", "admission"} {
 		if d := filepath.Join(s.RepoRoot, "deploy", dir); isDir(d) {
@@ -304,6 +310,12 @@ func (s *Stack) startKwok(ctx context.Context, bin string) (bool, error) {
 			return false, fmt.Errorf("kwok stage files missing (run deploy/local/tools/build.sh kwok): %w", err)
 		}
 	}
+	// kwok plays no pod of the runner node: the pod runner owns those pods' status.
+	stages, err := s.writeKwokStages(paths[1:])
+	if err != nil {
+		return false, err
+	}
+	paths = append(paths[:1], stages...)
 	if err := s.ApplyManifests(ctx, paths...); err != nil {
 		return false, fmt.Errorf("apply kwok stages: %w", err)
 	}

@@ -18,6 +18,13 @@ const (
 	ComputeNodeLabel      = "openstack-compute-node"
 	// kwokNodeAnnotation marks the nodes kwok plays (value "fake").
 	kwokNodeAnnotation = "kwok.x-k8s.io/node"
+	// RunnerNodeLabel (value RunnerNodeValue) marks the node whose pods the stack's pod runner executes
+	// as processes of this machine: kwok keeps that node Ready but plays none of its pods. Pods get there
+	// only by selecting it: no chart or other pod of the stack does.
+	RunnerNodeLabel = "stackflow.io/pod-runner"
+	RunnerNodeValue = "host"
+	// RunnerNode is the name of that node.
+	RunnerNode = "runner-0"
 )
 
 // KwokNode is one fake node of the local cluster.
@@ -26,13 +33,15 @@ type KwokNode struct {
 	Labels map[string]string
 }
 
-// kwokNodes are the stack's nodes: three control-plane nodes and two computes.
+// kwokNodes are the stack's nodes: three control-plane nodes, two computes, and the node whose pods run
+// for real.
 var kwokNodes = []KwokNode{
 	{"control-0", map[string]string{ControlPlaneNodeLabel: "enabled"}},
 	{"control-1", map[string]string{ControlPlaneNodeLabel: "enabled"}},
 	{"control-2", map[string]string{ControlPlaneNodeLabel: "enabled"}},
 	{"compute-0", map[string]string{ComputeNodeLabel: "enabled"}},
 	{"compute-1", map[string]string{ComputeNodeLabel: "enabled"}},
+	{RunnerNode, map[string]string{RunnerNodeLabel: RunnerNodeValue}},
 }
 
 // KwokNodes returns the fake nodes the stack creates, with their role labels.

@@ -41,15 +41,17 @@ import (
 
 // Standard ports of the local cloud's services.
 const (
-	MariaDBPort   = 3306
-	RabbitMQPort  = 5672
-	KeystonePort  = 5000
-	PlacementPort = 8778
-	GlancePort    = 9292
-	NeutronPort   = 9696
-	NovaPort      = 8774
-	IronicPort    = 6385
-	CinderPort    = 8776
+	MariaDBPort  = 3306
+	RabbitMQPort = 5672
+	// RabbitMQManagementPort serves RabbitMQ's management HTTP API (loopback only).
+	RabbitMQManagementPort = 15672
+	KeystonePort           = 5000
+	PlacementPort          = 8778
+	GlancePort             = 9292
+	NeutronPort            = 9696
+	NovaPort               = 8774
+	IronicPort             = 6385
+	CinderPort             = 8776
 )
 
 // Names of what the local cloud is set up with.
@@ -67,6 +69,13 @@ const (
 	// Secrets (namespace SystemNamespace) published once Kubernetes is up.
 	CloudsSecretName    = "openstack-clouds"
 	TransportSecretName = "cell1-transport"
+	// DatabaseAdminSecretName holds MariaDB's administrator (keys username, password, host, port) and
+	// MessageBusAdminSecretName RabbitMQ's (management_url, username, password, amqp_host, amqp_port):
+	// what a Nova CR names to create its databases, users and vhosts.
+	DatabaseAdminSecretName   = "mariadb-admin"
+	MessageBusAdminSecretName = "rabbitmq-admin"
+	// DatabaseAdminUser is MariaDB's administrator over TCP (root logs in through the socket only).
+	DatabaseAdminUser = "stackflow_admin"
 )
 
 // osFlavors are the flavors the cloud offers.
@@ -184,6 +193,15 @@ func (s *Stack) upOpenStack(ctx context.Context) error {
 	}
 	s.QueueSecret(SystemNamespace, CloudsSecretName, map[string][]byte{"clouds.yaml": clouds, "cloud": []byte(CloudName)})
 	s.QueueSecret(SystemNamespace, TransportSecretName, map[string][]byte{"transport_url": []byte(o.EDPMTransport)})
+	s.QueueSecret(SystemNamespace, DatabaseAdminSecretName, map[string][]byte{
+		"username": []byte(DatabaseAdminUser), "password": []byte(o.Pw["db-admin"]),
+		"host": []byte("127.0.0.1"), "port": []byte(fmt.Sprint(MariaDBPort))})
+	// Services connect to the broker on the hosts' gateway: the pod runner's processes and the EDPM
+	// test hosts both reach it there.
+	s.QueueSecret(SystemNamespace, MessageBusAdminSecretName, map[string][]byte{
+		"management_url": []byte(fmt.Sprintf("http://127.0.0.1:%d", RabbitMQManagementPort)),
+		"username":       []byte("openstack"), "password": []byte(o.Pw["rabbit"]),
+		"amqp_host": []byte(HostGateway), "amqp_port": []byte(fmt.Sprint(RabbitMQPort))})
 	s.Logf("openstack: ready in %s (keystone %s, cloud %q in %s)", time.Since(start).Round(100*time.Millisecond), s.OpenStack.AuthURL, CloudName, s.CloudsYAML)
 	return nil
 }

@@ -39,6 +39,7 @@ type osEnv struct {
 	Gateway                  string
 	Physnet                  string
 	RabbitPort               int
+	RabbitManagementPort     int
 	// ControlHost names the control services (conductors, schedulers); ComputeHost the local
 	// nova-compute, which is also its hypervisor and resource-provider name.
 	ControlHost, ComputeHost string
@@ -49,6 +50,7 @@ var osPasswordNames = []string{
 	"admin", "rabbit",
 	"keystone", "placement", "glance", "neutron", "nova", "ironic", "cinder",
 	"db-keystone", "db-placement", "db-glance", "db-neutron", "db-nova", "db-ironic", "db-cinder",
+	"db-admin",
 }
 
 // osServiceUsers are the Keystone users of the services, each with admin and service roles in the
@@ -71,6 +73,7 @@ func (s *Stack) newOSEnv() (*osEnv, error) {
 		ControlHost: "stackflow-control",
 		ComputeHost: LocalComputeHost,
 	}
+	o.RabbitManagementPort = RabbitMQManagementPort
 	if err := mkdirs(o.Etc, o.Data, o.Lib, filepath.Join(dir, "markers")); err != nil {
 		return nil, err
 	}

@@ -56,6 +56,16 @@ func (o *osEnv) upMariaDB(ctx context.Context) error {
 	})
 }
 
+// SQL runs statements as MariaDB's root (through the server's socket) and returns the output,
+// tab-separated without headers: for tests and people inspecting the stack's databases.
+func (s *Stack) SQL(ctx context.Context, stmts string) (string, error) {
+	o, err := s.newOSEnv()
+	if err != nil {
+		return "", err
+	}
+	return o.sql(ctx, stmts)
+}
+
 // sql runs statements as MariaDB's root and returns the output (tab-separated, no headers).
 func (o *osEnv) sql(ctx context.Context, stmts string) (string, error) {
 	cmd := exec.CommandContext(ctx, "/usr/bin/mariadb", "--no-defaults", "--socket="+o.mariadbSocket(), "-uroot", "-N", "-B")
@@ -79,9 +89,12 @@ var osDatabases = map[string][]string{
 	"cinder":    {"cinder"},
 }
 
-// createDatabases creates every database and user (idempotent, one client call).
+// createDatabases creates every database and user (idempotent, one client call), and the administrator
+// that creates databases and users over TCP for the Nova workflows.
 func (o *osEnv) createDatabases(ctx context.Context) error {
 	var b strings.Builder
+	fmt.Fprintf(&b, "CREATE USER IF NOT EXISTS '%[1]s'@'%%' IDENTIFIED BY '%[2]s';\nALTER USER '%[1]s'@'%%' IDENTIFIED BY '%[2]s';\n", DatabaseAdminUser, o.Pw["db-admin"])
+	fmt.Fprintf(&b, "GRANT ALL PRIVILEGES ON *.* TO '%s'@'%%' WITH GRANT OPTION;\n", DatabaseAdminUser)
 	for user, dbs := range osDatabases {
 		pw := o.Pw["db-"+user]
 		fmt.Fprintf(&b, "CREATE USER IF NOT EXISTS '%s'@'%%' IDENTIFIED BY '%s';\n", user, pw)
@@ -116,13 +129,42 @@ func (o *osEnv) upRabbitMQ(ctx context.Context) error {
 	if _, err := o.s.Start(Proc{Name: procRabbitMQ, Argv: []string{"/usr/lib/rabbitmq/bin/rabbitmq-server"}, Env: o.rabbitEnv(), Dir: home}); err != nil {
 		return err
 	}
-	return o.s.WaitFor(ctx, "rabbitmq ready", procRabbitMQ, 300*time.Millisecond, func(ctx context.Context) error {
+	if err := o.s.WaitFor(ctx, "rabbitmq ready", procRabbitMQ, 300*time.Millisecond, func(ctx context.Context) error {
 		for _, h := range []string{"127.0.0.1", HostGateway} {
 			if err := dial(net.JoinHostPort(h, fmt.Sprint(RabbitMQPort))); err != nil {
 				return err
 			}
 		}
 		return nil
+	}); err != nil {
+		return err
+	}
+	return o.ensureRabbitManagement(ctx)
+}
+
+// ensureRabbitManagement makes sure the management API answers: a broker started before the stack
+// enabled the plugin (in enabled_plugins) gets it enabled online.
+func (o *osEnv) ensureRabbitManagement(ctx context.Context) error {
+	addr := net.JoinHostPort("127.0.0.1", fmt.Sprint(RabbitMQManagementPort))
+	if dial(addr) == nil {
+		return nil
+	}
+	wctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+	defer cancel()
+	enabled := false
+	return o.s.WaitFor(wctx, "rabbitmq management API", procRabbitMQ, time.Second, func(ctx context.Context) error {
+		if err := dial(addr); err == nil {
+			return nil
+		}
+		if !enabled {
+			cmd := exec.CommandContext(ctx, "/usr/lib/rabbitmq/bin/rabbitmq-plugins", "enable", "--online", "rabbitmq_management")
+			cmd.Env = append(os.Environ(), o.rabbitEnv()...)
+			if out, err := cmd.CombinedOutput(); err != nil {
+				return fmt.Errorf("rabbitmq-plugins enable rabbitmq_management: %w: %s", err, out)
+			}
+			enabled = true
+		}
+		return fmt.Errorf("%s not answering yet", addr)
 	})
 }
 

@@ -29,7 +29,7 @@ func TestKubeNodesReadyWithRoleLabels(t *testing.T) {
 	defer cancel()
 
 	nodes := local.KwokNodes()
-	require.Len(t, nodes, 5)
+	require.Len(t, nodes, 6)
 	roles := map[string]int{}
 	for _, want := range nodes {
 		n, err := cs.CoreV1().Nodes().Get(ctx, want.Name, metav1.GetOptions{})
@@ -45,6 +45,7 @@ func TestKubeNodesReadyWithRoleLabels(t *testing.T) {
 	}
 	require.Equal(t, 3, roles[local.ControlPlaneNodeLabel], "control-plane nodes")
 	require.Equal(t, 2, roles[local.ComputeNodeLabel], "compute nodes")
+	require.Equal(t, 1, roles[local.RunnerNodeLabel], "the pod runner's node")
 
 	// The role labels select exactly these nodes, as the product's schedulers will.
 	cp, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: local.ControlPlaneNodeLabel + "=enabled"})

@@ -1,0 +1,163 @@
+package activities
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net"
+	"regexp"
+	"strconv"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"go.temporal.io/sdk/temporal"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+)
+
+// Database holds the database-server activities: databases, users and grants in MariaDB (or MySQL),
+// through the server's administrator account. Passwords are generated here and stored in Secrets before
+// they are used; no password leaves an activity.
+type Database struct {
+	Core kubernetes.Interface
+}
+
+// NewDatabase builds the database activities from a REST config (Secrets hold every credential).
+func NewDatabase(cfg *rest.Config) (*Database, error) {
+	core, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	return &Database{Core: core}, nil
+}
+
+// DatabaseServer is a database server and the Secret (keys username, password) of its administrator.
+type DatabaseServer struct {
+	Host      string `json:"host"`
+	Port      int32  `json:"port,omitempty"`
+	Namespace string `json:"namespace"`
+	// AdminSecret names the administrator's Secret in Namespace.
+	AdminSecret string `json:"adminSecret"`
+}
+
+// DatabaseInput is one database and the user that owns it.
+type DatabaseInput struct {
+	Server   DatabaseServer `json:"server"`
+	Database string         `json:"database"`
+	User     string         `json:"user"`
+	// Password is where the user's password lives; EnsureDatabase generates it when the key is missing.
+	Password SecretKeyRef `json:"password"`
+	// Owner owns the password Secret when EnsureDatabase creates it.
+	Owner *Owner `json:"owner,omitempty"`
+}
+
+// Error types of the database activities.
+const (
+	ErrDatabaseInvalid = "DatabaseInvalid"
+	ErrDatabaseAuth    = "DatabaseAccessDenied"
+)
+
+var sqlName = regexp.MustCompile(`^[A-Za-z0-9_]{1,64}$`)
+
+func (in DatabaseInput) validate() error {
+	for what, n := range map[string]string{"database": in.Database, "user": in.User} {
+		if !sqlName.MatchString(n) {
+			return temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s name %q: only letters, digits and _ (at most 64)", what, n), ErrDatabaseInvalid, nil)
+		}
+	}
+	return nil
+}
+
+// open connects as the server's administrator.
+func (d *Database) open(ctx context.Context, srv DatabaseServer) (*sql.DB, error) {
+	user, err := readSecretKey(ctx, d.Core, SecretKeyRef{Namespace: srv.Namespace, Name: srv.AdminSecret, Key: "username"})
+	if err != nil {
+		return nil, err
+	}
+	pw, err := readSecretKey(ctx, d.Core, SecretKeyRef{Namespace: srv.Namespace, Name: srv.AdminSecret, Key: "password"})
+	if err != nil {
+		return nil, err
+	}
+	port := srv.Port
+	if port == 0 {
+		port = 3306
+	}
+	cfg := mysql.NewConfig()
+	cfg.User, cfg.Passwd = user, pw
+	cfg.Net, cfg.Addr = "tcp", net.JoinHostPort(srv.Host, strconv.Itoa(int(port)))
+	cfg.Timeout, cfg.ReadTimeout, cfg.WriteTimeout = 10*time.Second, 30*time.Second, 30*time.Second
+	// Client-side interpolation: DDL statements take no server-side placeholders.
+	cfg.InterpolateParams = true
+	conn, err := mysql.NewConnector(cfg)
+	if err != nil {
+		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("database server %s: %v", cfg.Addr, err), ErrDatabaseInvalid, err)
+	}
+	db := sql.OpenDB(conn)
+	db.SetMaxOpenConns(1)
+	return db, nil
+}
+
+// classifySQL makes access denied permanent (the Secret is wrong) and leaves the rest retryable.
+func classifySQL(op string, err error) error {
+	var me *mysql.MySQLError
+	if errors.As(err, &me) && (me.Number == 1045 || me.Number == 1044 || me.Number == 1227) {
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s: %v", op, err), ErrDatabaseAuth, err)
+	}
+	return fmt.Errorf("%s: %w", op, err)
+}
+
+// EnsureDatabase creates the database (utf8) and its user when missing, sets the user's password to the
+// one in the Secret (generating and storing it first when the key is missing) and grants the user all
+// privileges on the database. Idempotent: a database or user that exists is adopted.
+func (d *Database) EnsureDatabase(ctx context.Context, in DatabaseInput) error {
+	if err := in.validate(); err != nil {
+		return err
+	}
+	pw, err := ensureSecretKey(ctx, d.Core, in.Password, in.Owner, GeneratePassword)
+	if err != nil {
+		return err
+	}
+	db, err := d.open(ctx, in.Server)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	op := fmt.Sprintf("database %s (user %s) on %s", in.Database, in.User, in.Server.Host)
+	for _, st := range []struct {
+		q    string
+		args []any
+	}{
+		{"CREATE DATABASE IF NOT EXISTS `" + in.Database + "` CHARACTER SET utf8", nil},
+		{"CREATE USER IF NOT EXISTS '" + in.User + "'@'%' IDENTIFIED BY ?", []any{pw}},
+		{"ALTER USER '" + in.User + "'@'%' IDENTIFIED BY ?", []any{pw}},
+		{"GRANT ALL PRIVILEGES ON `" + in.Database + "`.* TO '" + in.User + "'@'%'", nil},
+	} {
+		if _, err := db.ExecContext(ctx, st.q, st.args...); err != nil {
+			return classifySQL(op, err)
+		}
+	}
+	return nil
+}
+
+// DropDatabase removes the database and its user; what is already gone is not an error.
+func (d *Database) DropDatabase(ctx context.Context, in DatabaseInput) error {
+	if err := in.validate(); err != nil {
+		return err
+	}
+	db, err := d.open(ctx, in.Server)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	op := fmt.Sprintf("drop database %s (user %s) on %s", in.Database, in.User, in.Server.Host)
+	for _, q := range []string{
+		"DROP DATABASE IF EXISTS `" + in.Database + "`",
+		"DROP USER IF EXISTS '" + in.User + "'@'%'",
+	} {
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			return classifySQL(op, err)
+		}
+	}
+	return nil
+}
