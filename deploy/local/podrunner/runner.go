@@ -458,6 +458,16 @@ func (p *podRun) runContainer(c corev1.Container, st *containerState, vols map[s
 		p.fail(st, "CreateContainerConfigError", err.Error())
 		return 1, err
 	}
+	// The termination message file, at the container's own path; the default /dev/termination-log is
+	// not provided (it would be a file in the machine's /dev).
+	termFile := ""
+	if tp := c.TerminationMessagePath; tp != "" && tp != corev1.TerminationMessagePathDefault {
+		termFile = filepath.Join(p.dir, c.Name+".termination-log")
+		if err := os.WriteFile(termFile, nil, 0o644); err != nil {
+			return 1, err
+		}
+		ms = append(ms, Mount{Source: termFile, Target: tp})
+	}
 	spec := ProcessSpec{Argv: argv(c, env), Env: env, Dir: c.WorkingDir, Mounts: ms}
 	logFile := filepath.Join(p.r.cfg.LogDir, fmt.Sprintf("%s_%s_%s.log", p.pod.Namespace, p.pod.Name, c.Name))
 	if len(spec.Argv) == 0 {
@@ -525,10 +535,15 @@ func (p *podRun) runContainer(c corev1.Container, st *containerState, vols map[s
 	}
 	term := &corev1.ContainerStateTerminated{ExitCode: int32(code), StartedAt: began, FinishedAt: metav1.NewTime(time.Now()),
 		ContainerID: "host://" + strconv.Itoa(pid), Reason: "Completed"}
+	if termFile != "" {
+		term.Message = logTail(termFile, 100, 4096)
+	}
 	if code != 0 {
 		term.Reason = "Error"
 		// As terminationMessagePolicy FallbackToLogsOnError: the tail of the log says why.
-		term.Message = logTail(logFile, 20, 4096)
+		if term.Message == "" {
+			term.Message = logTail(logFile, 20, 4096)
+		}
 	}
 	p.mu.Lock()
 	st.ready = false
