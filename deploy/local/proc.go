@@ -65,6 +65,7 @@ func (s *Stack) Start(p Proc) (bool, error) {
 	}
 	defer logf.Close()
 	fmt.Fprintf(logf, "\n=== %s starting: %s\n", time.Now().Format(time.RFC3339), strings.Join(p.Argv, " "))
+	closeInheritedFiles()
 	cmd := exec.Command(p.Argv[0], p.Argv[1:]...)
 	cmd.Env = append([]string{
 		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
@@ -93,6 +94,19 @@ func (s *Stack) Start(p Proc) (bool, error) {
 	// Reap the child if it exits while this process lives, so it never lingers as a zombie that looks alive.
 	go func() { _ = cmd.Wait() }()
 	return true, nil
+}
+
+// closeInheritedFiles marks every file descriptor above stderr close-on-exec. Go opens its own files that
+// way, but descriptors this process inherited do not close by themselves: a lock file held by the
+// command that runs `up` (flock /work/e2e.lock …) would otherwise pass to every daemon the stack starts,
+// which would then hold the lock for as long as they run.
+func closeInheritedFiles() {
+	entries, _ := os.ReadDir("/proc/self/fd")
+	for _, e := range entries {
+		if fd, err := strconv.Atoi(e.Name()); err == nil && fd > 2 {
+			syscall.CloseOnExec(fd)
+		}
+	}
 }
 
 // Stop terminates the named process group (SIGTERM, then SIGKILL after the grace period) and removes its
