@@ -131,6 +131,9 @@ func (s *Stack) upKubernetes(ctx context.Context) error {
 			return err
 		}
 	}
+	if err := s.upChartRepo(ctx); err != nil {
+		return fmt.Errorf("chart repository: %w", err)
+	}
 	kind := "warm"
 	if cold {
 		kind = "cold"

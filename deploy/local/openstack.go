@@ -11,22 +11,21 @@ package local
 //	clouds.yaml         the admin cloud (CloudName) for clients on this machine
 //
 // Every API runs under uwsgi and listens on 127.0.0.1 and on the EDPM hosts' gateway HostGateway; the
-// catalog lists 127.0.0.1. RabbitMQ listens on both as well; MariaDB on loopback only.
+// catalog's public and admin endpoints are on 127.0.0.1, its internal endpoints on the gateway, so a
+// service on a test host needs nothing but the catalog. RabbitMQ listens on both as well; MariaDB on
+// loopback only.
 //
-// Running Debian's nova-compute (fake driver) on an EDPM test host against this cloud needs:
+// What Debian's nova-compute (fake driver) on an EDPM test host needs from this cloud, all of which the
+// data-plane workflows generate:
 //   - message bus: the Secret named by OpenStackInfo.TransportURLSecret, key transport_url
 //     (rabbit://openstack:…@198.51.100.1:5672/, the DEFAULT vhost; cell1 uses the same broker and vhost,
 //     since one conductor serves the API and cell1);
-//   - service user "nova" in project "service" (domain Default), password under key "nova" in
-//     <state>/openstack/passwords.json;
-//   - Keystone http://198.51.100.1:5000/v3 as auth_url, and endpoint_override for the services it calls,
-//     because the catalog holds loopback URLs: placement http://198.51.100.1:8778, neutron
-//     http://198.51.100.1:9696, glance http://198.51.100.1:9292 (cinder http://198.51.100.1:8776/v3/%(project_id)s);
+//   - service user "nova" in project "service" (domain Default), its password in the Secret
+//     OpenStackInfo.ServiceSecret (key NovaPassword);
+//   - Keystone http://198.51.100.1:5000/v3 as auth_url and valid_interfaces = internal;
 //   - compute_driver=fake.FakeDriver, vif_plugging_is_fatal=false, vif_plugging_timeout=0, and a unique
 //     [DEFAULT] host (the fake driver names its node after it, which is also its placement provider);
 //   - the scheduler maps new computes into cell1 by itself within seconds (discover_hosts_in_cells_interval).
-//
-// <state>/openstack/etc/nova/nova-compute-edpm.conf is a rendered example of exactly that.
 
 import (
 	"context"
@@ -76,6 +75,9 @@ const (
 	MessageBusAdminSecretName = "rabbitmq-admin"
 	// DatabaseAdminUser is MariaDB's administrator over TCP (root logs in through the socket only).
 	DatabaseAdminUser = "stackflow_admin"
+	// ServiceSecretName holds the nova service user's password under NovaPassword, as a NovaCell's
+	// spec.secret expects it.
+	ServiceSecretName = "osp-secret"
 )
 
 // osFlavors are the flavors the cloud offers.
@@ -189,6 +191,7 @@ func (s *Stack) upOpenStack(ctx context.Context) error {
 		CellName:           NovaCell,
 		CloudsSecret:       SystemNamespace + "/" + CloudsSecretName,
 		TransportURLSecret: SystemNamespace + "/" + TransportSecretName,
+		ServiceSecret:      SystemNamespace + "/" + ServiceSecretName,
 		Cinder:             true,
 	}
 	s.QueueSecret(SystemNamespace, CloudsSecretName, map[string][]byte{"clouds.yaml": clouds, "cloud": []byte(CloudName)})
@@ -202,6 +205,7 @@ func (s *Stack) upOpenStack(ctx context.Context) error {
 		"management_url": []byte(fmt.Sprintf("http://127.0.0.1:%d", RabbitMQManagementPort)),
 		"username":       []byte("openstack"), "password": []byte(o.Pw["rabbit"]),
 		"amqp_host": []byte(HostGateway), "amqp_port": []byte(fmt.Sprint(RabbitMQPort))})
+	s.QueueSecret(SystemNamespace, ServiceSecretName, map[string][]byte{"NovaPassword": []byte(o.Pw["nova"])})
 	s.Logf("openstack: ready in %s (keystone %s, cloud %q in %s)", time.Since(start).Round(100*time.Millisecond), s.OpenStack.AuthURL, CloudName, s.CloudsYAML)
 	return nil
 }
@@ -212,19 +216,27 @@ func (o *osEnv) bootstrapInput() []byte {
 	for _, u := range osServiceUsers {
 		users[u] = o.Pw[u]
 	}
-	ep := func(port int, path string) string { return fmt.Sprintf("http://127.0.0.1:%d%s", port, path) }
+	// Public and admin endpoints are on loopback, for clients on this machine; internal endpoints are on
+	// the hosts' gateway, which this machine and every EDPM test host reach, so services deployed onto
+	// the hosts (nova-compute with valid_interfaces = internal) work from the catalog alone.
+	svc := func(name, typ string, port int, path string) map[string]string {
+		return map[string]string{"name": name, "type": typ,
+			"url":      fmt.Sprintf("http://127.0.0.1:%d%s", port, path),
+			"internal": fmt.Sprintf("http://%s:%d%s", HostGateway, port, path)}
+	}
 	in := map[string]any{
 		"auth_url":       o.Keystone + "/v3",
 		"admin_password": o.Pw["admin"],
 		"region":         o.Region,
 		"service_users":  users,
 		"services": []map[string]string{
-			{"name": "placement", "type": "placement", "url": ep(PlacementPort, "")},
-			{"name": "glance", "type": "image", "url": ep(GlancePort, "")},
-			{"name": "neutron", "type": "network", "url": ep(NeutronPort, "")},
-			{"name": "nova", "type": "compute", "url": ep(NovaPort, "/v2.1")},
-			{"name": "ironic", "type": "baremetal", "url": ep(IronicPort, "")},
-			{"name": "cinderv3", "type": "volumev3", "url": ep(CinderPort, "/v3/%(project_id)s")},
+			svc("keystone", "identity", KeystonePort, "/v3"),
+			svc("placement", "placement", PlacementPort, ""),
+			svc("glance", "image", GlancePort, ""),
+			svc("neutron", "network", NeutronPort, ""),
+			svc("nova", "compute", NovaPort, "/v2.1"),
+			svc("ironic", "baremetal", IronicPort, ""),
+			svc("cinderv3", "volumev3", CinderPort, "/v3/%(project_id)s"),
 		},
 		"image": ImageName,
 		"external": map[string]string{

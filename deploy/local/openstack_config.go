@@ -167,7 +167,6 @@ var osConfigs = map[string]string{
 	"nova/nova.conf":              "nova.conf.tmpl",
 	"nova/nova-cell0.conf":        "nova-cell0.conf.tmpl",
 	"nova/nova-compute.conf":      "nova-compute.conf.tmpl",
-	"nova/nova-compute-edpm.conf": "nova-compute-edpm.conf.tmpl",
 	"ironic/ironic.conf":          "ironic.conf.tmpl",
 	"cinder/cinder.conf":          "cinder.conf.tmpl",
 	"rabbitmq/rabbitmq.conf":      "rabbitmq.conf.tmpl",
@@ -177,6 +176,13 @@ var osConfigs = map[string]string{
 	"neutron/api-paste.ini":       "@neutron-common/api-paste.ini",
 	"glance/glance-api-paste.ini": "@glance-common/glance-api-paste.ini",
 	"cinder/api-paste.ini":        "@cinder-common/api-paste.ini",
+	"keystone/policy.yaml":        "policy.yaml.tmpl",
+	"placement/policy.yaml":       "policy.yaml.tmpl",
+	"glance/policy.yaml":          "policy.yaml.tmpl",
+	"neutron/policy.yaml":         "policy.yaml.tmpl",
+	"nova/policy.yaml":            "policy.yaml.tmpl",
+	"ironic/policy.yaml":          "policy.yaml.tmpl",
+	"cinder/policy.yaml":          "policy.yaml.tmpl",
 }
 
 // writeConfigs renders every configuration file and unpacks the Python helpers. Files are rewritten on

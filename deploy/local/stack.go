@@ -81,6 +81,8 @@ type Stack struct {
 	Kubeconfig string `json:"kubeconfig,omitempty"`
 	// KubeAPI is the API server URL.
 	KubeAPI string `json:"kubeAPI,omitempty"`
+	// ChartRepository is the Helm chart repository serving the project's charts (deploy/charts).
+	ChartRepository string `json:"chartRepository,omitempty"`
 	// TemporalAddress is the frontend gRPC address; TemporalUI the web UI URL.
 	TemporalAddress   string `json:"temporalAddress,omitempty"`
 	TemporalUI        string `json:"temporalUI,omitempty"`
@@ -122,6 +124,9 @@ type OpenStackInfo struct {
 	// TransportURLSecret names the Kubernetes Secret (namespace/name) holding cell1's message-bus URL
 	// under the key transport_url; secrets never appear here.
 	TransportURLSecret string `json:"transportURLSecret,omitempty"`
+	// ServiceSecret names the Kubernetes Secret (namespace/name) holding the nova service user's
+	// password (key NovaPassword), for NovaCells.
+	ServiceSecret string `json:"serviceSecret,omitempty"`
 	// CloudsSecret names the Kubernetes Secret (namespace/name) holding clouds.yaml.
 	CloudsSecret string `json:"cloudsSecret,omitempty"`
 	// Cinder is true when the block-storage service runs.
@@ -338,7 +343,7 @@ func Up(ctx context.Context, opts Options) (*Stack, error) {
 
 // published lists the stack.json keys each component owns.
 var published = map[string][]string{
-	Kubernetes: {"kubeconfig", "kubeAPI"},
+	Kubernetes: {"kubeconfig", "kubeAPI", "chartRepository"},
 	Temporal:   {"temporalAddress", "temporalUI", "temporalNamespace"},
 	OpenStack:  {"cloudsYAML", "cloudName", "openstack"},
 	Hosts:      {"testHosts", "sshKeySecret"},
@@ -439,6 +444,9 @@ func (s *Stack) Status(w io.Writer) {
 	fmt.Fprintf(w, "state directory:  %s\n", s.StateDir)
 	if s.Kubeconfig != "" {
 		fmt.Fprintf(w, "kubernetes:       %s (KUBECONFIG=%s)\n", s.KubeAPI, s.Kubeconfig)
+	}
+	if s.ChartRepository != "" {
+		fmt.Fprintf(w, "chart repository: %s (the project's charts, deploy/charts)\n", s.ChartRepository)
 	}
 	if s.TemporalAddress != "" {
 		fmt.Fprintf(w, "temporal:         %s namespace %s, UI %s\n", s.TemporalAddress, s.TemporalNamespace, s.TemporalUI)

@@ -18,9 +18,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 
+	"github.com/stackflow/stackflow/deploy/local"
 	"github.com/stackflow/stackflow/tests/e2e"
 	sim "github.com/stackflow/stackflow/tests/makespan"
-	"github.com/stackflow/stackflow/tests/rollout/chartrepo"
 	"github.com/stackflow/stackflow/workflows/controlplane"
 )
 
@@ -45,7 +45,7 @@ func BenchmarkFullRollout(b *testing.B) {
 	if err := os.MkdirAll(repoDir, 0o755); err != nil {
 		b.Fatal(err)
 	}
-	repo, err := chartrepo.Serve(filepath.Join(env.Stack.RepoRoot, "deploy", "charts"), repoDir)
+	repo, err := local.ServeCharts(filepath.Join(env.Stack.RepoRoot, "deploy", "charts"), repoDir)
 	if err != nil {
 		b.Fatal(err)
 	}

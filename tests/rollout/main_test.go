@@ -13,15 +13,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stackflow/stackflow/deploy/local"
 	"github.com/stackflow/stackflow/tests/e2e"
-	"github.com/stackflow/stackflow/tests/rollout/chartrepo"
 )
 
 var (
 	// env is the run's stack, clients and binaries; env.Run prefixes every object this run creates.
 	env *e2e.Env
 	// charts serves the test charts.
-	charts *chartrepo.Repo
+	charts *local.ChartServer
 )
 
 func TestMain(m *testing.M) {
@@ -44,7 +44,7 @@ func mainErr(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	charts, err = chartrepo.Serve(filepath.Join(env.Stack.RepoRoot, "deploy", "charts"), repoDir, "0.1.1")
+	charts, err = local.ServeCharts(filepath.Join(env.Stack.RepoRoot, "deploy", "charts"), repoDir, "0.1.1")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "chart repository:", err)
 		return 1

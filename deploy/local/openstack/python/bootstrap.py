@@ -93,13 +93,14 @@ def identity():
         for iface in ("public", "internal", "admin"):
             mine = [e for e in endpoints if e["service_id"] == service["id"] and e["interface"] == iface
                     and e.get("region_id") == CFG["region"]]
-            if mine and mine[0]["url"] == svc["url"]:
+            url = svc.get(iface, svc["url"])
+            if mine and mine[0]["url"] == url:
                 continue
             if mine:
-                ks.patch("/endpoints/%s" % mine[0]["id"], json={"endpoint": {"url": svc["url"]}})
+                ks.patch("/endpoints/%s" % mine[0]["id"], json={"endpoint": {"url": url}})
             else:
                 ks.post("/endpoints", json={"endpoint": {"service_id": service["id"], "interface": iface,
-                                                         "url": svc["url"], "region_id": CFG["region"]}})
+                                                         "url": url, "region_id": CFG["region"]}})
     print(json.dumps({"serviceProject": project["id"]}))
 
 
