@@ -110,7 +110,7 @@ func (k *Kube) GetObject(ctx context.Context, ref lifecycle.ObjectRef) (*Object,
 	}
 	obj := &Object{
 		Exists:      true,
-		Generation:  u.GetGeneration(),
+		Generation:  lifecycle.EffectiveGeneration(u.GetGeneration(), u.GetAnnotations()),
 		Deleting:    u.GetDeletionTimestamp() != nil,
 		Labels:      u.GetLabels(),
 		Annotations: u.GetAnnotations(),

@@ -21,7 +21,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/metadata/metadatainformer"
@@ -30,6 +33,8 @@ import (
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/client-go/util/workqueue"
+
+	"github.com/stackflow/stackflow/api/lifecycle"
 )
 
 // Config configures a bridge. Zero values take the defaults noted on each field.
@@ -160,6 +165,7 @@ type Bridge struct {
 	log      *slog.Logger
 	core     kubernetes.Interface
 	meta     metadata.Interface
+	dyn      dynamic.Interface
 	temporal client.Client
 	events   *events
 	metrics  *metrics
@@ -190,6 +196,10 @@ func New(cfg Config) (*Bridge, error) {
 	if err != nil {
 		return nil, fmt.Errorf("metadata client: %w", err)
 	}
+	dyn, err := dynamic.NewForConfig(kc)
+	if err != nil {
+		return nil, fmt.Errorf("dynamic client: %w", err)
+	}
 	tc, err := newTemporalClient(cfg)
 	if err != nil {
 		return nil, err
@@ -199,6 +209,7 @@ func New(cfg Config) (*Bridge, error) {
 		log:       cfg.Log,
 		core:      core,
 		meta:      meta,
+		dyn:       dyn,
 		temporal:  tc,
 		signalled: map[types.UID]Signalled{},
 		firstSeen: map[key]time.Time{},
@@ -296,7 +307,8 @@ func (b *Bridge) lead(ctx context.Context) {
 	)
 	b.metrics.setQueue(queue.Len)
 	factory := metadatainformer.NewSharedInformerFactory(b.meta, b.cfg.Resync)
-	w := &watcher{b: b, queue: queue, factory: factory, informers: map[string]servedKind{}}
+	full := dynamicinformer.NewDynamicSharedInformerFactory(b.dyn, b.cfg.Resync)
+	w := &watcher{b: b, queue: queue, factory: factory, full: full, informers: map[string]servedKind{}}
 
 	var wg sync.WaitGroup
 	for range b.cfg.Workers {
@@ -320,6 +332,7 @@ func (b *Bridge) lead(ctx context.Context) {
 	ticker.Stop()
 	queue.ShutDown()
 	factory.Shutdown()
+	full.Shutdown()
 	wg.Wait()
 	b.metrics.setQueue(nil)
 	b.log.Info("stopped leading")
@@ -333,9 +346,11 @@ type servedKind struct {
 
 // watcher holds one leadership term's informers and queue.
 type watcher struct {
-	b         *Bridge
-	queue     workqueue.TypedRateLimitingInterface[key]
-	factory   metadatainformer.SharedInformerFactory
+	b       *Bridge
+	queue   workqueue.TypedRateLimitingInterface[key]
+	factory metadatainformer.SharedInformerFactory
+	// full watches the kinds that need more than metadata (Kind.Fingerprint).
+	full      dynamicinformer.DynamicSharedInformerFactory
 	mu        sync.RWMutex
 	informers map[string]servedKind
 }
@@ -396,7 +411,11 @@ func slim(obj any) (any, error) {
 	if !ok {
 		return obj, nil
 	}
-	return &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{
+	return &metav1.PartialObjectMetadata{ObjectMeta: slimMeta(&m.ObjectMeta)}, nil
+}
+
+func slimMeta(m *metav1.ObjectMeta) metav1.ObjectMeta {
+	return metav1.ObjectMeta{
 		Name:              m.Name,
 		Namespace:         m.Namespace,
 		UID:               m.UID,
@@ -404,5 +423,32 @@ func slim(obj any) (any, error) {
 		Generation:        m.Generation,
 		DeletionTimestamp: m.DeletionTimestamp,
 		Finalizers:        m.Finalizers,
-	}}, nil
+	}
+}
+
+// liveFingerprint is a cache-only annotation: the fingerprint of the object as last seen, next to the
+// derived generation and the fingerprint it was derived for. It is never written to the API server.
+const liveFingerprint = "bridge.stackflow.io/live-fingerprint"
+
+// slimFingerprinted is the transform of kinds watched in full (Kind.Fingerprint): the same slim
+// metadata, plus the derived-generation annotations and the live fingerprint.
+func slimFingerprinted(fp func(*unstructured.Unstructured) string) cache.TransformFunc {
+	return func(obj any) (any, error) {
+		u, ok := obj.(*unstructured.Unstructured)
+		if !ok {
+			return obj, nil
+		}
+		ann := u.GetAnnotations()
+		meta := metav1.ObjectMeta{
+			Name: u.GetName(), Namespace: u.GetNamespace(), UID: u.GetUID(), ResourceVersion: u.GetResourceVersion(),
+			Generation: u.GetGeneration(), DeletionTimestamp: u.GetDeletionTimestamp(), Finalizers: u.GetFinalizers(),
+		}
+		meta.Annotations = map[string]string{liveFingerprint: fp(u)}
+		for _, k := range []string{lifecycle.AnnotationGeneration, lifecycle.AnnotationFingerprint} {
+			if v, ok := ann[k]; ok {
+				meta.Annotations[k] = v
+			}
+		}
+		return &metav1.PartialObjectMetadata{ObjectMeta: meta}, nil
+	}
 }

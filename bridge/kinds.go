@@ -1,6 +1,11 @@
 package bridge
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/stackflow/stackflow/api/lifecycle"
@@ -15,13 +20,17 @@ type Kind struct {
 	GVR schema.GroupVersionResource
 	// ClusterScoped is true for kinds without a namespace.
 	ClusterScoped bool
+	// Fingerprint is set for kinds whose API server keeps no metadata.generation: it digests what the
+	// kind's workflows read of an object, and the bridge derives a generation from it (see
+	// lifecycle.AnnotationGeneration). Such kinds are watched in full, not by metadata.
+	Fingerprint func(*unstructured.Unstructured) string
 }
 
 // Served is every kind stackflow serves. A kind whose resource the API server does not offer (its CRD is
 // not installed) is skipped until discovery finds it.
 var Served = []Kind{
 	// Control plane, KupenStack style: a Kubernetes Node ensures its OpenstackNode of the same name.
-	{Kind: "Node", GVR: gvr("", "v1", "nodes"), ClusterScoped: true},
+	{Kind: "Node", GVR: gvr("", "v1", "nodes"), ClusterScoped: true, Fingerprint: NodeFingerprint},
 	{Kind: "OpenstackNode", GVR: gvr(kupenstack, "v1alpha1", "openstacknodes"), ClusterScoped: true},
 	{Kind: "KupenstackConfiguration", GVR: gvr(kupenstack, "v1alpha1", "kupenstackconfigurations"), ClusterScoped: true},
 	{Kind: "OpenStackCloudConfigurationProfile", GVR: gvr(kupenstack, "v1alpha1", "openstackcloudconfigurationprofiles"), ClusterScoped: true},
@@ -96,4 +105,30 @@ func Select(names []string) (kinds []Kind, unknown []string) {
 		}
 	}
 	return kinds, unknown
+}
+
+// NodeFingerprint digests what the Node and OpenstackNode workflows read of a Kubernetes Node: its labels,
+// taints, schedulability and whether it is Ready. Heartbeats (condition times, resource versions, the
+// Lease) are left out, so an idle cluster derives no new generation.
+func NodeFingerprint(u *unstructured.Unstructured) string {
+	taints, _, _ := unstructured.NestedSlice(u.Object, "spec", "taints")
+	unschedulable, _, _ := unstructured.NestedBool(u.Object, "spec", "unschedulable")
+	ready := "Unknown"
+	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	for _, c := range conds {
+		if m, ok := c.(map[string]any); ok && m["type"] == "Ready" {
+			ready, _ = m["status"].(string)
+		}
+	}
+	// Taint timeAdded moves without meaning anything new to a workflow.
+	var ts []map[string]any
+	for _, t := range taints {
+		if m, ok := t.(map[string]any); ok {
+			ts = append(ts, map[string]any{"key": m["key"], "value": m["value"], "effect": m["effect"]})
+		}
+	}
+	// json.Marshal sorts map keys, so the digest is stable.
+	b, _ := json.Marshal(map[string]any{"labels": u.GetLabels(), "taints": ts, "unschedulable": unschedulable, "ready": ready})
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:12])
 }

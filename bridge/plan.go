@@ -16,15 +16,12 @@ type Observed struct {
 	HasFinalizer bool
 }
 
-// Observe reads the metadata the plan needs. A generation of 0 (kinds whose API server does not set it)
-// counts as 1, so the workflow always sees a positive generation.
+// Observe reads the metadata the plan needs. The generation is lifecycle.EffectiveGeneration: the API
+// server's, else the one the bridge derives (kinds without metadata.generation), else 1, so the workflow
+// always sees a positive generation and records the same one as observed.
 func Observe(m metav1.Object) Observed {
-	gen := m.GetGeneration()
-	if gen <= 0 {
-		gen = 1
-	}
 	return Observed{
-		Generation:   gen,
+		Generation:   lifecycle.EffectiveGeneration(m.GetGeneration(), m.GetAnnotations()),
 		Deleting:     m.GetDeletionTimestamp() != nil,
 		HasFinalizer: slices.Contains(m.GetFinalizers(), lifecycle.Finalizer),
 	}

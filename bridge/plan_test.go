@@ -104,6 +104,11 @@ func TestObserve(t *testing.T) {
 			want: Observed{Generation: 1},
 		},
 		{
+			name: "a derived generation (Nodes the bridge fingerprinted)",
+			meta: metav1.ObjectMeta{Name: "n", Annotations: map[string]string{lifecycle.AnnotationGeneration: "3"}},
+			want: Observed{Generation: 3},
+		},
+		{
 			name: "our finalizer among others",
 			meta: metav1.ObjectMeta{Generation: 5, Finalizers: []string{"other", lifecycle.Finalizer}},
 			want: Observed{Generation: 5, HasFinalizer: true},

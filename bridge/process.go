@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -32,8 +33,14 @@ func (w *watcher) discover(ctx context.Context) {
 			}
 			continue
 		}
-		inf := w.factory.ForResource(found.GVR).Informer()
-		if err := inf.SetTransform(slim); err != nil {
+		var inf cache.SharedIndexInformer
+		var transform cache.TransformFunc = slim
+		if found.Fingerprint != nil {
+			inf, transform = w.full.ForResource(found.GVR).Informer(), slimFingerprinted(found.Fingerprint)
+		} else {
+			inf = w.factory.ForResource(found.GVR).Informer()
+		}
+		if err := inf.SetTransform(transform); err != nil {
 			b.log.Error("informer transform", "kind", k.Kind, "err", err)
 			continue
 		}
@@ -69,6 +76,7 @@ func (w *watcher) discover(ctx context.Context) {
 		return
 	}
 	w.factory.Start(ctx.Done())
+	w.full.Start(ctx.Done())
 	for _, sk := range added {
 		if cache.WaitForCacheSync(ctx.Done(), sk.informer.HasSynced) {
 			b.log.Info("serving kind", "kind", sk.Kind.Kind, "resource", sk.GVR.String(), "clusterScoped", sk.ClusterScoped, "objects", len(sk.informer.GetStore().ListKeys()))
@@ -136,6 +144,17 @@ func (b *Bridge) process(ctx context.Context, w *watcher, k key) error {
 	m := obj.(*metav1.PartialObjectMetadata)
 	ref := sk.Ref(m.Namespace, m.Name, string(m.UID))
 
+	if sk.Fingerprint != nil {
+		if next, bump := lifecycle.NextDerivedGeneration(m.Annotations, m.Annotations[liveFingerprint]); bump {
+			// The object changed in what its workflow reads: record the next generation on it. The
+			// update event of this write brings the object back here, to be signalled at it.
+			if err := b.bumpGeneration(ctx, sk, m, next); err != nil && !apierrors.IsNotFound(err) {
+				requeued = true
+				return fmt.Errorf("derive generation %d of %s: %w", next, ref, err)
+			}
+			return nil
+		}
+	}
 	b.mu.Lock()
 	s := b.signalled[m.UID]
 	b.mu.Unlock()
@@ -196,15 +215,37 @@ func (b *Bridge) addFinalizer(ctx context.Context, sk servedKind, m *metav1.Part
 	if err != nil {
 		return err
 	}
+	t0 := time.Now()
+	err = b.patchMeta(ctx, sk, m, patch)
+	b.metrics.patch.WithLabelValues(sk.Kind.Kind).Observe(time.Since(t0).Seconds())
+	return err
+}
+
+// bumpGeneration writes a derived generation and the fingerprint it stands for, with the cached
+// resourceVersion: a stale cache gets Conflict and the key is retried on fresh data.
+func (b *Bridge) bumpGeneration(ctx context.Context, sk servedKind, m *metav1.PartialObjectMetadata, next int64) error {
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
+		"resourceVersion": m.ResourceVersion,
+		"annotations": map[string]string{
+			lifecycle.AnnotationGeneration:  strconv.FormatInt(next, 10),
+			lifecycle.AnnotationFingerprint: m.Annotations[liveFingerprint],
+		},
+	}})
+	if err != nil {
+		return err
+	}
+	return b.patchMeta(ctx, sk, m, patch)
+}
+
+// patchMeta applies a merge patch to an object's metadata as the bridge's field manager.
+func (b *Bridge) patchMeta(ctx context.Context, sk servedKind, m *metav1.PartialObjectMetadata, patch []byte) error {
 	var ri interface {
 		Patch(context.Context, string, types.PatchType, []byte, metav1.PatchOptions, ...string) (*metav1.PartialObjectMetadata, error)
 	} = b.meta.Resource(sk.GVR)
 	if !sk.ClusterScoped {
 		ri = b.meta.Resource(sk.GVR).Namespace(m.Namespace)
 	}
-	t0 := time.Now()
-	_, err = ri.Patch(ctx, m.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "stackflow-bridge"})
-	b.metrics.patch.WithLabelValues(sk.Kind.Kind).Observe(time.Since(t0).Seconds())
+	_, err := ri.Patch(ctx, m.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "stackflow-bridge"})
 	return err
 }
 

@@ -36,8 +36,9 @@ func OpenstackNodeRef(name string) lifecycle.ObjectRef {
 	return lifecycle.ObjectRef{Group: "kupenstack.io", Version: "v1alpha1", Kind: "OpenstackNode", Resource: "openstacknodes", Name: name}
 }
 
-// NodeWorkflow serves a Kubernetes Node: it makes sure an OpenstackNode of the same name exists and,
-// when the Node is deleted, deletes that OpenstackNode and waits until it is gone before releasing the
+// NodeWorkflow serves a Kubernetes Node: it makes sure an OpenstackNode of the same name exists, tells it
+// when the Node changed (a new derived generation: see lifecycle.AnnotationGeneration) and, when the Node
+// is deleted, deletes that OpenstackNode and waits until it is gone before releasing the
 // Node.
 func NodeWorkflow(ctx workflow.Context, in object.Input) error {
 	return object.Run(ctx, in, &nodeReconciler{}, object.Options{NoStatus: true})
@@ -68,6 +69,11 @@ func (nodeReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycle, obj 
 		return fmt.Errorf("ensure OpenstackNode %s: %w", ref.Name, err)
 	}
 	rec.OpenstackNodeUID = uid
+	// This Node changed in what its OpenstackNode reports (labels, taints, readiness: the bridge derives
+	// the Node's generation from them), so the OpenstackNode reconciles again. Before the OpenstackNode's
+	// own workflow first started there is nobody to tell, and nothing to lose.
+	ref.UID = uid
+	_ = workflow.SignalExternalWorkflow(ctx, lifecycle.WorkflowID(ref), "", SignalRefresh, nil).Get(ctx, nil)
 	return lc.Save(rec)
 }
 
