@@ -54,7 +54,7 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	samples, err = readSamples(filepath.Join(st.RepoRoot, "deploy", "samples"))
+	samples, err = readSamples(filepath.Join(st.RepoRoot, "deploy", "samples"), filepath.Join(st.RepoRoot, "tests", "api", "testdata"))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -108,34 +108,36 @@ func randomSuffix() string {
 	return hex.EncodeToString(b)
 }
 
-// readSamples decodes deploy/samples, one object per kind.
-func readSamples(dir string) (map[string]*unstructured.Unstructured, error) {
-	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
-	if err != nil {
-		return nil, err
-	}
+// readSamples decodes an example object per kind: the first of each kind in deploy/samples (what
+// `make run` applies), else in tests/api/testdata (kinds whose samples wait for their workflows).
+func readSamples(dirs ...string) (map[string]*unstructured.Unstructured, error) {
 	out := map[string]*unstructured.Unstructured{}
-	for _, f := range files {
-		b, err := os.ReadFile(f)
+	for _, dir := range dirs {
+		files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
 		if err != nil {
 			return nil, err
 		}
-		dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(b), 4096)
-		for {
-			var obj map[string]any
-			if err := dec.Decode(&obj); err == io.EOF {
-				break
-			} else if err != nil {
-				return nil, fmt.Errorf("decode %s: %w", f, err)
+		for _, f := range files {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				return nil, err
 			}
-			if obj == nil {
-				continue
+			dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(b), 4096)
+			for {
+				var obj map[string]any
+				if err := dec.Decode(&obj); err == io.EOF {
+					break
+				} else if err != nil {
+					return nil, fmt.Errorf("decode %s: %w", f, err)
+				}
+				if obj == nil {
+					continue
+				}
+				u := &unstructured.Unstructured{Object: obj}
+				if _, seen := out[u.GetKind()]; !seen {
+					out[u.GetKind()] = u
+				}
 			}
-			u := &unstructured.Unstructured{Object: obj}
-			if _, dup := out[u.GetKind()]; dup {
-				return nil, fmt.Errorf("%s: a second sample of kind %s", f, u.GetKind())
-			}
-			out[u.GetKind()] = u
 		}
 	}
 	return out, nil
@@ -168,7 +170,7 @@ func sample(t *testing.T, kind, name string) *unstructured.Unstructured {
 	t.Helper()
 	s, ok := samples[kind]
 	if !ok {
-		t.Fatalf("no sample of kind %s in deploy/samples", kind)
+		t.Fatalf("no example of kind %s in deploy/samples or tests/api/testdata", kind)
 	}
 	u := s.DeepCopy()
 	if kindInfo(t, kind).ClusterScoped {

@@ -13,8 +13,8 @@ import (
 	novav1beta1 "github.com/stackflow/stackflow/api/nova/v1beta1"
 )
 
-// TestSamplesAccepted creates every sample of deploy/samples (one per kind, in the test namespace) and
-// deletes it again: what `make run` applies is valid.
+// TestSamplesAccepted creates an example of every kind (the first of deploy/samples, else of
+// tests/api/testdata) in the test namespace and deletes it again: what `make run` applies is valid.
 func TestSamplesAccepted(t *testing.T) {
 	for _, k := range api.Kinds {
 		t.Run(k.GVK.Kind, func(t *testing.T) {
@@ -35,7 +35,7 @@ func TestSamplesAccepted(t *testing.T) {
 		})
 	}
 	if len(samples) != len(api.Kinds) {
-		t.Errorf("deploy/samples holds %d kinds, want one sample for each of the %d kinds", len(samples), len(api.Kinds))
+		t.Errorf("deploy/samples and tests/api/testdata hold %d kinds, want an example of each of the %d kinds", len(samples), len(api.Kinds))
 	}
 }
 
