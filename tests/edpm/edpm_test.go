@@ -24,25 +24,13 @@ import (
 )
 
 // customConfig is what the tests put in customServiceConfig: debug on (the generated file says off),
-// the fake driver, and the cloud's APIs on the hosts' gateway GATEWAY (the catalog lists loopback URLs).
-const customConfigTemplate = `[DEFAULT]
+// and what the test hosts lack (a hypervisor, network agents): the fake driver, no VIF plugging wait.
+// The cloud's APIs come from the catalog's internal endpoints, which the hosts reach.
+const customConfig = `[DEFAULT]
 debug = True
 compute_driver = fake.FakeDriver
 vif_plugging_is_fatal = false
 vif_plugging_timeout = 0
-[placement]
-endpoint_override = http://198.51.100.1:8778
-valid_interfaces = public
-region_name = RegionOne
-[neutron]
-endpoint_override = http://198.51.100.1:9696
-valid_interfaces = public
-region_name = RegionOne
-[glance]
-endpoint_override = http://198.51.100.1:9292
-[cinder]
-endpoint_template = http://198.51.100.1:8776/v3/%(project_id)s
-os_region_name = RegionOne
 `
 
 // TestComputeNodesJoinTheirCells deploys two nodes of one role whose annotation puts its nodes in cell1:
@@ -130,7 +118,7 @@ spec:
 		require.Equal(t, "true", str(nec, "spec", "deploy"))
 		require.NotEmpty(t, str(nec, "spec", "novaComputeImage"), "image defaulted from the worker's environment")
 		// customServiceConfig belongs to the CR: set it now, the node never touches it.
-		patch := fmt.Sprintf(`{"spec":{"customServiceConfig":%q}}`, strings.ReplaceAll(customConfigTemplate, "GATEWAY", h0.Gateway))
+		patch := fmt.Sprintf(`{"spec":{"customServiceConfig":%q}}`, customConfig)
 		_, err := env.Dyn.Resource(gvrNEC).Namespace(ns).Patch(context.Background(), node, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
 		require.NoError(t, err)
 	}
@@ -168,7 +156,7 @@ kind: NovaCell
 metadata: {name: %s}
 spec:
   cellName: %s
-  secret: nova-service
+  secret: osp-secret
   keystoneAuthURL: http://198.51.100.1:5000/v3
   cellDatabaseHostname: 127.0.0.1
   transportURLSecret: %s

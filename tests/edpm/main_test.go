@@ -8,11 +8,8 @@ package edpm
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -76,13 +73,13 @@ func hostCount() int {
 	return max(n, 2)
 }
 
-// setUpNamespace creates the run's namespace with the Secrets the data plane reads there: the hosts'
-// SSH key, clouds.yaml and cell1's message bus (copied from the stack's), and the Nova service password.
+// setUpNamespace creates the run's namespace with the Secrets the data plane reads there, copied from
+// the stack's: the hosts' SSH key, clouds.yaml, cell1's message bus and the nova service password.
 func setUpNamespace(ctx context.Context) error {
 	if _, err := env.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		return err
 	}
-	for _, name := range []string{"edpm-ssh-key", "openstack-clouds", "cell1-transport"} {
+	for _, name := range []string{"edpm-ssh-key", "openstack-clouds", "cell1-transport", local.ServiceSecretName} {
 		src, err := env.Kube.CoreV1().Secrets(local.SystemNamespace).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return fmt.Errorf("stack Secret %s: %w", name, err)
@@ -91,30 +88,10 @@ func setUpNamespace(ctx context.Context) error {
 			return err
 		}
 	}
-	pw, err := novaPassword()
-	if err != nil {
-		return err
-	}
-	return createSecret(ctx, "nova-service", map[string][]byte{"NovaPassword": []byte(pw)})
+	return nil
 }
 
 func createSecret(ctx context.Context, name string, data map[string][]byte) error {
 	_, err := env.Kube.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Data: data}, metav1.CreateOptions{})
 	return err
-}
-
-// novaPassword is the Keystone password of the local cloud's nova service user.
-func novaPassword() (string, error) {
-	b, err := os.ReadFile(filepath.Join(env.Stack.StateDir, "openstack", "passwords.json"))
-	if err != nil {
-		return "", err
-	}
-	var pw map[string]string
-	if err := json.Unmarshal(b, &pw); err != nil {
-		return "", err
-	}
-	if pw["nova"] == "" {
-		return "", errors.New("no nova password in passwords.json")
-	}
-	return pw["nova"], nil
 }
