@@ -34,34 +34,48 @@ var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version:
 // other objects, which are applied in file order; namespaced objects without a namespace go to
 // "default".
 func (s *Stack) ApplyManifests(ctx context.Context, paths ...string) error {
+	_, err := s.ApplyManifestObjects(ctx, paths...)
+	return err
+}
+
+// Applied names an object ApplyManifestObjects applied.
+type Applied struct {
+	Kind      string
+	GVR       schema.GroupVersionResource
+	Namespace string
+	Name      string
+}
+
+// ApplyManifestObjects is ApplyManifests, returning what it applied, in order.
+func (s *Stack) ApplyManifestObjects(ctx context.Context, paths ...string) ([]Applied, error) {
 	var objs []*unstructured.Unstructured
 	for _, p := range paths {
 		files, err := manifestFiles(p)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		for _, f := range files {
 			o, err := readManifests(f)
 			if err != nil {
-				return err
+				return nil, err
 			}
 			objs = append(objs, o...)
 		}
 	}
 	if len(objs) == 0 {
-		return nil
+		return nil, nil
 	}
 	cfg, err := s.KubeREST()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
-		return fmt.Errorf("dynamic client: %w", err)
+		return nil, fmt.Errorf("dynamic client: %w", err)
 	}
 	disc, err := discovery.NewDiscoveryClientForConfig(cfg)
 	if err != nil {
-		return fmt.Errorf("discovery client: %w", err)
+		return nil, fmt.Errorf("discovery client: %w", err)
 	}
 	a := &applier{dyn: dyn, mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disc))}
 
@@ -70,12 +84,13 @@ func (s *Stack) ApplyManifests(ctx context.Context, paths ...string) error {
 		return gk == schema.GroupKind{Kind: "Namespace"} || gk == schema.GroupKind{Group: crdGVR.Group, Kind: "CustomResourceDefinition"}
 	}
 	var crds []string
+	var applied []Applied
 	for _, o := range objs {
 		if !first(o) {
 			continue
 		}
-		if err := a.apply(ctx, o); err != nil {
-			return err
+		if _, err := a.apply(ctx, o); err != nil {
+			return nil, err
 		}
 		if o.GetKind() == "CustomResourceDefinition" {
 			crds = append(crds, o.GetName())
@@ -83,7 +98,7 @@ func (s *Stack) ApplyManifests(ctx context.Context, paths ...string) error {
 	}
 	for _, name := range crds {
 		if err := a.waitEstablished(ctx, name); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	if len(crds) > 0 {
@@ -93,12 +108,14 @@ func (s *Stack) ApplyManifests(ctx context.Context, paths ...string) error {
 		if first(o) {
 			continue
 		}
-		if err := a.apply(ctx, o); err != nil {
-			return err
+		gvr, err := a.apply(ctx, o)
+		if err != nil {
+			return nil, err
 		}
+		applied = append(applied, Applied{Kind: o.GetKind(), GVR: gvr, Namespace: o.GetNamespace(), Name: o.GetName()})
 	}
 	s.Logf("kubernetes: applied %d objects (%d CRDs) from %s", len(objs), len(crds), strings.Join(shortPaths(s.RepoRoot, paths), ", "))
-	return nil
+	return applied, nil
 }
 
 type applier struct {
@@ -106,9 +123,9 @@ type applier struct {
 	mapper *restmapper.DeferredDiscoveryRESTMapper
 }
 
-// apply server-side applies one object. A kind the API server does not serve yet (a CRD applied by
+// apply server-side applies one object and returns its resource. A kind the API server does not serve yet (a CRD applied by
 // someone else a moment ago) is retried with fresh discovery for a short while.
-func (a *applier) apply(ctx context.Context, o *unstructured.Unstructured) error {
+func (a *applier) apply(ctx context.Context, o *unstructured.Unstructured) (schema.GroupVersionResource, error) {
 	gvk := o.GroupVersionKind()
 	what := fmt.Sprintf("%s %s", gvk.Kind, o.GetName())
 	if o.GetNamespace() != "" {
@@ -123,12 +140,12 @@ func (a *applier) apply(ctx context.Context, o *unstructured.Unstructured) error
 			break
 		}
 		if !meta.IsNoMatchError(err) || time.Now().After(deadline) {
-			return fmt.Errorf("apply %s: map %s: %w", what, gvk, err)
+			return schema.GroupVersionResource{}, fmt.Errorf("apply %s: map %s: %w", what, gvk, err)
 		}
 		a.mapper.Reset()
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("apply %s: %w", what, ctx.Err())
+			return schema.GroupVersionResource{}, fmt.Errorf("apply %s: %w", what, ctx.Err())
 		case <-time.After(time.Second):
 		}
 	}
@@ -142,9 +159,9 @@ func (a *applier) apply(ctx context.Context, o *unstructured.Unstructured) error
 		o.SetNamespace("")
 	}
 	if _, err := ri.Apply(ctx, o.GetName(), o, metav1.ApplyOptions{FieldManager: FieldManager, Force: true}); err != nil {
-		return fmt.Errorf("apply %s: %w", what, err)
+		return schema.GroupVersionResource{}, fmt.Errorf("apply %s: %w", what, err)
 	}
-	return nil
+	return mapping.Resource, nil
 }
 
 // waitEstablished waits until the CRD's Established condition is True, i.e. its API is served.

@@ -19,26 +19,30 @@ bin/stackflow-bridge --kubeconfig "$KUBECONFIG" --temporal-address "$TEMPORAL_AD
 bridge=$!
 trap 'echo; echo "stopping worker and bridge (the stack keeps running; make down stops it)"; kill $worker $bridge 2>/dev/null; wait' INT TERM EXIT
 
-if compgen -G "deploy/samples/*.yaml" >/dev/null; then
-  "$kubectl" apply -f deploy/samples/ || echo "some samples were refused (see above)"
+cat <<MSG
+stackflow is running: worker and bridge started (logs in $state/logs/{worker,bridge}.log).
+Applying deploy/samples — a small cloud on the local stack — and showing each object until all are Ready:
+MSG
+if ! bin/stackflow-local samples -timeout "${STACKFLOW_SAMPLES_TIMEOUT:-30m}"; then
+  echo "not every sample became Ready: see DETAIL above, the Temporal UI and the logs below"
 fi
 
 cat <<MSG
 
-stackflow is running.
-  Temporal UI     $ui   (search: StackflowKind="OpenstackNode")
+Where to look:
+  Temporal UI     $ui   (search: StackflowKind="OpenStackDataPlaneNode", StackflowPhase="Failed")
   kubeconfig      export KUBECONFIG=$KUBECONFIG
   logs            $state/logs/{worker,bridge}.log and one per stack process
 
 Try:
   $kubectl get osknodes
-  $kubectl get nodes --show-labels
-  $kubectl get openstackdataplanenodes,novaexternalcomputes,openstackservers -A
-  temporal workflow list --address $TEMPORAL_ADDRESS --query 'StackflowKind="OpenstackNode"'
+  $kubectl get openstackdataplanenodes,novaexternalcomputes,ovnmetadataagents,openstackservers -A
+  $kubectl describe openstackdataplane -n openstack edpm
+  temporal workflow list --address $TEMPORAL_ADDRESS --query 'StackflowKind="OpenStackDataPlaneNode"'
   temporal workflow query  --address $TEMPORAL_ADDRESS --workflow-id '<id from status.workflowID>' --name status
   temporal workflow signal --address $TEMPORAL_ADDRESS --workflow-id '<id>' --name pause   (then resume)
-  (the temporal CLI is at $state/bin/temporal)
+  (kubectl and temporal are in $state/bin)
 
-Ctrl-C to stop the worker and the bridge.
+Ctrl-C stops the worker and the bridge; make down stops the stack.
 MSG
 wait

@@ -4,6 +4,7 @@
 //	stackflow-local status
 //	stackflow-local env      # shell exports: KUBECONFIG, TEMPORAL_ADDRESS, OS_CLIENT_CONFIG_FILE, OS_CLOUD
 //	stackflow-local stop NAME…  # stop single processes of the stack (names as in `status`); `up` restarts them
+//	stackflow-local samples [-timeout 30m]  # apply deploy/samples, show their state live until all are Ready
 //	stackflow-local down
 package main
 
@@ -17,6 +18,8 @@ import (
 	"syscall"
 	"time"
 
+	"k8s.io/client-go/dynamic"
+
 	"github.com/stackflow/stackflow/deploy/local"
 )
 
@@ -28,6 +31,7 @@ func main() {
 	components := fs.String("components", strings.Join(local.AllComponents, ","), "components to bring up")
 	hosts := fs.Int("hosts", 0, "number of EDPM test hosts (default 2 or $STACKFLOW_HOSTS)")
 	state := fs.String("state", "", "state directory (default $STACKFLOW_STATE or .stackflow in the checkout)")
+	timeout := fs.Duration("timeout", 30*time.Minute, "samples: how long to wait for every sample to be Ready")
 	_ = fs.Parse(os.Args[2:])
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -69,13 +73,45 @@ func main() {
 		}
 		fmt.Printf("export KUBECONFIG=%s\nexport TEMPORAL_ADDRESS=%s\nexport OS_CLIENT_CONFIG_FILE=%s\nexport OS_CLOUD=%s\n",
 			s.Kubeconfig, s.TemporalAddress, s.CloudsYAML, s.CloudName)
+	case "samples":
+		if err := samples(ctx, *state, *timeout); err != nil {
+			fail(err)
+		}
 	default:
 		usage()
 	}
 }
 
+// samples applies deploy/samples and shows their state until every one is Ready.
+func samples(ctx context.Context, state string, timeout time.Duration) error {
+	s, err := local.Load(state)
+	if err != nil {
+		return err
+	}
+	objs, err := s.ApplySamples(ctx)
+	if err != nil {
+		return err
+	}
+	cfg, err := s.KubeREST()
+	if err != nil {
+		return err
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if _, err := local.WaitSamples(ctx, dyn, objs, os.Stdout, 2*time.Second); err != nil {
+		return err
+	}
+	fmt.Printf("\nall %d samples Ready in %s\n", len(objs), time.Since(start).Round(time.Second))
+	return nil
+}
+
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: stackflow-local up|down|status|env|stop [flags] [names]")
+	fmt.Fprintln(os.Stderr, "usage: stackflow-local up|down|status|env|stop|samples [flags] [names]")
 	os.Exit(2)
 }
 

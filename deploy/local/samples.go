@@ -1,0 +1,199 @@
+package local
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"path/filepath"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/restmapper"
+
+	"github.com/stackflow/stackflow/api/lifecycle"
+)
+
+// SamplesDir is where the samples `make run` applies live, relative to the repository root.
+const SamplesDir = "deploy/samples"
+
+// ApplySamples server-side applies every object of deploy/samples and returns them in order.
+func (s *Stack) ApplySamples(ctx context.Context) ([]Applied, error) {
+	return s.ApplyManifestObjects(ctx, filepath.Join(s.RepoRoot, SamplesDir))
+}
+
+// SampleObjects names the objects of deploy/samples, in order, without applying them.
+func (s *Stack) SampleObjects(ctx context.Context) ([]Applied, error) {
+	files, err := manifestFiles(filepath.Join(s.RepoRoot, SamplesDir))
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := s.KubeREST()
+	if err != nil {
+		return nil, err
+	}
+	disc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("discovery client: %w", err)
+	}
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disc))
+	var out []Applied
+	for _, f := range files {
+		objs, err := readManifests(f)
+		if err != nil {
+			return nil, err
+		}
+		for _, o := range objs {
+			gvk := o.GroupVersionKind()
+			m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %s %s: %w", f, gvk.Kind, o.GetName(), err)
+			}
+			ns := o.GetNamespace()
+			if m.Scope.Name() == meta.RESTScopeNameNamespace && ns == "" {
+				ns = "default"
+			}
+			out = append(out, Applied{Kind: gvk.Kind, GVR: m.Resource, Namespace: ns, Name: o.GetName()})
+		}
+	}
+	return out, nil
+}
+
+// SampleState is one object's state as `make run` shows it.
+type SampleState struct {
+	Applied
+	// Exists is false once the object is gone.
+	Exists bool
+	// Served is true once the bridge took the object on (it carries stackflow's finalizer).
+	Served bool
+	// Ready is the Ready condition's status for the object's current generation ("" while none).
+	Ready   string
+	Phase   string
+	Step    string
+	Message string
+}
+
+// Settled is true when the object is Ready for its current generation.
+func (st SampleState) Settled() bool { return st.Exists && st.Ready == string(metav1.ConditionTrue) }
+
+// SampleStates reads the state of the objects applied.
+func SampleStates(ctx context.Context, dyn dynamic.Interface, objs []Applied) ([]SampleState, error) {
+	out := make([]SampleState, 0, len(objs))
+	for _, o := range objs {
+		st := SampleState{Applied: o}
+		var ri dynamic.ResourceInterface = dyn.Resource(o.GVR)
+		if o.Namespace != "" {
+			ri = dyn.Resource(o.GVR).Namespace(o.Namespace)
+		}
+		u, err := ri.Get(ctx, o.Name, metav1.GetOptions{})
+		switch {
+		case err == nil:
+			st.Exists = true
+			fillSampleState(&st, u)
+		case apierrors.IsNotFound(err):
+		default:
+			return nil, fmt.Errorf("read %s %s: %w", o.Kind, o.Name, err)
+		}
+		out = append(out, st)
+	}
+	return out, nil
+}
+
+func fillSampleState(st *SampleState, u *unstructured.Unstructured) {
+	st.Served = slices.Contains(u.GetFinalizers(), lifecycle.Finalizer)
+	st.Phase, _, _ = unstructured.NestedString(u.Object, "status", "phase")
+	st.Step, _, _ = unstructured.NestedString(u.Object, "status", "currentStep")
+	observed, _, _ := unstructured.NestedInt64(u.Object, "status", "observedGeneration")
+	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	for _, c := range conds {
+		m, ok := c.(map[string]any)
+		if !ok || m["type"] != lifecycle.ConditionReady {
+			continue
+		}
+		status, _ := m["status"].(string)
+		st.Message, _ = m["message"].(string)
+		// Ready for an older generation is not Ready yet.
+		if status == string(metav1.ConditionTrue) && observed < lifecycle.EffectiveGeneration(u.GetGeneration(), u.GetAnnotations()) {
+			status = string(metav1.ConditionUnknown)
+		}
+		st.Ready = status
+	}
+}
+
+// WriteSampleStates prints states as a table: KIND NAME READY PHASE DETAIL.
+func WriteSampleStates(w io.Writer, states []SampleState) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "KIND\tNAME\tREADY\tPHASE\tDETAIL")
+	for _, st := range states {
+		name := st.Name
+		if st.Namespace != "" {
+			name = st.Namespace + "/" + st.Name
+		}
+		ready, phase, detail := firstNonEmpty(st.Ready, "-"), firstNonEmpty(st.Phase, "-"), st.Step
+		switch {
+		case !st.Exists:
+			ready, phase, detail = "-", "Gone", ""
+		case !st.Served:
+			detail = "waiting for the bridge"
+		case st.Ready != string(metav1.ConditionTrue) && st.Message != "":
+			detail = st.Message
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", st.Kind, name, ready, phase, truncate(detail, 90))
+	}
+	_ = tw.Flush()
+}
+
+// WaitSamples polls the objects until every one is Ready for its current generation, printing the
+// table to w whenever it changes (nil w prints nothing). It returns the last states either way.
+func WaitSamples(ctx context.Context, dyn dynamic.Interface, objs []Applied, w io.Writer, interval time.Duration) ([]SampleState, error) {
+	var last string
+	for {
+		states, err := SampleStates(ctx, dyn, objs)
+		if err == nil {
+			if w != nil {
+				var b strings.Builder
+				WriteSampleStates(&b, states)
+				if b.String() != last {
+					fmt.Fprintf(w, "\n[%s]\n%s", time.Now().Format("15:04:05"), b.String())
+					last = b.String()
+				}
+			}
+			if !slices.ContainsFunc(states, func(st SampleState) bool { return !st.Settled() }) {
+				return states, nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			if err == nil {
+				err = ctx.Err()
+			}
+			return states, fmt.Errorf("samples not all Ready: %w", err)
+		case <-time.After(interval):
+		}
+	}
+}
+
+func truncate(s string, n int) string {
+	s = strings.ReplaceAll(s, "\n", " ")
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-1] + "…"
+}
+
+func firstNonEmpty(vals ...string) string {
+	for _, v := range vals {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
