@@ -40,7 +40,9 @@ type idleKind struct {
 // OpenstackNode.
 func idlePopulation() []idleKind {
 	dp := "dataplane.openstack.org"
-	gv := func(g, v, r string) schema.GroupVersionResource { return schema.GroupVersionResource{Group: g, Version: v, Resource: r} }
+	gv := func(g, v, r string) schema.GroupVersionResource {
+		return schema.GroupVersionResource{Group: g, Version: v, Resource: r}
+	}
 	osRef := map[string]any{"name": "openstack-clouds", "cloudName": local.CloudName}
 	server := map[string]any{"flavor": "m1.tiny", "image": map[string]any{"filter": map[string]any{"name": local.ImageName}},
 		"ports": []any{map[string]any{"network": map[string]any{"filter": map[string]any{"name": local.TenantNetwork}}}}, "identityRef": osRef}

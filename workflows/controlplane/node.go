@@ -73,7 +73,7 @@ func (nodeReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycle, obj 
 	// the Node's generation from them), so the OpenstackNode reconciles again. Before the OpenstackNode's
 	// own workflow first started there is nobody to tell, and nothing to lose.
 	ref.UID = uid
-	_ = workflow.SignalExternalWorkflow(ctx, lifecycle.WorkflowID(ref), "", SignalRefresh, nil).Get(ctx, nil)
+	_ = workflow.SignalExternalWorkflow(ctx, lifecycle.WorkflowID(ref), "", lifecycle.SignalRefresh, nil).Get(ctx, nil)
 	return lc.Save(rec)
 }
 
