@@ -85,6 +85,12 @@ func (k Kind) Ref(namespace, name, uid string) lifecycle.ObjectRef {
 	}
 }
 
+// IsServed reports whether kind is in Served.
+func IsServed(kind string) bool {
+	_, unknown := Select([]string{kind})
+	return len(unknown) == 0
+}
+
 // Select returns the served kinds named in names (all of Served when names is empty) and the names that
 // match no served kind.
 func Select(names []string) (kinds []Kind, unknown []string) {

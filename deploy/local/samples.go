@@ -72,6 +72,9 @@ type SampleState struct {
 	Applied
 	// Exists is false once the object is gone.
 	Exists bool
+	// Unserved is true for kinds stackflow has no workflow for yet (API only): nothing will make them
+	// Ready, and nothing waits for them.
+	Unserved bool
 	// Served is true once the bridge took the object on (it carries stackflow's finalizer).
 	Served bool
 	// Ready is the Ready condition's status for the object's current generation ("" while none).
@@ -81,14 +84,16 @@ type SampleState struct {
 	Message string
 }
 
-// Settled is true when the object is Ready for its current generation.
-func (st SampleState) Settled() bool { return st.Exists && st.Ready == string(metav1.ConditionTrue) }
+// Settled is true when the object is Ready for its current generation, or of a kind not served.
+func (st SampleState) Settled() bool {
+	return st.Unserved || st.Exists && st.Ready == string(metav1.ConditionTrue)
+}
 
-// SampleStates reads the state of the objects applied.
-func SampleStates(ctx context.Context, dyn dynamic.Interface, objs []Applied) ([]SampleState, error) {
+// SampleStates reads the state of the objects applied; served says which kinds stackflow serves.
+func SampleStates(ctx context.Context, dyn dynamic.Interface, objs []Applied, served func(kind string) bool) ([]SampleState, error) {
 	out := make([]SampleState, 0, len(objs))
 	for _, o := range objs {
-		st := SampleState{Applied: o}
+		st := SampleState{Applied: o, Unserved: !served(o.Kind)}
 		var ri dynamic.ResourceInterface = dyn.Resource(o.GVR)
 		if o.Namespace != "" {
 			ri = dyn.Resource(o.GVR).Namespace(o.Namespace)
@@ -141,6 +146,8 @@ func WriteSampleStates(w io.Writer, states []SampleState) {
 		switch {
 		case !st.Exists:
 			ready, phase, detail = "-", "Gone", ""
+		case st.Unserved:
+			detail = "API only: no workflow serves this kind yet"
 		case !st.Served:
 			detail = "waiting for the bridge"
 		case st.Ready != string(metav1.ConditionTrue) && st.Message != "":
@@ -151,12 +158,12 @@ func WriteSampleStates(w io.Writer, states []SampleState) {
 	_ = tw.Flush()
 }
 
-// WaitSamples polls the objects until every one is Ready for its current generation, printing the
+// WaitSamples polls the objects until every one of a served kind is Ready for its current generation, printing the
 // table to w whenever it changes (nil w prints nothing). It returns the last states either way.
-func WaitSamples(ctx context.Context, dyn dynamic.Interface, objs []Applied, w io.Writer, interval time.Duration) ([]SampleState, error) {
+func WaitSamples(ctx context.Context, dyn dynamic.Interface, objs []Applied, served func(kind string) bool, w io.Writer, interval time.Duration) ([]SampleState, error) {
 	var last string
 	for {
-		states, err := SampleStates(ctx, dyn, objs)
+		states, err := SampleStates(ctx, dyn, objs, served)
 		if err == nil {
 			if w != nil {
 				var b strings.Builder

@@ -17,6 +17,7 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/stackflow/stackflow/bridge"
 	"github.com/stackflow/stackflow/deploy/local"
 	"github.com/stackflow/stackflow/tests/e2e"
 )
@@ -61,7 +62,7 @@ func TestSamplesConvergeAndStayIdle(t *testing.T) {
 	require.Equal(t, len(objs), len(applied))
 
 	wctx, cancel := context.WithTimeout(ctx, 20*time.Minute)
-	states, err := local.WaitSamples(wctx, env.Dyn, applied, testWriter{t}, 5*time.Second)
+	states, err := local.WaitSamples(wctx, env.Dyn, applied, bridge.IsServed, testWriter{t}, 5*time.Second)
 	cancel()
 	require.NoError(t, err, "every sample Ready:\n%s", table(states))
 	t.Logf("all %d samples Ready %s after they were applied", len(applied), time.Since(start).Round(time.Second))

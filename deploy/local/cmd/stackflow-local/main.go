@@ -20,6 +20,7 @@ import (
 
 	"k8s.io/client-go/dynamic"
 
+	"github.com/stackflow/stackflow/bridge"
 	"github.com/stackflow/stackflow/deploy/local"
 )
 
@@ -103,7 +104,7 @@ func samples(ctx context.Context, state string, timeout time.Duration) error {
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	if _, err := local.WaitSamples(ctx, dyn, objs, os.Stdout, 2*time.Second); err != nil {
+	if _, err := local.WaitSamples(ctx, dyn, objs, bridge.IsServed, os.Stdout, 2*time.Second); err != nil {
 		return err
 	}
 	fmt.Printf("\nall %d samples Ready in %s\n", len(objs), time.Since(start).Round(time.Second))
