@@ -35,6 +35,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/stackflow/stackflow/api/lifecycle"
+	"github.com/stackflow/stackflow/api/temporalconn"
 )
 
 // Config configures a bridge. Zero values take the defaults noted on each field.
@@ -46,10 +47,9 @@ type Config struct {
 	KubeQPS   float32
 	KubeBurst int
 
-	// TemporalAddress is the frontend's host:port; default 127.0.0.1:7233.
-	TemporalAddress string
-	// TemporalNamespace is the Temporal namespace of the workflows; default "default".
-	TemporalNamespace string
+	// Temporal says how to reach Temporal: address (default 127.0.0.1:7233), namespace of the workflows
+	// (default "default"), TLS, API key and payload codec keys.
+	Temporal temporalconn.Options
 
 	// Kinds are the served kinds; default Served.
 	Kinds []Kind
@@ -94,11 +94,11 @@ func (c *Config) setDefaults() {
 	if c.KubeBurst == 0 {
 		c.KubeBurst = 200
 	}
-	if c.TemporalAddress == "" {
-		c.TemporalAddress = "127.0.0.1:7233"
+	if c.Temporal.Address == "" {
+		c.Temporal.Address = "127.0.0.1:7233"
 	}
-	if c.TemporalNamespace == "" {
-		c.TemporalNamespace = "default"
+	if c.Temporal.Namespace == "" {
+		c.Temporal.Namespace = "default"
 	}
 	if len(c.Kinds) == 0 {
 		c.Kinds = Served

@@ -21,18 +21,17 @@ import (
 const signalTimeout = 15 * time.Second
 
 func newTemporalClient(cfg Config) (client.Client, error) {
-	// Lazy: an unreachable Temporal delays the work (keys are retried) instead of failing start-up.
-	c, err := client.NewLazyClient(client.Options{
-		HostPort:  cfg.TemporalAddress,
-		Namespace: cfg.TemporalNamespace,
-		Identity:  "stackflow-bridge/" + cfg.Identity,
-		Logger:    sdklog.NewStructuredLogger(cfg.Log.With("component", "temporal")),
-		ConnectionOptions: client.ConnectionOptions{
-			DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(captureStarted)},
-		},
-	})
+	opts, err := cfg.Temporal.ClientOptions()
 	if err != nil {
-		return nil, fmt.Errorf("temporal client for %s: %w", cfg.TemporalAddress, err)
+		return nil, err
+	}
+	opts.Identity = "stackflow-bridge/" + cfg.Identity
+	opts.Logger = sdklog.NewStructuredLogger(cfg.Log.With("component", "temporal"))
+	opts.ConnectionOptions.DialOptions = append(opts.ConnectionOptions.DialOptions, grpc.WithChainUnaryInterceptor(captureStarted))
+	// Lazy: an unreachable Temporal delays the work (keys are retried) instead of failing start-up.
+	c, err := client.NewLazyClient(opts)
+	if err != nil {
+		return nil, fmt.Errorf("temporal client for %s: %w", cfg.Temporal.Address, err)
 	}
 	return c, nil
 }

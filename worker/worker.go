@@ -33,6 +33,7 @@ import (
 
 	"github.com/stackflow/stackflow/activities"
 	"github.com/stackflow/stackflow/api/lifecycle"
+	"github.com/stackflow/stackflow/api/temporalconn"
 	"github.com/stackflow/stackflow/workflows"
 )
 
@@ -43,10 +44,9 @@ var AllQueues = []string{lifecycle.WorkflowQueue, lifecycle.KubeQueue, lifecycle
 type Config struct {
 	// Kube is the API server's REST config; required when serving lifecycle.KubeQueue.
 	Kube *rest.Config
-	// TemporalAddress is the frontend's host:port; default 127.0.0.1:7233.
-	TemporalAddress string
-	// TemporalNamespace is the Temporal namespace; default "default".
-	TemporalNamespace string
+	// Temporal says how to reach Temporal: address (default 127.0.0.1:7233), namespace (default
+	// "default"), TLS, API key and payload codec keys.
+	Temporal temporalconn.Options
 	// TemporalUI is the Temporal UI's base URL, linked from objects' status; default http://127.0.0.1:8233.
 	TemporalUI string
 	// Queues are the task queues to serve; default AllQueues.
@@ -62,11 +62,11 @@ type Config struct {
 }
 
 func (c *Config) setDefaults() {
-	if c.TemporalAddress == "" {
-		c.TemporalAddress = "127.0.0.1:7233"
+	if c.Temporal.Address == "" {
+		c.Temporal.Address = "127.0.0.1:7233"
 	}
-	if c.TemporalNamespace == "" {
-		c.TemporalNamespace = "default"
+	if c.Temporal.Namespace == "" {
+		c.Temporal.Namespace = "default"
 	}
 	if c.TemporalUI == "" {
 		c.TemporalUI = "http://127.0.0.1:8233"
@@ -114,7 +114,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	defer c.Close()
-	if err := EnsureSearchAttributes(ctx, c, cfg.TemporalNamespace, lifecycle.SearchAttributes); err != nil {
+	if err := EnsureSearchAttributes(ctx, c, cfg.Temporal.Namespace, lifecycle.SearchAttributes); err != nil {
 		return err
 	}
 
@@ -167,7 +167,7 @@ func register(queue string, w sdkworker.Worker, cfg Config) (int, error) {
 		if cfg.Kube == nil {
 			return 0, errors.New("the Kubernetes activities need a kubeconfig")
 		}
-		kube, err := activities.NewKube(cfg.Kube, cfg.TemporalUI, cfg.TemporalNamespace)
+		kube, err := activities.NewKube(cfg.Kube, cfg.TemporalUI, cfg.Temporal.Namespace)
 		if err != nil {
 			return 0, fmt.Errorf("kubernetes activities: %w", err)
 		}
@@ -225,23 +225,30 @@ func helmCacheDir() string {
 }
 
 // dial connects to Temporal, retrying until ctx ends: a worker started before its server waits for it.
+// A TLS set-up that cannot work (a wrong CA, say) is not retried: it fails with a message naming it.
 func dial(ctx context.Context, cfg Config, scope tally.Scope) (client.Client, error) {
-	opts := client.Options{
-		HostPort:       cfg.TemporalAddress,
-		Namespace:      cfg.TemporalNamespace,
-		Identity:       cfg.Identity,
-		Logger:         sdklog.NewStructuredLogger(cfg.Log.With("component", "temporal")),
-		MetricsHandler: sdktally.NewMetricsHandler(scope),
+	opts, err := cfg.Temporal.ClientOptions()
+	if err != nil {
+		return nil, err
 	}
+	opts.Identity = cfg.Identity
+	opts.Logger = sdklog.NewStructuredLogger(cfg.Log.With("component", "temporal"))
+	opts.MetricsHandler = sdktally.NewMetricsHandler(scope)
 	for {
-		c, err := client.DialContext(ctx, opts)
-		if err == nil {
-			return c, nil
+		err := cfg.Temporal.Preflight(ctx)
+		if errors.Is(err, temporalconn.ErrTLS) {
+			return nil, err
 		}
-		cfg.Log.Warn("temporal not reachable yet", "address", cfg.TemporalAddress, "err", err)
+		if err == nil {
+			var c client.Client
+			if c, err = client.DialContext(ctx, opts); err == nil {
+				return c, nil
+			}
+		}
+		cfg.Log.Warn("temporal not reachable yet", "address", cfg.Temporal.Address, "err", err)
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("connect to temporal at %s: %w", cfg.TemporalAddress, err)
+			return nil, fmt.Errorf("connect to temporal at %s: %w", cfg.Temporal.Address, err)
 		case <-time.After(2 * time.Second):
 		}
 	}

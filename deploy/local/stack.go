@@ -87,6 +87,12 @@ type Stack struct {
 	TemporalAddress   string `json:"temporalAddress,omitempty"`
 	TemporalUI        string `json:"temporalUI,omitempty"`
 	TemporalNamespace string `json:"temporalNamespace,omitempty"`
+	// TemporalTLS is the TLS front of Temporal (mutual TLS and an API key); clients use TemporalOptions.
+	TemporalTLS *TemporalTLS `json:"temporalTLS,omitempty"`
+	// CodecKeys is the directory of the payload codec's keys; CodecEndpoint serves the codec to the UI and
+	// to `temporal --codec-endpoint`.
+	CodecKeys     string `json:"codecKeys,omitempty"`
+	CodecEndpoint string `json:"codecEndpoint,omitempty"`
 	// CloudsYAML is a clouds.yaml with an admin cloud named CloudName.
 	CloudsYAML string `json:"cloudsYAML,omitempty"`
 	CloudName  string `json:"cloudName,omitempty"`
@@ -344,7 +350,7 @@ func Up(ctx context.Context, opts Options) (*Stack, error) {
 // published lists the stack.json keys each component owns.
 var published = map[string][]string{
 	Kubernetes: {"kubeconfig", "kubeAPI", "chartRepository"},
-	Temporal:   {"temporalAddress", "temporalUI", "temporalNamespace"},
+	Temporal:   {"temporalAddress", "temporalUI", "temporalNamespace", "temporalTLS", "codecKeys", "codecEndpoint"},
 	OpenStack:  {"cloudsYAML", "cloudName", "openstack"},
 	Hosts:      {"testHosts", "sshKeySecret"},
 }
@@ -450,6 +456,10 @@ func (s *Stack) Status(w io.Writer) {
 	}
 	if s.TemporalAddress != "" {
 		fmt.Fprintf(w, "temporal:         %s namespace %s, UI %s\n", s.TemporalAddress, s.TemporalNamespace, s.TemporalUI)
+	}
+	if s.TemporalTLS != nil {
+		fmt.Fprintf(w, "temporal TLS:     %s (mutual TLS: CA %s, client %s; API key %s)\n", s.TemporalTLS.Address, s.TemporalTLS.CA, s.TemporalTLS.Cert, s.TemporalTLS.APIKeyFile)
+		fmt.Fprintf(w, "codec:            keys %s, endpoint %s (temporal --codec-endpoint)\n", s.CodecKeys, s.CodecEndpoint)
 	}
 	if s.CloudsYAML != "" {
 		fmt.Fprintf(w, "openstack:        OS_CLIENT_CONFIG_FILE=%s OS_CLOUD=%s\n", s.CloudsYAML, s.CloudName)

@@ -2,22 +2,81 @@ package local
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
 	"fmt"
 	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"go.temporal.io/api/operatorservice/v1"
 	"go.temporal.io/sdk/client"
 
 	"github.com/stackflow/stackflow/api/lifecycle"
+	"github.com/stackflow/stackflow/api/temporalconn"
+	"github.com/stackflow/stackflow/deploy/local/pki"
 )
 
-// Temporal dev-server endpoints (its defaults, on loopback).
+// Temporal dev-server endpoints (its defaults, on loopback), and those of its TLS front and codec endpoint.
 const (
 	TemporalPort   = 7233
 	TemporalUIPort = 8233
+	// TemporalTLSPort is the TLS front: mutual TLS and an API key, then the dev server.
+	TemporalTLSPort = 7234
+	// CodecPort serves the payload codec endpoint the UI decrypts through.
+	CodecPort = 8234
 )
+
+// procTemporalFront names the TLS front's process.
+const procTemporalFront = "temporal-front"
+
+// TemporalTLS is how clients reach Temporal through the stack's TLS front. Every file is in the state
+// directory.
+type TemporalTLS struct {
+	// Address is the front's host:port; ServerName the name its certificate carries.
+	Address    string `json:"address"`
+	ServerName string `json:"serverName"`
+	// CA signed the front's certificate and the client certificates; Cert and Key are a client's.
+	CA   string `json:"ca"`
+	Cert string `json:"cert"`
+	Key  string `json:"key"`
+	// APIKeyFile holds the API key the front requires.
+	APIKeyFile string `json:"apiKeyFile"`
+	// WrongCA is a CA that signed nothing the front presents, for tests of that failure.
+	WrongCA string `json:"wrongCA"`
+}
+
+// TemporalOptions are the connection options of a client of namespace: through the TLS front (mutual TLS,
+// API key) with the stack's payload codec when the stack has them, else plain to the dev server.
+func (s *Stack) TemporalOptions(namespace string) temporalconn.Options {
+	if s.TemporalTLS == nil {
+		return temporalconn.Options{Address: s.TemporalAddress, Namespace: namespace}
+	}
+	t := s.TemporalTLS
+	return temporalconn.Options{
+		Address:    t.Address,
+		Namespace:  namespace,
+		TLS:        temporalconn.TLSOptions{CAFile: t.CA, CertFile: t.Cert, KeyFile: t.Key, ServerName: t.ServerName},
+		APIKeyFile: t.APIKeyFile,
+		CodecKeys:  s.CodecKeys,
+	}
+}
+
+// TemporalEnv is TemporalOptions as the environment stackflow's commands read their defaults from.
+func (s *Stack) TemporalEnv(namespace string) []string {
+	o := s.TemporalOptions(namespace)
+	e := temporalconn.Env
+	return []string{
+		e.Address + "=" + o.Address, e.Namespace + "=" + o.Namespace,
+		e.CA + "=" + o.TLS.CAFile, e.Cert + "=" + o.TLS.CertFile, e.Key + "=" + o.TLS.KeyFile, e.ServerName + "=" + o.TLS.ServerName,
+		e.APIKeyFile + "=" + o.APIKeyFile, e.CodecKeys + "=" + o.CodecKeys,
+	}
+}
 
 // upTemporal starts the Temporal CLI's dev server with its UI and a database file in the state directory,
 // so a restart keeps every workflow's history, and registers stackflow's search attributes.
@@ -29,6 +88,10 @@ func (s *Stack) upTemporal(ctx context.Context) error {
 	s.TemporalAddress = fmt.Sprintf("127.0.0.1:%d", TemporalPort)
 	s.TemporalUI = fmt.Sprintf("http://127.0.0.1:%d", TemporalUIPort)
 	s.TemporalNamespace = "default"
+	if err := s.ensureTemporalSecrets(); err != nil {
+		return err
+	}
+	s.CodecEndpoint = fmt.Sprintf("http://127.0.0.1:%d", CodecPort)
 	argv := []string{bin, "server", "start-dev",
 		"--ip", "127.0.0.1",
 		"--port", fmt.Sprint(TemporalPort),
@@ -36,6 +99,8 @@ func (s *Stack) upTemporal(ctx context.Context) error {
 		"--db-filename", s.Path("temporal", "temporal.db"),
 		"--namespace", s.TemporalNamespace,
 		"--log-level", "warn",
+		// The UI shows payloads decrypted by the stack's codec endpoint (served by the TLS front).
+		"--ui-codec-endpoint", s.CodecEndpoint,
 	}
 	names := make([]string, 0, len(lifecycle.SearchAttributes))
 	for n := range lifecycle.SearchAttributes {
@@ -61,19 +126,133 @@ func (s *Stack) upTemporal(ctx context.Context) error {
 	}
 	wctx, cancel := context.WithTimeout(ctx, 90*time.Second)
 	defer cancel()
-	return s.WaitFor(wctx, "temporal ready", "temporal", 300*time.Millisecond, func(ctx context.Context) error {
-		return s.checkTemporal(ctx)
+	if err := s.WaitFor(wctx, "temporal ready", "temporal", 300*time.Millisecond, func(ctx context.Context) error {
+		return s.checkTemporal(ctx, temporalconn.Options{Address: s.TemporalAddress, Namespace: s.TemporalNamespace})
+	}); err != nil {
+		return err
+	}
+	return s.upTemporalFront(wctx)
+}
+
+// upTemporalFront starts the TLS front (built from this checkout the first time) and waits until a client
+// with the stack's certificate, API key and codec gets through it.
+func (s *Stack) upTemporalFront(ctx context.Context) error {
+	t := s.TemporalTLS
+	if _, running := s.Running(procTemporalFront); !running {
+		bin := s.Path("bin", "stackflow-temporal-front")
+		cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./deploy/local/cmd/stackflow-temporal-front")
+		cmd.Dir = s.RepoRoot
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("build the temporal TLS front: %w\n%s", err, out)
+		}
+		started, err := s.Start(Proc{Name: procTemporalFront, Argv: []string{bin,
+			"--listen", t.Address,
+			"--backend", s.TemporalAddress,
+			"--client-ca", t.CA,
+			"--cert", s.Path("temporal", "pki", "server.crt"),
+			"--key", s.Path("temporal", "pki", "server.key"),
+			"--api-key-file", t.APIKeyFile,
+			"--codec-listen", strings.TrimPrefix(s.CodecEndpoint, "http://"),
+			"--codec-keys", s.CodecKeys,
+			"--codec-origins", s.TemporalUI,
+		}})
+		if err != nil {
+			return err
+		}
+		if started {
+			s.Logf("temporal: started TLS front on %s (mutual TLS, API key), codec endpoint %s", t.Address, s.CodecEndpoint)
+		}
+	}
+	return s.WaitFor(ctx, "temporal TLS front ready", procTemporalFront, 300*time.Millisecond, func(ctx context.Context) error {
+		return s.checkTemporal(ctx, s.TemporalOptions(s.TemporalNamespace))
 	})
 }
 
-// checkTemporal is ready when the frontend answers and every custom search attribute is registered.
-func (s *Stack) checkTemporal(ctx context.Context) error {
-	conn, err := net.DialTimeout("tcp", s.TemporalAddress, time.Second)
+// ensureTemporalSecrets makes, once, what the TLS front and its clients share: a CA, the front's serving
+// certificate, a client certificate, a CA that signed none of them, the API key and a codec key.
+func (s *Stack) ensureTemporalSecrets() error {
+	dir := s.Path("temporal", "pki")
+	keys := s.Path("temporal", "codec-keys")
+	s.TemporalTLS = &TemporalTLS{
+		Address:    fmt.Sprintf("127.0.0.1:%d", TemporalTLSPort),
+		ServerName: "temporal.stackflow.local",
+		CA:         filepath.Join(dir, "ca.crt"),
+		Cert:       filepath.Join(dir, "client.crt"),
+		Key:        filepath.Join(dir, "client.key"),
+		APIKeyFile: filepath.Join(dir, "api-key"),
+		WrongCA:    filepath.Join(dir, "wrong-ca.crt"),
+	}
+	s.CodecKeys = keys
+	if err := mkdirs(dir, keys); err != nil {
+		return err
+	}
+	if !fileExists(s.TemporalTLS.WrongCA) {
+		ca, err := pki.NewCA("stackflow local Temporal CA")
+		if err != nil {
+			return err
+		}
+		server, err := ca.Server("temporal", s.TemporalTLS.ServerName, "127.0.0.1", "localhost")
+		if err != nil {
+			return err
+		}
+		client, err := ca.Client("stackflow")
+		if err != nil {
+			return err
+		}
+		wrong, err := pki.NewCA("a CA that signed nothing of the stack's")
+		if err != nil {
+			return err
+		}
+		if err := server.Write(filepath.Join(dir, "server.crt"), filepath.Join(dir, "server.key")); err != nil {
+			return err
+		}
+		if err := client.Write(s.TemporalTLS.Cert, s.TemporalTLS.Key); err != nil {
+			return err
+		}
+		if err := os.WriteFile(s.TemporalTLS.CA, ca.PEM, 0o644); err != nil {
+			return err
+		}
+		// Written last: its presence says the set is complete.
+		if err := writeFileAtomic(s.TemporalTLS.WrongCA, wrong.PEM, 0o644); err != nil {
+			return err
+		}
+	}
+	if !fileExists(s.TemporalTLS.APIKeyFile) {
+		tok := make([]byte, 24)
+		if _, err := rand.Read(tok); err != nil {
+			return err
+		}
+		if err := writeFileAtomic(s.TemporalTLS.APIKeyFile, []byte(hex.EncodeToString(tok)+"\n"), 0o600); err != nil {
+			return err
+		}
+	}
+	if entries, _ := os.ReadDir(keys); len(entries) == 0 {
+		key := make([]byte, temporalconn.KeySize)
+		if _, err := rand.Read(key); err != nil {
+			return err
+		}
+		id := time.Now().UTC().Format("2006-01-02")
+		if err := writeFileAtomic(filepath.Join(keys, id), []byte(base64.StdEncoding.EncodeToString(key)+"\n"), 0o600); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkTemporal is ready when the frontend answers the client of o and every custom search attribute is
+// registered.
+func (s *Stack) checkTemporal(ctx context.Context, o temporalconn.Options) error {
+	conn, err := net.DialTimeout("tcp", o.Address, time.Second)
 	if err != nil {
 		return err
 	}
 	conn.Close()
-	c, err := client.DialContext(ctx, client.Options{HostPort: s.TemporalAddress, Namespace: s.TemporalNamespace, Logger: quietLogger{}})
+	opts, err := o.ClientOptions()
+	if err != nil {
+		return err
+	}
+	opts.Logger = quietLogger{}
+	c, err := client.DialContext(ctx, opts)
 	if err != nil {
 		return err
 	}

@@ -2,8 +2,6 @@ package bench
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -17,10 +15,8 @@ import (
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/api/serviceerror"
-	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
-	"google.golang.org/protobuf/types/known/durationpb"
+	"go.temporal.io/sdk/converter"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -33,13 +29,16 @@ import (
 	"github.com/stackflow/stackflow/activities"
 	"github.com/stackflow/stackflow/api/lifecycle"
 	"github.com/stackflow/stackflow/deploy/local"
+	"github.com/stackflow/stackflow/tests/e2e"
 	sim "github.com/stackflow/stackflow/tests/makespan"
-	"github.com/stackflow/stackflow/worker"
 	"github.com/stackflow/stackflow/workflows/dataplane"
 )
 
 // edpmBenchNamespace holds the benchmark's workflows.
 const edpmBenchNamespace = "stackflow-bench-edpm"
+
+// edpmBenchDC decodes the payloads of the benchmark's histories (the stack's codec, when it has one).
+var edpmBenchDC = converter.GetDefaultDataConverter()
 
 var edpmBenchSteps = []string{"bootstrap", "configure-network", "configure-os"}
 
@@ -92,14 +91,21 @@ func BenchmarkEDPMPipelining(b *testing.B) {
 		b.Fatal(err)
 	}
 	kc, dyn := kubernetes.NewForConfigOrDie(cfg), dynamic.NewForConfigOrDie(cfg)
-	if err := edpmBenchTemporalNamespace(ctx, st); err != nil {
+	if err := e2e.EnsureTemporalNamespace(ctx, st, edpmBenchNamespace); err != nil {
 		b.Fatal(err)
 	}
-	tc, err := client.DialContext(ctx, client.Options{HostPort: st.TemporalAddress, Namespace: edpmBenchNamespace})
+	tc, err := e2e.Dial(ctx, st, edpmBenchNamespace)
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer tc.Close()
+	copts, err := st.TemporalOptions(edpmBenchNamespace).ClientOptions()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if copts.DataConverter != nil {
+		edpmBenchDC = copts.DataConverter
+	}
 	run := fmt.Sprintf("eb%05x", time.Now().UnixNano()&0xfffff)
 	ns := "edpm-" + run
 	if _, err := kc.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
@@ -114,13 +120,13 @@ func BenchmarkEDPMPipelining(b *testing.B) {
 	}
 
 	stopWorker, err := edpmBenchStart(st, filepath.Join(dir, "stackflow-worker"), filepath.Join(dir, "worker.log"),
-		"--namespace", edpmBenchNamespace, "--temporal-address", st.TemporalAddress, "--identity", run+"-worker", "--stop-timeout", "5s")
+		"--namespace", edpmBenchNamespace, "--identity", run+"-worker", "--stop-timeout", "5s")
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer stopWorker()
 	stopBridge, err := edpmBenchStart(st, filepath.Join(dir, "stackflow-bridge"), filepath.Join(dir, "bridge.log"),
-		"--namespace", edpmBenchNamespace, "--temporal-address", st.TemporalAddress, "--identity", run+"-bridge",
+		"--namespace", edpmBenchNamespace, "--identity", run+"-bridge",
 		"--kinds", "OpenStackDataPlane,OpenStackDataPlaneRole,OpenStackDataPlaneNode,NovaExternalCompute,OVNMetadataAgent",
 		"--leader-election-name", run+"-bridge")
 	if err != nil {
@@ -249,7 +255,7 @@ func edpmBenchPlaybookTimes(ctx context.Context, tc client.Client, wfID string) 
 			if a.GetActivityType().GetName() == "RunPlaybook" {
 				var in activities.PlaybookInput
 				if p := a.GetInput().GetPayloads(); len(p) > 0 {
-					_ = json.Unmarshal(p[0].GetData(), &in)
+					_ = edpmBenchDC.FromPayload(p[0], &in)
 				}
 				step[ev.GetEventId()] = in.Step
 			}
@@ -284,7 +290,7 @@ func edpmBenchMakespan(ctx context.Context, tc client.Client, wfID string, n int
 		if s := ev.GetWorkflowExecutionSignaledEventAttributes(); s != nil && s.GetSignalName() == dataplane.SignalEDPMReport {
 			var rep dataplane.EDPMReport
 			if p := s.GetInput().GetPayloads(); len(p) > 0 {
-				_ = json.Unmarshal(p[0].GetData(), &rep)
+				_ = edpmBenchDC.FromPayload(p[0], &rep)
 			}
 			if rep.State == dataplane.EDPMSucceeded {
 				done = append(done, ev.GetEventTime().AsTime())
@@ -348,7 +354,8 @@ func edpmBenchStart(st *local.Stack, path, log string, args ...string) (func(), 
 		return nil, err
 	}
 	cmd := exec.Command(path, append([]string{"--metrics-address", metrics}, args...)...)
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+st.Kubeconfig, "STACKFLOW_KNOWN_HOSTS="+st.Path(local.HostsKnownHosts))
+	cmd.Env = append(append(os.Environ(), "KUBECONFIG="+st.Kubeconfig, "STACKFLOW_KNOWN_HOSTS="+st.Path(local.HostsKnownHosts)),
+		st.TemporalEnv(edpmBenchNamespace)...)
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
@@ -385,32 +392,4 @@ func edpmBenchTail(path string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
-}
-
-// edpmBenchTemporalNamespace registers the benchmark's namespace with stackflow's search attributes.
-func edpmBenchTemporalNamespace(ctx context.Context, st *local.Stack) error {
-	c, err := client.DialContext(ctx, client.Options{HostPort: st.TemporalAddress, Namespace: st.TemporalNamespace})
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	_, err = c.WorkflowService().RegisterNamespace(ctx, &workflowservice.RegisterNamespaceRequest{
-		Namespace: edpmBenchNamespace, WorkflowExecutionRetentionPeriod: durationpb.New(24 * time.Hour)})
-	var exists *serviceerror.NamespaceAlreadyExists
-	if err != nil && !errors.As(err, &exists) {
-		return fmt.Errorf("register namespace %s: %w", edpmBenchNamespace, err)
-	}
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Second) {
-		nc, err := client.DialContext(ctx, client.Options{HostPort: st.TemporalAddress, Namespace: edpmBenchNamespace})
-		if err == nil {
-			err = worker.EnsureSearchAttributes(ctx, nc, edpmBenchNamespace, lifecycle.SearchAttributes)
-			nc.Close()
-		}
-		if err == nil {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("namespace %s not usable: %w", edpmBenchNamespace, err)
-		}
-	}
 }

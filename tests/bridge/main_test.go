@@ -31,5 +31,5 @@ func mainErr(m *testing.M) int {
 		return 1
 	}
 	defer env.Close()
-	return m.Run()
+	return env.RunTests(m)
 }

@@ -25,12 +25,14 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"github.com/stackflow/stackflow/api/lifecycle"
+	"github.com/stackflow/stackflow/api/temporalconn"
 	"github.com/stackflow/stackflow/deploy/local"
 	"github.com/stackflow/stackflow/worker"
 )
@@ -81,6 +83,11 @@ type Env struct {
 	Kube              kubernetes.Interface
 	Dyn               dynamic.Interface
 	Temporal          client.Client
+
+	// started is when Setup finished: RunTests scans the histories of workflows started since.
+	started time.Time
+	// forbidden are the spec values no history of the run may hold in clear (see Forbid).
+	forbidden []string
 }
 
 // Setup brings up the stack's components (reusing what runs), builds the binaries, creates the clients
@@ -140,10 +147,43 @@ func Setup(ctx context.Context, cfg Config) (_ *Env, err error) {
 	if err := EnsureTemporalNamespace(ctx, st, cfg.TemporalNamespace); err != nil {
 		return nil, err
 	}
-	if e.Temporal, err = client.DialContext(ctx, client.Options{HostPort: st.TemporalAddress, Namespace: cfg.TemporalNamespace}); err != nil {
-		return nil, fmt.Errorf("temporal client of namespace %s: %w", cfg.TemporalNamespace, err)
+	if e.Temporal, err = Dial(ctx, st, cfg.TemporalNamespace); err != nil {
+		return nil, err
 	}
+	e.started = time.Now()
 	return e, nil
+}
+
+// TemporalOptions are the run's Temporal connection options: the stack's TLS front (mutual TLS, API
+// key) and its payload codec, as the bridge and workers of the run get them.
+func (e *Env) TemporalOptions() temporalconn.Options {
+	return e.Stack.TemporalOptions(e.TemporalNamespace)
+}
+
+// Dial is a Temporal client of namespace the way stackflow's processes connect: through the stack's TLS
+// front with its codec.
+func Dial(ctx context.Context, st *local.Stack, namespace string) (client.Client, error) {
+	opts, err := st.TemporalOptions(namespace).ClientOptions()
+	if err != nil {
+		return nil, err
+	}
+	c, err := client.DialContext(ctx, opts)
+	if err != nil {
+		return nil, fmt.Errorf("temporal client of namespace %s at %s: %w", namespace, opts.HostPort, err)
+	}
+	return c, nil
+}
+
+// DataConverter decodes payloads the run's processes wrote (history inputs, say) as they see them.
+func (e *Env) DataConverter() (converter.DataConverter, error) {
+	opts, err := e.TemporalOptions().ClientOptions()
+	if err != nil {
+		return nil, err
+	}
+	if opts.DataConverter == nil {
+		return converter.GetDefaultDataConverter(), nil
+	}
+	return opts.DataConverter, nil
 }
 
 // build compiles one binary of this tree into e.Bin.
@@ -176,9 +216,9 @@ func (e *Env) Close() {
 // stackflow's search attributes, and waits until the server accepts work and visibility queries on
 // every attribute in it: a freshly registered namespace takes a while to reach all services.
 func EnsureTemporalNamespace(ctx context.Context, st *local.Stack, namespace string) error {
-	c, err := client.DialContext(ctx, client.Options{HostPort: st.TemporalAddress, Namespace: st.TemporalNamespace})
+	c, err := Dial(ctx, st, st.TemporalNamespace)
 	if err != nil {
-		return fmt.Errorf("temporal client: %w", err)
+		return err
 	}
 	defer c.Close()
 	_, err = c.WorkflowService().RegisterNamespace(ctx, &workflowservice.RegisterNamespaceRequest{
@@ -192,7 +232,7 @@ func EnsureTemporalNamespace(ctx context.Context, st *local.Stack, namespace str
 	probe := searchAttributesProbe()
 	deadline := time.Now().Add(time.Minute)
 	for {
-		nc, err := client.DialContext(ctx, client.Options{HostPort: st.TemporalAddress, Namespace: namespace})
+		nc, err := Dial(ctx, st, namespace)
 		if err == nil {
 			err = worker.EnsureSearchAttributes(ctx, nc, namespace, lifecycle.SearchAttributes)
 			if err == nil {

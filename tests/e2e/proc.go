@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -68,9 +69,11 @@ func (e *Env) StartProc(t testing.TB, spec ProcSpec) *Proc {
 	p := &Proc{t: t, name: spec.Name, metrics: addr, log: filepath.Join(t.TempDir(), spec.Name+".log"),
 		// The kubeconfig goes by environment, so no process has the stack's state directory on its
 		// command line.
-		env: append(append(os.Environ(), "KUBECONFIG="+e.Stack.Kubeconfig,
+		env: slices.Concat(os.Environ(), []string{"KUBECONFIG=" + e.Stack.Kubeconfig,
 			// The stack's test hosts get new host keys with a new state directory; check them there.
-			"STACKFLOW_KNOWN_HOSTS="+e.Stack.Path(local.HostsKnownHosts)), spec.Env...)}
+			"STACKFLOW_KNOWN_HOSTS=" + e.Stack.Path(local.HostsKnownHosts)},
+			// Temporal through the TLS front (mutual TLS, API key) with the payload codec.
+			e.Stack.TemporalEnv(e.TemporalNamespace), spec.Env)}
 	p.argv = append([]string{filepath.Join(e.Bin, spec.Binary), "--metrics-address", addr}, spec.Args...)
 	t.Cleanup(func() {
 		p.Stop()
@@ -97,7 +100,6 @@ type WorkerOptions struct {
 func (e *Env) StartWorker(t testing.TB, opts WorkerOptions) *Proc {
 	t.Helper()
 	args := append([]string{
-		"--temporal-address", e.Stack.TemporalAddress,
 		"--namespace", e.TemporalNamespace,
 		"--temporal-ui", e.Stack.TemporalUI,
 		"--identity", opts.Identity,
@@ -131,7 +133,6 @@ func (e *Env) StartBridge(t testing.TB, opts BridgeOptions) *Proc {
 		lease = opts.Identity
 	}
 	args := []string{
-		"--temporal-address", e.Stack.TemporalAddress,
 		"--namespace", e.TemporalNamespace,
 		"--kinds", opts.Kinds,
 		"--identity", opts.Identity,

@@ -227,7 +227,9 @@ func playbookRuns(t *testing.T, wfID string) map[string]int {
 		}
 		var in activities.PlaybookInput
 		if p := a.GetInput().GetPayloads(); len(p) > 0 {
-			require.NoError(t, json.Unmarshal(p[0].GetData(), &in))
+			dc, err := env.DataConverter()
+			require.NoError(t, err)
+			require.NoError(t, dc.FromPayload(p[0], &in))
 		}
 		out[in.Step]++
 	}

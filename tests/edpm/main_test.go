@@ -58,7 +58,7 @@ func mainErr(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "test namespace:", err)
 		return 1
 	}
-	code := m.Run()
+	code := env.RunTests(m)
 	if code == 0 {
 		_ = env.Kube.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{})
 	} else {

@@ -50,5 +50,5 @@ func mainErr(m *testing.M) int {
 		return 1
 	}
 	defer charts.Close()
-	return m.Run()
+	return env.RunTests(m)
 }

@@ -31,7 +31,7 @@ func mainErr(m *testing.M) int {
 		return 1
 	}
 	defer env.Close()
-	return m.Run()
+	return env.RunTests(m)
 }
 
 // stack runs a bridge and a worker for the test and stops them at its end, printing their logs when

@@ -4,9 +4,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"strings"
@@ -15,6 +18,7 @@ import (
 
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/stackflow/stackflow/api/temporalconn"
 	"github.com/stackflow/stackflow/bridge"
 )
 
@@ -39,8 +43,9 @@ func run() error {
 		kinds      = flag.String("kinds", env("STACKFLOW_KINDS", ""), "comma-separated kinds to serve (default every served kind)")
 		logLevel   = flag.String("log-level", env("STACKFLOW_LOG_LEVEL", "info"), "debug, info, warn or error")
 	)
-	flag.StringVar(&cfg.TemporalAddress, "temporal-address", env("TEMPORAL_ADDRESS", "127.0.0.1:7233"), "Temporal frontend host:port")
-	flag.StringVar(&cfg.TemporalNamespace, "namespace", env("TEMPORAL_NAMESPACE", "default"), "Temporal namespace of the workflows")
+	cfg.Temporal.AddFlags(flag.CommandLine, "127.0.0.1:7233", "default")
+	codecAddress := flag.String("codec-server-address", env("STACKFLOW_CODEC_SERVER_ADDRESS", ""), "address of the codec endpoint for the Temporal UI and CLI (POST …/decode, …/encode); empty disables it; needs --codec-keys")
+	codecOrigins := flag.String("codec-server-origins", env("STACKFLOW_CODEC_SERVER_ORIGINS", ""), "comma-separated origins (the Temporal UI's) allowed to call the codec endpoint from a browser")
 	flag.StringVar(&cfg.LeaseNamespace, "leader-election-namespace", env("STACKFLOW_LEASE_NAMESPACE", "stackflow-system"), "namespace of the leader-election Lease")
 	flag.StringVar(&cfg.LeaseName, "leader-election-name", env("STACKFLOW_LEASE_NAME", "stackflow-bridge"), "name of the leader-election Lease")
 	flag.DurationVar(&cfg.LeaseDuration, "lease-duration", 15*time.Second, "how long a standby waits before taking over a silent leader's Lease")
@@ -76,9 +81,53 @@ func run() error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	// A TLS set-up that cannot work (a wrong CA, say) stops the start with a message that names it; an
+	// unreachable Temporal does not: the bridge waits for it.
+	if err := cfg.Temporal.Preflight(ctx); errors.Is(err, temporalconn.ErrTLS) {
+		return err
+	} else if err != nil {
+		cfg.Log.Warn("temporal not reachable yet", "err", err)
+	}
+	if *codecAddress != "" {
+		stopCodec, err := serveCodec(*codecAddress, cfg.Temporal.CodecKeys, *codecOrigins, cfg.Log)
+		if err != nil {
+			return err
+		}
+		defer stopCodec()
+	}
 	b, err := bridge.New(cfg)
 	if err != nil {
 		return err
 	}
 	return b.Run(ctx)
+}
+
+// serveCodec serves the payload codec endpoint for operators' Temporal UI and CLI. Every replica serves it,
+// leader or not: it needs only the keys.
+func serveCodec(addr, keys, origins string, log *slog.Logger) (func(), error) {
+	if keys == "" {
+		return nil, errors.New("--codec-server-address needs --codec-keys")
+	}
+	ring, err := temporalconn.LoadKeyring(keys)
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("codec endpoint on %s: %w", addr, err)
+	}
+	var allowed []string
+	for _, o := range strings.Split(origins, ",") {
+		if o = strings.TrimSpace(o); o != "" {
+			allowed = append(allowed, o)
+		}
+	}
+	srv := &http.Server{Handler: temporalconn.CodecHandler(temporalconn.NewCodec(ring), allowed), ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("codec endpoint", "err", err)
+		}
+	}()
+	log.Info("codec endpoint", "address", ln.Addr().String(), "keys", ring.IDs())
+	return func() { _ = srv.Close() }, nil
 }

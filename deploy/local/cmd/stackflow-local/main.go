@@ -2,7 +2,7 @@
 //
 //	stackflow-local up [-components kubernetes,temporal,openstack,hosts] [-hosts N]
 //	stackflow-local status
-//	stackflow-local env      # shell exports: KUBECONFIG, TEMPORAL_ADDRESS, OS_CLIENT_CONFIG_FILE, OS_CLOUD
+//	stackflow-local env      # shell exports: KUBECONFIG, OS_CLIENT_CONFIG_FILE, OS_CLOUD, Temporal's address, TLS, API key and codec
 //	stackflow-local stop NAME…  # stop single processes of the stack (names as in `status`); `up` restarts them
 //	stackflow-local samples [-timeout 30m]  # apply deploy/samples, show their state live until all are Ready
 //	stackflow-local down
@@ -72,8 +72,21 @@ func main() {
 		if err != nil {
 			fail(err)
 		}
-		fmt.Printf("export KUBECONFIG=%s\nexport TEMPORAL_ADDRESS=%s\nexport OS_CLIENT_CONFIG_FILE=%s\nexport OS_CLOUD=%s\n",
-			s.Kubeconfig, s.TemporalAddress, s.CloudsYAML, s.CloudName)
+		fmt.Printf("export KUBECONFIG=%s\nexport OS_CLIENT_CONFIG_FILE=%s\nexport OS_CLOUD=%s\n", s.Kubeconfig, s.CloudsYAML, s.CloudName)
+		// Temporal through its TLS front with the payload codec, for stackflow's commands and the temporal
+		// CLI alike (same variable names).
+		for _, kv := range s.TemporalEnv(s.TemporalNamespace) {
+			if k, v, _ := strings.Cut(kv, "="); v != "" {
+				fmt.Printf("export %s=%s\n", k, v)
+			}
+		}
+		if s.TemporalTLS != nil {
+			key, err := os.ReadFile(s.TemporalTLS.APIKeyFile)
+			if err != nil {
+				fail(err)
+			}
+			fmt.Printf("export TEMPORAL_API_KEY=%s\nexport TEMPORAL_CODEC_ENDPOINT=%s\n", strings.TrimSpace(string(key)), s.CodecEndpoint)
+		}
 	case "samples":
 		if err := samples(ctx, *state, *timeout); err != nil {
 			fail(err)
