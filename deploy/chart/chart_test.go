@@ -1,0 +1,264 @@
+package chart_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"helm.sh/helm/v3/pkg/lint"
+	"helm.sh/helm/v3/pkg/lint/support"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/yaml"
+
+	"github.com/stackflow/stackflow/deploy/chart"
+	"github.com/stackflow/stackflow/deploy/rbac"
+)
+
+const root = "../.."
+
+// helm lint, with default values and with every option on.
+func TestLint(t *testing.T) {
+	for name, vals := range map[string]map[string]any{"defaults": nil, "everything": everything()} {
+		t.Run(name, func(t *testing.T) {
+			res := lint.All(filepath.Join(root, chart.Path), vals, "stackflow-system", false)
+			for _, m := range res.Messages {
+				require.Less(t, m.Severity, support.WarningSev, "helm lint: %s", m)
+			}
+		})
+	}
+}
+
+func everything() map[string]any {
+	return map[string]any{
+		"temporal": map[string]any{
+			"tls":    map[string]any{"enabled": true, "secretName": "temporal-client", "serverName": "temporal.example"},
+			"apiKey": map[string]any{"secretName": "temporal-api-key"},
+		},
+		"codec":           map[string]any{"server": map[string]any{"origins": []any{"https://temporal.example"}}},
+		"watchNamespaces": []any{"openstack", "edpm"},
+		"helmReleases": map[string]any{"namespaces": []any{"openstack"},
+			"extraRules": []any{map[string]any{"apiGroups": []any{""}, "resources": []any{"serviceaccounts"}, "verbs": []any{"get", "create", "patch", "delete"}}}},
+		"metrics": map[string]any{"serviceMonitor": map[string]any{"enabled": true}},
+		"image":   map[string]any{"worker": map[string]any{"digest": "sha256:" + strings.Repeat("ab", 32)}},
+	}
+}
+
+func render(t *testing.T, vals map[string]any) []*unstructured.Unstructured {
+	t.Helper()
+	objs, err := chart.Render(root, "stackflow", "stackflow-system", vals, false)
+	require.NoError(t, err)
+	return objs
+}
+
+func find(objs []*unstructured.Unstructured, kind, name string) *unstructured.Unstructured {
+	for _, o := range objs {
+		if o.GetKind() == kind && o.GetName() == name {
+			return o
+		}
+	}
+	return nil
+}
+
+// What an installation consists of: the bridge (2 replicas, leader election in the release namespace),
+// one worker Deployment per task queue under its own ServiceAccount, PDBs, probes, non-root pods with a
+// read-only root filesystem, the codec on by default.
+func TestRenderedObjects(t *testing.T) {
+	objs := render(t, nil)
+	b := find(objs, "Deployment", "stackflow-bridge")
+	require.NotNil(t, b)
+	replicas, _, _ := unstructured.NestedInt64(b.Object, "spec", "replicas")
+	require.EqualValues(t, 2, replicas)
+	require.NotNil(t, find(objs, "PodDisruptionBudget", "stackflow-bridge"))
+	require.NotNil(t, find(objs, "Service", "stackflow-codec"), "codec endpoint on by default")
+
+	sas := map[string]bool{}
+	for _, q := range []string{"stackflow", "stackflow-kube", "stackflow-ansible", "stackflow-openstack"} {
+		name := "stackflow-" + rbac.WorkerAccount(q)
+		d := find(objs, "Deployment", name)
+		require.NotNil(t, d, name)
+		spec := podSpec(t, d)
+		require.Equal(t, name, spec["serviceAccountName"])
+		sas[name] = true
+		c := spec["containers"].([]any)[0].(map[string]any)
+		require.Contains(t, c["args"], "--queues="+q)
+		require.NotNil(t, find(objs, "PodDisruptionBudget", name))
+	}
+	require.Len(t, sas, 4, "a ServiceAccount per task queue")
+
+	for _, o := range objs {
+		if o.GetKind() != "Deployment" {
+			continue
+		}
+		spec := podSpec(t, o)
+		require.Equal(t, true, spec["securityContext"].(map[string]any)["runAsNonRoot"], o.GetName())
+		c := spec["containers"].([]any)[0].(map[string]any)
+		require.Equal(t, true, c["securityContext"].(map[string]any)["readOnlyRootFilesystem"], o.GetName())
+		for _, p := range []string{"livenessProbe", "readinessProbe", "startupProbe"} {
+			require.Contains(t, c, p, o.GetName())
+		}
+		env := fmt.Sprint(c["env"])
+		require.Contains(t, env, "STACKFLOW_CODEC_KEYS", "%s: the codec is on by default", o.GetName())
+	}
+}
+
+func podSpec(t *testing.T, d *unstructured.Unstructured) map[string]any {
+	t.Helper()
+	spec, ok, _ := unstructured.NestedMap(d.Object, "spec", "template", "spec")
+	require.True(t, ok)
+	return spec
+}
+
+// Temporal TLS, API key and codec reach both commands as the environment they read, from Secrets.
+func TestTemporalConnectionValues(t *testing.T) {
+	objs := render(t, everything())
+	for _, name := range []string{"stackflow-bridge", "stackflow-worker-kube"} {
+		d := find(objs, "Deployment", name)
+		spec := podSpec(t, d)
+		c := spec["containers"].([]any)[0].(map[string]any)
+		env := fmt.Sprint(c["env"])
+		for _, want := range []string{"TEMPORAL_TLS_SERVER_CA_CERT_PATH", "TEMPORAL_TLS_CLIENT_CERT_PATH", "TEMPORAL_TLS_SERVER_NAME", "TEMPORAL_API_KEY_FILE", "STACKFLOW_CODEC_KEYS"} {
+			require.Contains(t, env, want, name)
+		}
+		vols := fmt.Sprint(spec["volumes"])
+		for _, want := range []string{"temporal-client", "temporal-api-key", "stackflow-codec"} {
+			require.Contains(t, vols, want, name)
+		}
+	}
+	require.NotNil(t, find(objs, "ServiceMonitor", "stackflow"))
+	require.Contains(t, fmt.Sprint(podSpec(t, find(objs, "Deployment", "stackflow-worker-kube"))["containers"]), "@sha256:")
+}
+
+// grant is one verb on one resource for one ServiceAccount, in one namespace ("*" for every namespace).
+type grant struct{ sa, where, group, resource, verb string }
+
+// rendered are the grants the chart's RBAC objects give its ServiceAccounts.
+func rendered(t *testing.T, objs []*unstructured.Unstructured) map[grant]bool {
+	t.Helper()
+	roles := map[string][]rbacv1.PolicyRule{} // "ClusterRole/name" or "Role/ns/name"
+	for _, o := range objs {
+		switch o.GetKind() {
+		case "ClusterRole", "Role":
+			var r rbacv1.ClusterRole
+			require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &r))
+			key := "ClusterRole/" + o.GetName()
+			if o.GetKind() == "Role" {
+				key = "Role/" + o.GetNamespace() + "/" + o.GetName()
+			}
+			roles[key] = r.Rules
+		}
+	}
+	out := map[grant]bool{}
+	for _, o := range objs {
+		if o.GetKind() != "ClusterRoleBinding" && o.GetKind() != "RoleBinding" {
+			continue
+		}
+		var b rbacv1.RoleBinding
+		require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &b))
+		where, key := "*", "ClusterRole/"+b.RoleRef.Name
+		if o.GetKind() == "RoleBinding" {
+			where = o.GetNamespace()
+			if b.RoleRef.Kind == "Role" {
+				key = "Role/" + o.GetNamespace() + "/" + b.RoleRef.Name
+			}
+		}
+		rules, ok := roles[key]
+		require.True(t, ok, "%s %s binds missing %s", o.GetKind(), o.GetName(), key)
+		for _, s := range b.Subjects {
+			for _, r := range rules {
+				for _, g := range r.APIGroups {
+					for _, res := range r.Resources {
+						for _, v := range r.Verbs {
+							out[grant{s.Name, where, g, res, v}] = true
+						}
+					}
+				}
+			}
+		}
+	}
+	return out
+}
+
+// expected are the grants the rules file asks for, placed as the values say.
+func expected(t *testing.T, watch, helmNS []string, extra []rbacv1.PolicyRule) map[grant]bool {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(root, rbac.RulesFile))
+	require.NoError(t, err)
+	var f rbac.File
+	require.NoError(t, yaml.Unmarshal(b, &f))
+	out := map[grant]bool{}
+	for account, scopes := range f.Accounts {
+		sa := "stackflow-" + account
+		for scope, rules := range scopes {
+			var where []string
+			switch scope {
+			case rbac.Cluster:
+				where = []string{"*"}
+			case rbac.Watched:
+				where = watch
+			case rbac.Release:
+				where = []string{"stackflow-system"}
+			case rbac.HelmReleases:
+				where = helmNS
+				rules = append(slices.Clone(rules), extra...)
+			default:
+				t.Fatalf("unknown scope %s", scope)
+			}
+			if len(where) == 0 {
+				where = []string{"*"}
+			}
+			for _, w := range where {
+				for _, r := range rules {
+					for _, g := range r.APIGroups {
+						for _, res := range r.Resources {
+							for _, v := range r.Verbs {
+								out[grant{sa, w, g, res, v}] = true
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+	return out
+}
+
+// The chart grants exactly the rules derived from the code (deploy/rbac), placed by watchNamespaces and
+// helmReleases: no rule more, none less.
+func TestRBACIsTheDerivedRules(t *testing.T) {
+	extra := rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"serviceaccounts"}, Verbs: []string{"create", "delete", "get", "patch"}}
+	for _, tc := range []struct {
+		name          string
+		vals          map[string]any
+		watch, helmNS []string
+		extra         []rbacv1.PolicyRule
+	}{
+		{name: "cluster-wide"},
+		{name: "scoped", vals: everything(), watch: []string{"openstack", "edpm"}, helmNS: []string{"openstack"}, extra: []rbacv1.PolicyRule{extra}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, want := rendered(t, render(t, tc.vals)), expected(t, tc.watch, tc.helmNS, tc.extra)
+			var missing, extra []string
+			for g := range want {
+				if !got[g] {
+					missing = append(missing, fmt.Sprint(g))
+				}
+			}
+			for g := range got {
+				if !want[g] {
+					extra = append(extra, fmt.Sprint(g))
+				}
+			}
+			slices.Sort(missing)
+			slices.Sort(extra)
+			require.Empty(t, missing, "rules the code needs that the chart does not grant")
+			require.Empty(t, extra, "rules the chart grants that the code does not need")
+			require.NotEmpty(t, got)
+		})
+	}
+}
