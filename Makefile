@@ -8,7 +8,7 @@ BIN := $(CURDIR)/bin
 LOCAL := $(BIN)/stackflow-local
 E2E_TIMEOUT ?= 75m
 
-.PHONY: all run up down status test unit e2e bench build tools packages generate lint clean
+.PHONY: all run up down status test unit e2e bench build tools packages generate lint clean images
 
 all: build
 
@@ -50,6 +50,7 @@ test: packages tools build lint unit e2e
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed: $$out"; exit 1; fi
 	$(GO) vet ./...
+	cd deploy/images && $(GO) vet ./...
 
 unit:
 	$(GO) test -count=1 ./api/... ./workflows/... ./activities/... ./bridge/... ./worker/... ./deploy/...

@@ -53,6 +53,9 @@ type Config struct {
 
 	// Kinds are the served kinds; default Served.
 	Kinds []Kind
+	// Namespaces limits the namespaced kinds to objects in these namespaces (one informer each), so the
+	// bridge needs rights there only; empty serves every namespace. Cluster-scoped kinds are served whole.
+	Namespaces []string
 	// Workers is the number of objects processed in parallel; default 16 (a signal is mostly waiting on
 	// Temporal, so throughput grows with it).
 	Workers int
@@ -306,9 +309,8 @@ func (b *Bridge) lead(ctx context.Context) {
 		workqueue.TypedRateLimitingQueueConfig[key]{Name: "stackflow-bridge"},
 	)
 	b.metrics.setQueue(queue.Len)
-	factory := metadatainformer.NewSharedInformerFactory(b.meta, b.cfg.Resync)
-	full := dynamicinformer.NewDynamicSharedInformerFactory(b.dyn, b.cfg.Resync)
-	w := &watcher{b: b, queue: queue, factory: factory, full: full, informers: map[string]servedKind{}}
+	w := &watcher{b: b, queue: queue, factories: map[string]metadatainformer.SharedInformerFactory{},
+		full: map[string]dynamicinformer.DynamicSharedInformerFactory{}, informers: map[string]servedKind{}}
 
 	var wg sync.WaitGroup
 	for range b.cfg.Workers {
@@ -331,28 +333,63 @@ func (b *Bridge) lead(ctx context.Context) {
 	}
 	ticker.Stop()
 	queue.ShutDown()
-	factory.Shutdown()
-	full.Shutdown()
+	for _, f := range w.factories {
+		f.Shutdown()
+	}
+	for _, f := range w.full {
+		f.Shutdown()
+	}
 	wg.Wait()
 	b.metrics.setQueue(nil)
 	b.log.Info("stopped leading")
 }
 
-// servedKind is a kind being watched.
+// servedKind is a kind being watched: one informer for every namespace (key ""), or one per served
+// namespace.
 type servedKind struct {
 	Kind
-	informer cache.SharedIndexInformer
+	informers map[string]cache.SharedIndexInformer
 }
 
 // watcher holds one leadership term's informers and queue.
 type watcher struct {
-	b       *Bridge
-	queue   workqueue.TypedRateLimitingInterface[key]
-	factory metadatainformer.SharedInformerFactory
-	// full watches the kinds that need more than metadata (Kind.Fingerprint).
-	full      dynamicinformer.DynamicSharedInformerFactory
+	b     *Bridge
+	queue workqueue.TypedRateLimitingInterface[key]
+	// factories are the metadata informer factories by namespace ("" for all); full the dynamic ones of
+	// the kinds that need more than metadata (Kind.Fingerprint).
+	factories map[string]metadatainformer.SharedInformerFactory
+	full      map[string]dynamicinformer.DynamicSharedInformerFactory
 	mu        sync.RWMutex
 	informers map[string]servedKind
+}
+
+// scope is the namespaces a kind is watched in: "" (all) for cluster-scoped kinds or when every
+// namespace is served.
+func (w *watcher) scope(k Kind) []string {
+	if k.ClusterScoped || len(w.b.cfg.Namespaces) == 0 {
+		return []string{""}
+	}
+	return w.b.cfg.Namespaces
+}
+
+// factory is the metadata informer factory of namespace ns ("" for all).
+func (w *watcher) factory(ns string) metadatainformer.SharedInformerFactory {
+	f, ok := w.factories[ns]
+	if !ok {
+		f = metadatainformer.NewFilteredSharedInformerFactory(w.b.meta, w.b.cfg.Resync, ns, nil)
+		w.factories[ns] = f
+	}
+	return f
+}
+
+// fullFactory is the dynamic informer factory of namespace ns ("" for all).
+func (w *watcher) fullFactory(ns string) dynamicinformer.DynamicSharedInformerFactory {
+	f, ok := w.full[ns]
+	if !ok {
+		f = dynamicinformer.NewFilteredDynamicSharedInformerFactory(w.b.dyn, w.b.cfg.Resync, ns, nil)
+		w.full[ns] = f
+	}
+	return f
 }
 
 func (w *watcher) kind(name string) (servedKind, bool) {

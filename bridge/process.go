@@ -33,39 +33,48 @@ func (w *watcher) discover(ctx context.Context) {
 			}
 			continue
 		}
-		var inf cache.SharedIndexInformer
-		var transform cache.TransformFunc = slim
-		if found.Fingerprint != nil {
-			inf, transform = w.full.ForResource(found.GVR).Informer(), slimFingerprinted(found.Fingerprint)
-		} else {
-			inf = w.factory.ForResource(found.GVR).Informer()
-		}
-		if err := inf.SetTransform(transform); err != nil {
-			b.log.Error("informer transform", "kind", k.Kind, "err", err)
-			continue
-		}
 		kind := found.Kind
-		_, err = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc: func(obj any) {
-				b.metrics.events.WithLabelValues(kind, "add").Inc()
-				w.enqueue(kind, obj)
-			},
-			UpdateFunc: func(_, obj any) {
-				b.metrics.events.WithLabelValues(kind, "update").Inc()
-				w.enqueue(kind, obj)
-			},
-			DeleteFunc: func(obj any) {
-				b.metrics.events.WithLabelValues(kind, "delete").Inc()
-				if m, err := meta(obj); err == nil {
-					b.forget(m.GetUID())
-				}
-			},
-		})
-		if err != nil {
-			b.log.Error("informer handler", "kind", k.Kind, "err", err)
+		sk := servedKind{Kind: found, informers: map[string]cache.SharedIndexInformer{}}
+		ok := true
+		for _, ns := range w.scope(found) {
+			var inf cache.SharedIndexInformer
+			var transform cache.TransformFunc = slim
+			if found.Fingerprint != nil {
+				inf, transform = w.fullFactory(ns).ForResource(found.GVR).Informer(), slimFingerprinted(found.Fingerprint)
+			} else {
+				inf = w.factory(ns).ForResource(found.GVR).Informer()
+			}
+			if err := inf.SetTransform(transform); err != nil {
+				b.log.Error("informer transform", "kind", k.Kind, "err", err)
+				ok = false
+				break
+			}
+			_, err = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+				AddFunc: func(obj any) {
+					b.metrics.events.WithLabelValues(kind, "add").Inc()
+					w.enqueue(kind, obj)
+				},
+				UpdateFunc: func(_, obj any) {
+					b.metrics.events.WithLabelValues(kind, "update").Inc()
+					w.enqueue(kind, obj)
+				},
+				DeleteFunc: func(obj any) {
+					b.metrics.events.WithLabelValues(kind, "delete").Inc()
+					if m, err := meta(obj); err == nil {
+						b.forget(m.GetUID())
+					}
+				},
+			})
+			if err != nil {
+				b.log.Error("informer handler", "kind", k.Kind, "err", err)
+				ok = false
+				break
+			}
+			sk.informers[ns] = inf
+		}
+		if !ok {
 			continue
 		}
-		sk := servedKind{Kind: found, informer: inf}
 		w.mu.Lock()
 		w.informers[k.Kind] = sk
 		w.mu.Unlock()
@@ -75,11 +84,20 @@ func (w *watcher) discover(ctx context.Context) {
 	if len(added) == 0 {
 		return
 	}
-	w.factory.Start(ctx.Done())
-	w.full.Start(ctx.Done())
+	for _, f := range w.factories {
+		f.Start(ctx.Done())
+	}
+	for _, f := range w.full {
+		f.Start(ctx.Done())
+	}
 	for _, sk := range added {
-		if cache.WaitForCacheSync(ctx.Done(), sk.informer.HasSynced) {
-			b.log.Info("serving kind", "kind", sk.Kind.Kind, "resource", sk.GVR.String(), "clusterScoped", sk.ClusterScoped, "objects", len(sk.informer.GetStore().ListKeys()))
+		objects, synced := 0, true
+		for _, inf := range sk.informers {
+			synced = synced && cache.WaitForCacheSync(ctx.Done(), inf.HasSynced)
+			objects += len(inf.GetStore().ListKeys())
+		}
+		if synced {
+			b.log.Info("serving kind", "kind", sk.Kind.Kind, "resource", sk.GVR.String(), "clusterScoped", sk.ClusterScoped, "objects", objects)
 		}
 	}
 	w.mu.RLock()
@@ -137,7 +155,14 @@ func (b *Bridge) process(ctx context.Context, w *watcher, k key) error {
 	if !ok {
 		return nil
 	}
-	obj, exists, err := sk.informer.GetIndexer().GetByKey(k.cacheKey())
+	inf := sk.informers[""]
+	if !sk.ClusterScoped && len(b.cfg.Namespaces) > 0 {
+		inf = sk.informers[k.namespace]
+	}
+	if inf == nil {
+		return nil
+	}
+	obj, exists, err := inf.GetIndexer().GetByKey(k.cacheKey())
 	if err != nil || !exists {
 		return nil // gone: its workflow already dropped the finalizer
 	}

@@ -134,6 +134,9 @@ func (s *Stack) upKubernetes(ctx context.Context) error {
 	if err := s.upChartRepo(ctx); err != nil {
 		return fmt.Errorf("chart repository: %w", err)
 	}
+	if err := s.installChart(ctx); err != nil {
+		return err
+	}
 	kind := "warm"
 	if cold {
 		kind = "cold"

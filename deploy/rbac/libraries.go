@@ -142,14 +142,8 @@ var libraries = map[string]library{
 			rs.add(Watched, "", "events", "create", "patch")
 		},
 	},
-	"k8s.io/client-go/metadata/metadatainformer.NewSharedInformerFactory": {
-		why: "metadata informers list and watch each resource they are asked for (metadatainformer/informer.go)",
-		rules: func(res Resources, rs rules) {
-			for _, k := range res.Served {
-				rs.add(k.scope(), k.Group, k.Resource, "list", "watch")
-			}
-		},
-	},
+	"k8s.io/client-go/metadata/metadatainformer.NewSharedInformerFactory":         informers,
+	"k8s.io/client-go/metadata/metadatainformer.NewFilteredSharedInformerFactory": informers,
 	"(*helm.sh/helm/v3/pkg/action.Configuration).Init": {
 		why: "Helm's Secret storage driver gets, lists, creates, updates and deletes release records (storage/driver/secrets.go)",
 		rules: func(_ Resources, rs rules) {
@@ -199,6 +193,17 @@ var libraries = map[string]library{
 				}
 			}
 		},
+	},
+}
+
+// informers: metadata informers list and watch each resource they are asked for
+// (metadatainformer/informer.go).
+var informers = library{
+	why: "metadata informers list and watch each resource they are asked for",
+	rules: func(res Resources, rs rules) {
+		for _, k := range res.Served {
+			rs.add(k.scope(), k.Group, k.Resource, "list", "watch")
+		}
 	},
 }
 

@@ -41,6 +41,7 @@ func run() error {
 		cfg        bridge.Config
 		kubeconfig = flag.String("kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig file (default $KUBECONFIG, else in-cluster)")
 		kinds      = flag.String("kinds", env("STACKFLOW_KINDS", ""), "comma-separated kinds to serve (default every served kind)")
+		namespaces = flag.String("watch-namespaces", env("STACKFLOW_WATCH_NAMESPACES", ""), "comma-separated namespaces whose objects are served (default every namespace; cluster-scoped kinds are always served)")
 		logLevel   = flag.String("log-level", env("STACKFLOW_LOG_LEVEL", "info"), "debug, info, warn or error")
 	)
 	cfg.Temporal.AddFlags(flag.CommandLine, "127.0.0.1:7233", "default")
@@ -71,6 +72,11 @@ func run() error {
 	}
 	cfg.Kube = rc
 
+	for _, ns := range strings.Split(*namespaces, ",") {
+		if ns = strings.TrimSpace(ns); ns != "" {
+			cfg.Namespaces = append(cfg.Namespaces, ns)
+		}
+	}
 	if *kinds != "" {
 		selected, unknown := bridge.Select(strings.Split(*kinds, ","))
 		if len(unknown) > 0 {

@@ -1,0 +1,503 @@
+// Command stackflow-images builds stackflow's container images — one per binary — into OCI image
+// layouts, without a container engine or a registry (`make images`):
+//
+//	stackflow-bridge  the bridge, on a base of CA certificates and netbase;
+//	stackflow-worker  the worker (its playbooks are embedded in the binary), on a base of python3,
+//	                  ansible-core and openssh-client with their dependencies.
+//
+// Why this and not ko, buildah or apko: ko and buildah start FROM a base image pulled from a registry, and
+// apko assembles Alpine/Wolfi packages; the machines that build stackflow reach Debian's package archive
+// and the Go module proxy only. go-containerregistry (from the Go proxy) writes OCI layouts and images
+// from tar layers we make ourselves, so the base is built here from Debian's .deb files: unpacked with
+// dpkg-deb (no maintainer scripts run; what they would make, like the CA bundle and users, is written
+// explicitly), documentation pruned, /bin, /lib and /sbin merged into /usr as on Debian.
+//
+// Builds are reproducible: binaries are built with -trimpath and no build ID, every tar entry has a fixed
+// time and owner and a sorted place, and the image config a fixed creation time; the same sources and
+// .deb versions give the same digests. The .deb versions used are listed in the image, in
+// /usr/share/stackflow/packages.txt. Images run as 65532:65532 and need no writable root filesystem
+// (HOME and caches under /tmp, an emptyDir in the chart).
+package main
+
+import (
+	"archive/tar"
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+)
+
+// epoch is the time of every file and of the images (SOURCE_DATE_EPOCH overrides it).
+var epoch = time.Unix(1700000000, 0).UTC()
+
+// spec describes one image.
+type spec struct {
+	name     string
+	pkg      string   // Go package of the binary, relative to the repository root
+	debs     []string // Debian packages of the base
+	closure  bool     // with their dependencies
+	shell    bool     // provide /usr/bin/sh (dash)
+	env      []string // extra environment
+}
+
+var specs = map[string]spec{
+	"stackflow-bridge": {
+		name: "stackflow-bridge", pkg: "./bridge/cmd/stackflow-bridge",
+		// A static Go binary needs only trust roots and /etc/services and friends.
+		debs: []string{"ca-certificates", "netbase"},
+	},
+	"stackflow-worker": {
+		name: "stackflow-worker", pkg: "./worker/cmd/stackflow-worker",
+		debs: []string{"python3", "ansible-core", "openssh-client", "ca-certificates", "netbase", "dash", "libc-bin"}, closure: true, shell: true,
+		env: []string{"ANSIBLE_LOCAL_TEMP=/tmp/ansible", "ANSIBLE_HOME=/tmp/ansible", "PYTHONDONTWRITEBYTECODE=1"},
+	},
+}
+
+func main() {
+	repo := flag.String("repo", "../..", "repository root (the binaries are built there)")
+	out := flag.String("out", "../../bin/images", "directory of the OCI layouts (one per image)")
+	cache := flag.String("cache", filepath.Join(cacheDir(), "images"), "download cache of .deb files")
+	version := flag.String("version", "dev", "image tag (the ref name annotation of the layout)")
+	flag.Parse()
+	if v := os.Getenv("SOURCE_DATE_EPOCH"); v != "" {
+		var s int64
+		if _, err := fmt.Sscan(v, &s); err == nil {
+			epoch = time.Unix(s, 0).UTC()
+		}
+	}
+	names := flag.Args()
+	if len(names) == 0 {
+		names = []string{"stackflow-bridge", "stackflow-worker"}
+	}
+	for _, n := range names {
+		s, ok := specs[n]
+		if !ok {
+			fail(fmt.Errorf("unknown image %s", n))
+		}
+		t0 := time.Now()
+		res, err := build(s, *repo, *out, *cache, *version)
+		if err != nil {
+			fail(fmt.Errorf("%s: %w", n, err))
+		}
+		fmt.Printf("%-18s %s  %s compressed, %s unpacked, %d Debian packages, %s  (%s)\n", n, res.digest,
+			mib(res.compressed), mib(res.unpacked), res.packages, filepath.Join(*out, n), time.Since(t0).Round(time.Second))
+	}
+}
+
+func cacheDir() string {
+	if d := os.Getenv("STACKFLOW_CACHE"); d != "" {
+		return d
+	}
+	home, _ := os.UserHomeDir()
+	return filepath.Join(home, ".cache", "stackflow")
+}
+
+func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "stackflow-images:", err)
+	os.Exit(1)
+}
+
+type result struct {
+	digest               v1.Hash
+	compressed, unpacked int64
+	packages             int
+}
+
+func build(s spec, repo, outDir, cache, version string) (result, error) {
+	var res result
+	work, err := os.MkdirTemp("", "stackflow-image-")
+	if err != nil {
+		return res, err
+	}
+	defer os.RemoveAll(work)
+
+	bin := filepath.Join(work, s.name)
+	cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w -buildid=", "-o", bin, s.pkg)
+	cmd.Dir = repo
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64")
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return res, fmt.Errorf("build %s: %w", s.pkg, err)
+	}
+
+	debs, err := download(s, filepath.Join(cache, "debs"))
+	if err != nil {
+		return res, err
+	}
+	res.packages = len(debs)
+	base, list, err := baseLayer(debs)
+	if err != nil {
+		return res, err
+	}
+	etc, err := systemLayer(base, list, s.shell)
+	if err != nil {
+		return res, err
+	}
+	app, err := tarOf([]entry{{name: "usr/local/bin/" + s.name, mode: 0o755, file: bin}})
+	if err != nil {
+		return res, err
+	}
+
+	img := mutate.MediaType(empty.Image, types.OCIManifestSchema1)
+	img = mutate.ConfigMediaType(img, types.OCIConfigJSON)
+	for _, b := range [][]byte{base.data, etc, app} {
+		l, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }, tarball.WithMediaType(types.OCILayer))
+		if err != nil {
+			return res, err
+		}
+		if img, err = mutate.Append(img, mutate.Addendum{Layer: l, History: v1.History{Created: v1.Time{Time: epoch}, CreatedBy: "stackflow-images"}}); err != nil {
+			return res, err
+		}
+		res.unpacked += int64(len(b))
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		return res, err
+	}
+	cf = cf.DeepCopy()
+	cf.Created = v1.Time{Time: epoch}
+	cf.Architecture, cf.OS = "amd64", "linux"
+	cf.Config.User = "65532:65532"
+	cf.Config.WorkingDir = "/tmp"
+	cf.Config.Entrypoint = []string{"/usr/local/bin/" + s.name}
+	cf.Config.Env = append([]string{"PATH=/usr/local/bin:/usr/bin", "HOME=/tmp", "LANG=C.UTF-8", "SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt"}, s.env...)
+	cf.Config.Labels = map[string]string{
+		"org.opencontainers.image.title":   s.name,
+		"org.opencontainers.image.version": version,
+		"org.opencontainers.image.source":  "https://github.com/stackflow/stackflow",
+	}
+	if img, err = mutate.ConfigFile(img, cf); err != nil {
+		return res, err
+	}
+	if res.digest, err = img.Digest(); err != nil {
+		return res, err
+	}
+	m, err := img.Manifest()
+	if err != nil {
+		return res, err
+	}
+	for _, l := range m.Layers {
+		res.compressed += l.Size
+	}
+
+	dst := filepath.Join(outDir, s.name)
+	if err := os.RemoveAll(dst); err != nil {
+		return res, err
+	}
+	p, err := layout.Write(dst, empty.Index)
+	if err != nil {
+		return res, err
+	}
+	return res, p.AppendImage(img, layout.WithAnnotations(map[string]string{"org.opencontainers.image.ref.name": version}))
+}
+
+// download fetches the .deb files of the spec (with their dependencies when closure) into dir and returns
+// their paths, sorted. apt resolves against an empty package status, so nothing installed on the
+// building machine is assumed present in the image.
+func download(s spec, dir string) ([]string, error) {
+	if err := os.MkdirAll(filepath.Join(dir, "partial"), 0o755); err != nil {
+		return nil, err
+	}
+	status := filepath.Join(dir, "empty-status")
+	if err := os.WriteFile(status, nil, 0o644); err != nil {
+		return nil, err
+	}
+	args := []string{"-q", "-y", "--no-install-recommends", "-o", "Dir::State::status=" + status, "-o", "Dir::Cache::archives=" + dir,
+		"-o", "Debug::NoLocking=1", "--download-only", "install"}
+	if !s.closure {
+		// Only these packages' files: apt-get download fetches them alone.
+		args = []string{"-q", "-o", "Dir::Cache::archives=" + dir, "download"}
+	}
+	var out bytes.Buffer
+	run := func() error {
+		cmd := exec.Command("apt-get", append(args, s.debs...)...)
+		cmd.Dir = dir
+		out.Reset()
+		cmd.Stdout, cmd.Stderr = &out, &out
+		return cmd.Run()
+	}
+	if err := run(); err != nil {
+		// A fresh machine may have no package lists yet.
+		if uerr := exec.Command("apt-get", "update", "-q").Run(); uerr != nil {
+			return nil, fmt.Errorf("apt-get: %w\n%s", err, out.String())
+		}
+		if err := run(); err != nil {
+			return nil, fmt.Errorf("apt-get: %w\n%s", err, out.String())
+		}
+	}
+	// Which .deb files: ask apt for the exact versions it picked (the cache holds older ones too).
+	want, err := resolve(s, status)
+	if err != nil {
+		return nil, err
+	}
+	var debs []string
+	for _, w := range want {
+		p := filepath.Join(dir, w)
+		if _, err := os.Stat(p); err != nil {
+			return nil, fmt.Errorf("package file %s missing after download: %w", w, err)
+		}
+		debs = append(debs, p)
+	}
+	slices.Sort(debs)
+	return debs, nil
+}
+
+// resolve lists the .deb file names apt picks for the spec.
+func resolve(s spec, status string) ([]string, error) {
+	var names []string
+	if s.closure {
+		cmd := exec.Command("apt-get", append([]string{"-q", "-y", "--no-install-recommends", "-o", "Dir::State::status=" + status,
+			"-o", "Debug::NoLocking=1", "--print-uris", "install"}, s.debs...)...)
+		out, err := cmd.Output()
+		if err != nil {
+			return nil, fmt.Errorf("apt-get --print-uris: %w", err)
+		}
+		for _, line := range strings.Split(string(out), "\n") {
+			if f := strings.Fields(line); len(f) >= 2 && strings.HasPrefix(f[0], "'") && strings.HasSuffix(f[1], ".deb") {
+				names = append(names, f[1])
+			}
+		}
+	} else {
+		cmd := exec.Command("apt-get", append([]string{"-q", "--print-uris", "download"}, s.debs...)...)
+		out, err := cmd.Output()
+		if err != nil {
+			return nil, fmt.Errorf("apt-get --print-uris: %w", err)
+		}
+		for _, line := range strings.Split(string(out), "\n") {
+			if f := strings.Fields(line); len(f) >= 2 && strings.HasSuffix(f[1], ".deb") {
+				names = append(names, f[1])
+			}
+		}
+	}
+	if len(names) == 0 {
+		return nil, errors.New("apt resolved no package")
+	}
+	return names, nil
+}
+
+// layer is a tar layer in memory and the paths it holds.
+type layer struct {
+	data  []byte
+	paths map[string]bool
+}
+
+// pruned are paths no container needs: documentation, manuals, translations, lintian data.
+var pruned = []string{"usr/share/doc/", "usr/share/man/", "usr/share/info/", "usr/share/locale/", "usr/share/lintian/", "usr/share/bug/"}
+
+// merged are the top-level directories Debian merges into /usr.
+var merged = []string{"bin", "sbin", "lib", "lib64"}
+
+// baseLayer unpacks the packages' files (dpkg-deb --fsys-tarfile) into one normalised layer and returns
+// it with the list of packages ("name version" lines).
+func baseLayer(debs []string) (layer, []string, error) {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	l := layer{paths: map[string]bool{}}
+	var list []string
+	// usrmerge: /bin, /sbin, /lib, /lib64 are links into /usr.
+	for _, d := range merged {
+		if err := tw.WriteHeader(header(&tar.Header{Typeflag: tar.TypeSymlink, Name: d, Linkname: "usr/" + d, Mode: 0o777})); err != nil {
+			return l, nil, err
+		}
+		l.paths[d] = true
+	}
+	for _, deb := range debs {
+		info, err := exec.Command("dpkg-deb", "--showformat", "${Package} ${Version}", "--show", deb).Output()
+		if err != nil {
+			return l, nil, fmt.Errorf("dpkg-deb --show %s: %w", deb, err)
+		}
+		list = append(list, string(info))
+		data, err := exec.Command("dpkg-deb", "--fsys-tarfile", deb).Output()
+		if err != nil {
+			return l, nil, fmt.Errorf("dpkg-deb --fsys-tarfile %s: %w", deb, err)
+		}
+		tr := tar.NewReader(bytes.NewReader(data))
+		for {
+			h, err := tr.Next()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				return l, nil, fmt.Errorf("%s: %w", deb, err)
+			}
+			name := usrMerged(h.Name)
+			if name == "" || slices.ContainsFunc(pruned, func(p string) bool { return strings.HasPrefix(name+"/", p) }) || l.paths[name] {
+				continue
+			}
+			h.Name = name
+			if h.Typeflag == tar.TypeLink {
+				h.Linkname = usrMerged(h.Linkname)
+			}
+			if err := tw.WriteHeader(header(h)); err != nil {
+				return l, nil, err
+			}
+			if h.Typeflag == tar.TypeReg {
+				if _, err := io.Copy(tw, tr); err != nil {
+					return l, nil, err
+				}
+			}
+			l.paths[name] = true
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return l, nil, err
+	}
+	l.data = buf.Bytes()
+	slices.Sort(list)
+	return l, list, nil
+}
+
+// usrMerged cleans a package path ("./bin/ls" → "usr/bin/ls"); "" for the root.
+func usrMerged(name string) string {
+	name = strings.TrimPrefix(path.Clean("/"+name), "/")
+	if name == "" {
+		return ""
+	}
+	first, rest, _ := strings.Cut(name, "/")
+	if slices.Contains(merged, first) {
+		return path.Join("usr", first, rest)
+	}
+	return name
+}
+
+// header normalises what would make a layer differ between builds or machines.
+func header(h *tar.Header) *tar.Header {
+	h.ModTime, h.AccessTime, h.ChangeTime = epoch, time.Time{}, time.Time{}
+	h.Uid, h.Gid, h.Uname, h.Gname = 0, 0, "", ""
+	h.Format = tar.FormatPAX
+	h.PAXRecords = nil
+	if h.Typeflag == tar.TypeDir && !strings.HasSuffix(h.Name, "/") {
+		h.Name += "/"
+	}
+	return h
+}
+
+// entry is a file, link or directory of a layer made here.
+type entry struct {
+	name, link string
+	mode       int64
+	dir        bool
+	data       []byte
+	file       string
+}
+
+// tarOf writes entries, in the given order, as a normalised tar.
+func tarOf(entries []entry) ([]byte, error) {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, e := range entries {
+		h := &tar.Header{Name: e.name, Mode: e.mode}
+		switch {
+		case e.dir:
+			h.Typeflag = tar.TypeDir
+		case e.link != "":
+			h.Typeflag, h.Linkname = tar.TypeSymlink, e.link
+		default:
+			h.Typeflag = tar.TypeReg
+			if e.file != "" {
+				b, err := os.ReadFile(e.file)
+				if err != nil {
+					return nil, err
+				}
+				e.data = b
+			}
+			h.Size = int64(len(e.data))
+		}
+		if err := tw.WriteHeader(header(h)); err != nil {
+			return nil, err
+		}
+		if h.Typeflag == tar.TypeReg {
+			if _, err := tw.Write(e.data); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// systemLayer writes what maintainer scripts would have made: users, the CA bundle, /tmp, the shell link,
+// and the package list.
+func systemLayer(base layer, packages []string, shell bool) ([]byte, error) {
+	bundle, err := caBundle(base)
+	if err != nil {
+		return nil, err
+	}
+	entries := []entry{
+		{name: "etc/passwd", mode: 0o644, data: []byte("root:x:0:0:root:/root:/usr/sbin/nologin\nnonroot:x:65532:65532:nonroot:/tmp:/usr/sbin/nologin\n")},
+		{name: "etc/group", mode: 0o644, data: []byte("root:x:0:\nnonroot:x:65532:\n")},
+		{name: "etc/nsswitch.conf", mode: 0o644, data: []byte("passwd: files\ngroup: files\nhosts: files dns\n")},
+		{name: "etc/ssl/certs", dir: true, mode: 0o755},
+		{name: "etc/ssl/certs/ca-certificates.crt", mode: 0o644, data: bundle},
+		{name: "tmp", dir: true, mode: 0o1777},
+		{name: "usr/local/bin", dir: true, mode: 0o755},
+		{name: "usr/share/stackflow", dir: true, mode: 0o755},
+		{name: "usr/share/stackflow/packages.txt", mode: 0o644, data: []byte(strings.Join(packages, "\n") + "\n")},
+	}
+	if shell {
+		entries = append(entries, entry{name: "usr/bin/sh", link: "dash", mode: 0o777})
+	}
+	return tarOf(entries)
+}
+
+// caBundle concatenates the certificates the ca-certificates package ships (update-ca-certificates'
+// result), in name order.
+func caBundle(base layer) ([]byte, error) {
+	var names []string
+	for p := range base.paths {
+		if strings.HasPrefix(p, "usr/share/ca-certificates/") && strings.HasSuffix(p, ".crt") {
+			names = append(names, p)
+		}
+	}
+	if len(names) == 0 {
+		return nil, errors.New("no CA certificates in the base (ca-certificates missing?)")
+	}
+	slices.Sort(names)
+	want := map[string]bool{}
+	for _, n := range names {
+		want[n] = true
+	}
+	got := map[string][]byte{}
+	tr := tar.NewReader(bytes.NewReader(base.data))
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		if want[h.Name] {
+			b, err := io.ReadAll(tr)
+			if err != nil {
+				return nil, err
+			}
+			got[h.Name] = b
+		}
+	}
+	var out bytes.Buffer
+	for _, n := range names {
+		out.Write(bytes.TrimSpace(got[n]))
+		out.WriteByte('\n')
+	}
+	return out.Bytes(), nil
+}

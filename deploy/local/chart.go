@@ -1,0 +1,98 @@
+package local
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"helm.sh/helm/v3/pkg/action"
+	helmchart "helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v3/pkg/release"
+	"helm.sh/helm/v3/pkg/storage/driver"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+
+	"github.com/stackflow/stackflow/deploy/chart"
+)
+
+// The local stack installs stackflow's own chart, so its ServiceAccounts and least-privilege RBAC exist
+// and the end-to-end tests run the bridge and the workers as those ServiceAccounts (by impersonation).
+// The chart's Deployments get no replicas: the processes run on this machine, from the tree under test.
+const (
+	ChartRelease   = "stackflow"
+	ChartNamespace = "stackflow-system"
+)
+
+// ServiceAccount is the Kubernetes user of the chart's account ("bridge", "worker-kube", …).
+func ServiceAccount(account string) string {
+	return "system:serviceaccount:" + ChartNamespace + ":" + ChartRelease + "-" + account
+}
+
+// installChart installs or upgrades the chart. The CRDs and admission policies the stack applied itself
+// are adopted (the chart holds the same), and CRDs are left to the stack's own apply.
+func (s *Stack) installChart(ctx context.Context) error {
+	t0 := time.Now()
+	ch, err := chart.Load(s.RepoRoot)
+	if err != nil {
+		return err
+	}
+	values := map[string]any{
+		"bridge": map[string]any{"replicas": 0},
+		"workers": map[string]any{
+			"stackflow": map[string]any{"replicas": 0}, "stackflow-kube": map[string]any{"replicas": 0},
+			"stackflow-ansible": map[string]any{"replicas": 0}, "stackflow-openstack": map[string]any{"replicas": 0},
+		},
+	}
+	ns, kubeconfig := ChartNamespace, s.Kubeconfig
+	flags := &genericclioptions.ConfigFlags{KubeConfig: &kubeconfig, Namespace: &ns}
+	cfg := new(action.Configuration)
+	if err := cfg.Init(flags, ns, "secret", func(string, ...any) {}); err != nil {
+		return fmt.Errorf("helm: %w", err)
+	}
+	hash := chartHash(ch)
+	what := "upgraded"
+	hist, err := action.NewHistory(cfg).Run(ChartRelease)
+	if err == nil && len(hist) > 0 && hist[len(hist)-1].Labels[chartHashLabel] == hash && hist[len(hist)-1].Info.Status == release.StatusDeployed {
+		return nil // what is installed is this tree's chart
+	}
+	labels := map[string]string{chartHashLabel: hash}
+	switch {
+	case errors.Is(err, driver.ErrReleaseNotFound):
+		inst := action.NewInstall(cfg)
+		inst.ReleaseName, inst.Namespace = ChartRelease, ns
+		inst.CreateNamespace, inst.TakeOwnership, inst.SkipCRDs = true, true, true
+		inst.Timeout, inst.Labels = 2*time.Minute, labels
+		_, err = inst.RunWithContext(ctx, ch, values)
+		what = "installed"
+	case err == nil:
+		up := action.NewUpgrade(cfg)
+		up.Namespace, up.TakeOwnership, up.SkipCRDs, up.ResetValues = ns, true, true, true
+		up.MaxHistory, up.Timeout, up.Labels = 3, 2*time.Minute, labels
+		_, err = up.RunWithContext(ctx, ChartRelease, ch, values)
+	}
+	if err != nil {
+		return fmt.Errorf("helm release %s/%s of %s: %w", ns, ChartRelease, chart.Path, err)
+	}
+	s.Logf("kubernetes: %s stackflow's chart as release %s/%s (%s)", what, ns, ChartRelease, time.Since(t0).Round(100*time.Millisecond))
+	return nil
+}
+
+// chartHashLabel records on the release which chart content it holds, so an unchanged chart is not
+// upgraded again on every `up`.
+const chartHashLabel = "stackflow.io/chart-hash"
+
+// chartHash hashes the chart's templates, files and values.
+func chartHash(ch *helmchart.Chart) string {
+	files := append(slices.Clone(ch.Templates), ch.Files...)
+	slices.SortFunc(files, func(a, b *helmchart.File) int { return strings.Compare(a.Name, b.Name) })
+	h := sha256.New()
+	for _, f := range append(files, ch.Raw...) {
+		h.Write([]byte(f.Name))
+		h.Write(f.Data)
+	}
+	return hex.EncodeToString(h.Sum(nil))[:16]
+}
