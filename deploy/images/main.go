@@ -47,12 +47,12 @@ var epoch = time.Unix(1700000000, 0).UTC()
 
 // spec describes one image.
 type spec struct {
-	name     string
-	pkg      string   // Go package of the binary, relative to the repository root
-	debs     []string // Debian packages of the base
-	closure  bool     // with their dependencies
-	shell    bool     // provide /usr/bin/sh (dash)
-	env      []string // extra environment
+	name    string
+	pkg     string   // Go package of the binary, relative to the repository root
+	debs    []string // Debian packages of the base
+	closure bool     // with their dependencies
+	shell   bool     // provide /usr/bin/sh (dash)
+	env     []string // extra environment
 }
 
 var specs = map[string]spec{
