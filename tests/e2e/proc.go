@@ -1,8 +1,6 @@
 package e2e
 
 import (
-	"github.com/stackflow/stackflow/deploy/local"
-
 	"bufio"
 	"fmt"
 	"io"
@@ -18,6 +16,13 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/stackflow/stackflow/deploy/local"
+	"github.com/stackflow/stackflow/deploy/rbac"
+	"github.com/stackflow/stackflow/worker"
 )
 
 const (
@@ -40,11 +45,31 @@ type ProcSpec struct {
 	Args []string
 	// Env is added to the test's environment (and the kubeconfig's).
 	Env []string
+	// Account is the chart's ServiceAccount the process acts as ("bridge", "worker-kube", …): its
+	// kubeconfig impersonates it, so the API server enforces the chart's RBAC. Empty: the stack's admin.
+	Account string
+	// Parts run the binary several times as one Proc, each with its own extra arguments and account
+	// (a worker per task queue, as the chart deploys them); Args and Account apply when empty.
+	Parts []ProcPart
 }
 
-// Proc is a stackflow binary running as a child process of the test, in a process group of its own.
+// ProcPart is one process of a Proc made of several.
+type ProcPart struct {
+	Suffix  string
+	Args    []string
+	Account string
+}
+
+// Proc is a stackflow binary running as child processes of the test (one, or one per part), each in a
+// process group of its own; it starts, crashes and stops as one.
 type Proc struct {
-	t       testing.TB
+	t     testing.TB
+	name  string
+	parts []*procPart
+}
+
+// procPart is one process of a Proc.
+type procPart struct {
 	name    string
 	argv    []string
 	env     []string
@@ -60,21 +85,37 @@ type Proc struct {
 // test ends, and its log tail is printed if the test failed; a failed start fails the test.
 func (e *Env) StartProc(t testing.TB, spec ProcSpec) *Proc {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("free port for %s: %v", spec.Name, err)
+	parts := spec.Parts
+	if len(parts) == 0 {
+		parts = []ProcPart{{Args: spec.Args, Account: spec.Account}}
 	}
-	addr := ln.Addr().String()
-	ln.Close()
-	p := &Proc{t: t, name: spec.Name, metrics: addr, log: filepath.Join(t.TempDir(), spec.Name+".log"),
-		// The kubeconfig goes by environment, so no process has the stack's state directory on its
-		// command line.
-		env: slices.Concat(os.Environ(), []string{"KUBECONFIG=" + e.Stack.Kubeconfig,
-			// The stack's test hosts get new host keys with a new state directory; check them there.
-			"STACKFLOW_KNOWN_HOSTS=" + e.Stack.Path(local.HostsKnownHosts)},
-			// Temporal through the TLS front (mutual TLS, API key) with the payload codec.
-			e.Stack.TemporalEnv(e.TemporalNamespace), spec.Env)}
-	p.argv = append([]string{filepath.Join(e.Bin, spec.Binary), "--metrics-address", addr}, spec.Args...)
+	p := &Proc{t: t, name: spec.Name}
+	for _, part := range parts {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatalf("free port for %s: %v", spec.Name, err)
+		}
+		addr := ln.Addr().String()
+		ln.Close()
+		kubeconfig, err := e.Kubeconfig(part.Account)
+		if err != nil {
+			t.Fatalf("kubeconfig of %s: %v", spec.Name, err)
+		}
+		name := spec.Name + part.Suffix
+		pp := &procPart{name: name, metrics: addr, log: filepath.Join(t.TempDir(), name+".log"),
+			// The kubeconfig goes by environment, so no process has the stack's state directory on its
+			// command line.
+			env: slices.Concat(os.Environ(), []string{"KUBECONFIG=" + kubeconfig,
+				// The stack's test hosts get new host keys with a new state directory; check them there.
+				"STACKFLOW_KNOWN_HOSTS=" + e.Stack.Path(local.HostsKnownHosts)},
+				// Temporal through the TLS front (mutual TLS, API key) with the payload codec.
+				e.Stack.TemporalEnv(e.TemporalNamespace), spec.Env)}
+		pp.argv = slices.Concat([]string{filepath.Join(e.Bin, spec.Binary), "--metrics-address", addr}, spec.Args, part.Args)
+		if len(spec.Parts) == 0 {
+			pp.argv = append([]string{filepath.Join(e.Bin, spec.Binary), "--metrics-address", addr}, spec.Args...)
+		}
+		p.parts = append(p.parts, pp)
+	}
 	t.Cleanup(func() {
 		p.Stop()
 		if t.Failed() {
@@ -85,6 +126,37 @@ func (e *Env) StartProc(t testing.TB, spec ProcSpec) *Proc {
 	return p
 }
 
+// Kubeconfig is a kubeconfig of the stack's API server acting as the chart's ServiceAccount account
+// (impersonation by the stack's admin, so the API server applies that account's RBAC); the admin's own
+// for "". It is written once per run.
+func (e *Env) Kubeconfig(account string) (string, error) {
+	if account == "" {
+		return e.Stack.Kubeconfig, nil
+	}
+	path := filepath.Join(e.Dir, "kubeconfig-"+account)
+	if _, err := os.Stat(path); err == nil {
+		return path, nil
+	}
+	cfg, err := clientcmd.LoadFromFile(e.Stack.Kubeconfig)
+	if err != nil {
+		return "", err
+	}
+	for _, ai := range cfg.AuthInfos {
+		ai.Impersonate = local.ServiceAccount(account)
+		ai.ImpersonateGroups = []string{"system:serviceaccounts", "system:serviceaccounts:" + local.ChartNamespace, "system:authenticated"}
+	}
+	return path, clientcmd.WriteToFile(*cfg, path)
+}
+
+// RESTAs is a REST config of the stack's API server acting as the chart's ServiceAccount account, for
+// activities a test drives in-process.
+func (e *Env) RESTAs(account string) (*rest.Config, error) {
+	c := rest.CopyConfig(e.REST)
+	c.Impersonate = rest.ImpersonationConfig{UserName: local.ServiceAccount(account),
+		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + local.ChartNamespace, "system:authenticated"}}
+	return c, nil
+}
+
 // WorkerOptions tune a worker for a test.
 type WorkerOptions struct {
 	// Identity is the worker's Temporal identity and its process name.
@@ -93,10 +165,13 @@ type WorkerOptions struct {
 	Env []string
 	// ExtraArgs follow the harness's flags.
 	ExtraArgs []string
+	// Queues the worker serves; every task queue when empty.
+	Queues []string
 }
 
-// StartWorker runs a worker on every queue of the run's Temporal namespace; it drains for at most 5 s
-// when stopped.
+// StartWorker runs a worker on every queue of the run's Temporal namespace, as the chart deploys it: one
+// process per task queue, each acting as that queue's ServiceAccount. They drain for at most 5 s when
+// stopped, and crash, restart and stop together.
 func (e *Env) StartWorker(t testing.TB, opts WorkerOptions) *Proc {
 	t.Helper()
 	args := append([]string{
@@ -105,7 +180,16 @@ func (e *Env) StartWorker(t testing.TB, opts WorkerOptions) *Proc {
 		"--identity", opts.Identity,
 		"--stop-timeout", "5s",
 	}, opts.ExtraArgs...)
-	return e.StartProc(t, ProcSpec{Name: opts.Identity, Binary: Worker, Args: args, Env: opts.Env})
+	queues := opts.Queues
+	if len(queues) == 0 {
+		queues = worker.AllQueues
+	}
+	var parts []ProcPart
+	for _, q := range queues {
+		account := rbac.WorkerAccount(q)
+		parts = append(parts, ProcPart{Suffix: strings.TrimPrefix(account, "worker"), Args: []string{"--queues", q}, Account: account})
+	}
+	return e.StartProc(t, ProcSpec{Name: opts.Identity, Binary: Worker, Args: args, Env: opts.Env, Parts: parts})
 }
 
 // BridgeOptions tune a bridge replica for a test.
@@ -125,7 +209,8 @@ type BridgeOptions struct {
 	ExtraArgs []string
 }
 
-// StartBridge runs a bridge replica against the run's Temporal namespace.
+// StartBridge runs a bridge replica against the run's Temporal namespace, acting as the chart's bridge
+// ServiceAccount; its Lease is in the chart's namespace, where that account may hold one.
 func (e *Env) StartBridge(t testing.TB, opts BridgeOptions) *Proc {
 	t.Helper()
 	lease := opts.Lease
@@ -136,6 +221,7 @@ func (e *Env) StartBridge(t testing.TB, opts BridgeOptions) *Proc {
 		"--namespace", e.TemporalNamespace,
 		"--kinds", opts.Kinds,
 		"--identity", opts.Identity,
+		"--leader-election-namespace", local.ChartNamespace,
 		"--leader-election-name", lease,
 	}
 	if !opts.DefaultLeases {
@@ -144,7 +230,7 @@ func (e *Env) StartBridge(t testing.TB, opts BridgeOptions) *Proc {
 	if opts.Workers > 0 {
 		args = append(args, "--workers", strconv.Itoa(opts.Workers))
 	}
-	return e.StartProc(t, ProcSpec{Name: opts.Identity, Binary: Bridge, Args: append(args, opts.ExtraArgs...)})
+	return e.StartProc(t, ProcSpec{Name: opts.Identity, Binary: Bridge, Args: append(args, opts.ExtraArgs...), Account: "bridge"})
 }
 
 // Start (re)starts the process, appending to its log, and waits until it serves /healthz; it fails the
@@ -157,30 +243,51 @@ func (p *Proc) Start() {
 	}
 }
 
-// Restart (re)starts the process like Start but returns what went wrong, so it can run on any
+// Restart (re)starts every process like Start but returns what went wrong, so it can run on any
 // goroutine (a chaos loop that crashes and restarts a worker, say).
 func (p *Proc) Restart() error {
-	logf, err := os.OpenFile(p.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	for _, pp := range p.parts {
+		if err := pp.start(); err != nil {
+			return err
+		}
+	}
+	for _, pp := range p.parts {
+		if err := pp.waitHealthy(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (pp *procPart) start() error {
+	logf, err := os.OpenFile(pp.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
-		return fmt.Errorf("log of %s: %w", p.name, err)
+		return fmt.Errorf("log of %s: %w", pp.name, err)
 	}
 	defer logf.Close()
 	fmt.Fprintf(logf, "=== %s start\n", time.Now().Format(time.RFC3339Nano))
-	cmd := exec.Command(p.argv[0], p.argv[1:]...)
-	cmd.Env = p.env
+	cmd := exec.Command(pp.argv[0], pp.argv[1:]...)
+	cmd.Env = pp.env
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// A group of its own: Kill9 and Stop reach whatever the binary started too.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start %s: %w", p.name, err)
+		return fmt.Errorf("start %s: %w", pp.name, err)
 	}
 	exited := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(exited) }()
-	p.mu.Lock()
-	p.cmd, p.exited = cmd, exited
-	p.mu.Unlock()
+	pp.mu.Lock()
+	pp.cmd, pp.exited = cmd, exited
+	pp.mu.Unlock()
+	return nil
+}
+
+func (pp *procPart) waitHealthy() error {
+	pp.mu.Lock()
+	exited := pp.exited
+	pp.mu.Unlock()
 	for deadline := time.Now().Add(healthTimeout); ; {
-		resp, err := http.Get("http://" + p.metrics + "/healthz")
+		resp, err := http.Get("http://" + pp.metrics + "/healthz")
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
@@ -188,37 +295,48 @@ func (p *Proc) Restart() error {
 			}
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%s did not serve /healthz within %s:\n%s", p.name, healthTimeout, p.Tail(30))
+			return fmt.Errorf("%s did not serve /healthz within %s:\n%s", pp.name, healthTimeout, pp.tail(30))
 		}
 		select {
 		case <-exited:
-			return fmt.Errorf("%s exited at start:\n%s", p.name, p.Tail(30))
+			return fmt.Errorf("%s exited at start:\n%s", pp.name, pp.tail(30))
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
 }
 
-// Kill9 crashes the process group: no shutdown code runs, no lease is released.
+// Kill9 crashes every process group: no shutdown code runs, no lease is released.
 func (p *Proc) Kill9() {
 	p.t.Helper()
-	p.mu.Lock()
-	cmd, exited := p.cmd, p.exited
-	p.mu.Unlock()
-	if cmd == nil {
-		return
+	for _, pp := range p.parts {
+		pp.mu.Lock()
+		cmd, exited := pp.cmd, pp.exited
+		pp.mu.Unlock()
+		if cmd == nil {
+			continue
+		}
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		<-exited
+		p.t.Logf("%s: killed with SIGKILL (pid %d)", pp.name, cmd.Process.Pid)
 	}
-	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-	<-exited
-	p.t.Logf("%s: killed with SIGKILL (pid %d)", p.name, cmd.Process.Pid)
 }
 
-// Stop asks the process to shut down (SIGTERM to its group) and kills the group if it has not exited
+// Stop asks the processes to shut down (SIGTERM to their groups) and kills a group that has not exited
 // within 40 s. Stopping a stopped process does nothing.
 func (p *Proc) Stop() {
-	p.mu.Lock()
-	cmd, exited := p.cmd, p.exited
-	p.cmd = nil
-	p.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, pp := range p.parts {
+		wg.Add(1)
+		go func() { defer wg.Done(); pp.stop() }()
+	}
+	wg.Wait()
+}
+
+func (pp *procPart) stop() {
+	pp.mu.Lock()
+	cmd, exited := pp.cmd, pp.exited
+	pp.cmd = nil
+	pp.mu.Unlock()
 	if cmd == nil {
 		return
 	}
@@ -236,37 +354,52 @@ func (p *Proc) Stop() {
 	}
 }
 
-// Running reports whether the process was started, not stopped, and has not exited.
+// Running reports whether every process was started, not stopped, and has not exited.
 func (p *Proc) Running() bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.cmd == nil {
-		return false
+	for _, pp := range p.parts {
+		pp.mu.Lock()
+		cmd, exited := pp.cmd, pp.exited
+		pp.mu.Unlock()
+		if cmd == nil {
+			return false
+		}
+		select {
+		case <-exited:
+			return false
+		default:
+		}
 	}
-	select {
-	case <-p.exited:
-		return false
-	default:
-		return true
-	}
+	return true
 }
 
-// PID is the process ID of the latest start, 0 if it was stopped.
+// PID is the process ID of the (first) process's latest start, 0 if it was stopped.
 func (p *Proc) PID() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.cmd == nil {
+	pp := p.parts[0]
+	pp.mu.Lock()
+	defer pp.mu.Unlock()
+	if pp.cmd == nil {
 		return 0
 	}
-	return p.cmd.Process.Pid
+	return pp.cmd.Process.Pid
 }
 
 // Name is the process's name in the test's output.
 func (p *Proc) Name() string { return p.name }
 
-// Tail is the last n lines of the process's log, across restarts.
+// Tail is the last n lines of each process's log, across restarts.
 func (p *Proc) Tail(n int) string {
-	b, _ := os.ReadFile(p.log)
+	if len(p.parts) == 1 {
+		return p.parts[0].tail(n)
+	}
+	var out []string
+	for _, pp := range p.parts {
+		out = append(out, "--- "+pp.name+" ---", pp.tail(n))
+	}
+	return strings.Join(out, "\n")
+}
+
+func (pp *procPart) tail(n int) string {
+	b, _ := os.ReadFile(pp.log)
 	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
 	if len(lines) > n {
 		lines = lines[len(lines)-n:]
@@ -274,15 +407,23 @@ func (p *Proc) Tail(n int) string {
 	return strings.Join(lines, "\n")
 }
 
-// Metric scrapes the process's /metrics and sums the samples of the metric name whose labels contain
+// Metric scrapes every process's /metrics and sums the samples of the metric name whose labels contain
 // every given name, value pair (labels alternate names and values).
 func (p *Proc) Metric(name string, labels ...string) (float64, error) {
-	resp, err := http.Get("http://" + p.metrics + "/metrics")
-	if err != nil {
-		return 0, fmt.Errorf("scrape %s: %w", p.name, err)
+	var sum float64
+	for _, pp := range p.parts {
+		resp, err := http.Get("http://" + pp.metrics + "/metrics")
+		if err != nil {
+			return 0, fmt.Errorf("scrape %s: %w", pp.name, err)
+		}
+		v, err := sumMetric(resp.Body, name, labels...)
+		resp.Body.Close()
+		if err != nil {
+			return 0, err
+		}
+		sum += v
 	}
-	defer resp.Body.Close()
-	return sumMetric(resp.Body, name, labels...)
+	return sum, nil
 }
 
 // sumMetric sums the samples of metric name in a Prometheus text exposition whose labels contain every

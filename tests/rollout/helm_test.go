@@ -21,7 +21,9 @@ func TestHelmActivities(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	ns := releaseNamespace(t, "helm")
-	h, err := activities.NewHelm(env.REST, t.TempDir())
+	rc, err := env.RESTAs("worker-kube") // the Helm activities act as the kube workers' ServiceAccount
+	require.NoError(t, err)
+	h, err := activities.NewHelm(rc, t.TempDir())
 	require.NoError(t, err)
 	h.PollInterval = 500 * time.Millisecond
 
