@@ -166,13 +166,9 @@ func (t TLSOptions) config(address string) (*tls.Config, error) {
 		}
 	}
 	if t.CAFile != "" {
-		pem, err := os.ReadFile(t.CAFile)
+		pool, err := CertPool(t.CAFile)
 		if err != nil {
 			return nil, fmt.Errorf("temporal TLS CA: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("temporal TLS CA: %s holds no PEM certificate", t.CAFile)
 		}
 		cfg.RootCAs = pool
 	}
@@ -194,6 +190,19 @@ func (t TLSOptions) config(address string) (*tls.Config, error) {
 		}
 	}
 	return cfg, nil
+}
+
+// CertPool reads the PEM certificates of file into a pool.
+func CertPool(file string) (*x509.CertPool, error) {
+	pem, err := os.ReadFile(file)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("%s holds no PEM certificate", file)
+	}
+	return pool, nil
 }
 
 // ErrTLS marks a connection refused for a TLS reason that retrying cannot fix (an unknown CA, a wrong

@@ -15,7 +15,6 @@ import (
 	"context"
 	"crypto/subtle"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -132,13 +131,9 @@ func serverTLS(cfg Config) (*tls.Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("serving certificate: %w", err)
 	}
-	pem, err := os.ReadFile(cfg.CAFile)
+	pool, err := temporalconn.CertPool(cfg.CAFile)
 	if err != nil {
 		return nil, fmt.Errorf("client CA: %w", err)
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(pem) {
-		return nil, fmt.Errorf("client CA: %s holds no PEM certificate", cfg.CAFile)
 	}
 	return &tls.Config{
 		MinVersion:   tls.VersionTLS12,
