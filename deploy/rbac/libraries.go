@@ -142,8 +142,10 @@ var libraries = map[string]library{
 			rs.add(Watched, "", "events", "create", "patch")
 		},
 	},
-	"k8s.io/client-go/metadata/metadatainformer.NewSharedInformerFactory":         informers,
-	"k8s.io/client-go/metadata/metadatainformer.NewFilteredSharedInformerFactory": informers,
+	"k8s.io/client-go/metadata/metadatainformer.NewSharedInformerFactory":              informers,
+	"k8s.io/client-go/metadata/metadatainformer.NewFilteredSharedInformerFactory":      informers,
+	"k8s.io/client-go/dynamic/dynamicinformer.NewDynamicSharedInformerFactory":         informers,
+	"k8s.io/client-go/dynamic/dynamicinformer.NewFilteredDynamicSharedInformerFactory": informers,
 	"(*helm.sh/helm/v3/pkg/action.Configuration).Init": {
 		why: "Helm's Secret storage driver gets, lists, creates, updates and deletes release records (storage/driver/secrets.go)",
 		rules: func(_ Resources, rs rules) {
@@ -196,8 +198,8 @@ var libraries = map[string]library{
 	},
 }
 
-// informers: metadata informers list and watch each resource they are asked for
-// (metadatainformer/informer.go).
+// informers: metadata and dynamic informers list and watch each resource they are asked for
+// (metadatainformer/informer.go, dynamicinformer/informer.go); the bridge asks for the served kinds.
 var informers = library{
 	why: "metadata informers list and watch each resource they are asked for",
 	rules: func(res Resources, rs rules) {
