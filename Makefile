@@ -25,9 +25,14 @@ build:
 	@mkdir -p $(BIN)
 	$(GO) build -o $(BIN)/ ./deploy/local/cmd/stackflow-local ./bridge/cmd/stackflow-bridge ./worker/cmd/stackflow-worker
 
-## generate: deepcopy and CRD YAML from api/ (controller-gen)
+## generate: deepcopy and CRD YAML from api/ (controller-gen), the chart's RBAC rules from the code (deploy/rbac)
 generate: tools
-	$(GO) generate ./api/...
+	$(GO) generate ./api/... ./deploy/rbac/...
+
+## images: the bridge and worker images as OCI layouts in bin/images, built from Debian packages and this
+## tree without a container engine; prints their digests (deploy/images)
+images:
+	cd deploy/images && $(GO) run . -repo $(CURDIR) -out $(BIN)/images
 
 ## up: bring the local real stack up (idempotent)
 up: packages tools build
