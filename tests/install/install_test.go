@@ -63,18 +63,19 @@ func TestReleaseDeployed(t *testing.T) {
 // helm template | kubectl apply --dry-run=server, with the CRDs and every option on (TLS, API key,
 // watched namespaces, Helm release namespaces and extra rules).
 func TestServerDryRun(t *testing.T) {
-	objs, err := chart.Render(env.Stack.RepoRoot, "stackflow-dryrun", "stackflow-dryrun", map[string]any{
+	// Into the stack's own release namespace (a dry run creates no namespace); the objects are named after
+	// another release, so nothing collides with the installed one.
+	objs, err := chart.Render(env.Stack.RepoRoot, "stackflow-dryrun", local.ChartNamespace, map[string]any{
 		"temporal": map[string]any{
 			"tls":    map[string]any{"enabled": true, "secretName": "temporal-client", "serverName": "temporal.example"},
 			"apiKey": map[string]any{"secretName": "temporal-api-key"},
 		},
 		"codec":           map[string]any{"server": map[string]any{"origins": []any{"https://temporal.example"}}},
-		"watchNamespaces": []any{"openstack"},
-		"helmReleases":    map[string]any{"namespaces": []any{"openstack"}},
+		"watchNamespaces": []any{local.SystemNamespace},
+		"helmReleases":    map[string]any{"namespaces": []any{local.SystemNamespace}},
 	}, true)
 	require.NoError(t, err)
 	var manifest bytes.Buffer
-	manifest.WriteString("apiVersion: v1\nkind: Namespace\nmetadata: {name: stackflow-dryrun}\n")
 	for _, o := range objs {
 		b, err := yaml.Marshal(o.Object)
 		require.NoError(t, err)
@@ -145,6 +146,7 @@ func TestSecretOutsideWatchedNamespaceIsRefused(t *testing.T) {
 		"apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1", "kind": "OpenStackServer",
 		"metadata": map[string]any{"name": "refused", "namespace": other},
 		"spec": map[string]any{"flavor": "m1.tiny", "image": map[string]any{"filter": map[string]any{"name": "cirros-tiny"}},
+			"ports":       []any{map[string]any{"network": map[string]any{"filter": map[string]any{"name": "private"}}}},
 			"identityRef": map[string]any{"name": "openstack-clouds", "cloudName": "stackflow"}},
 	}}
 	_, err = env.Dyn.Resource(gvr).Namespace(other).Create(ctx, srv, metav1.CreateOptions{})
