@@ -39,7 +39,7 @@ func mainErr(m *testing.M) int {
 		return 1
 	}
 	defer env.Close()
-	return m.Run()
+	return env.RunTests(m)
 }
 
 // IdleWindow is how long the system is watched while nothing changes. Idle object workflows have no
