@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -91,12 +92,10 @@ func (e *Env) StartProc(t testing.TB, spec ProcSpec) *Proc {
 	}
 	p := &Proc{t: t, name: spec.Name}
 	for _, part := range parts {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		addr, err := metricsAddress()
 		if err != nil {
-			t.Fatalf("free port for %s: %v", spec.Name, err)
+			t.Fatalf("metrics port for %s: %v", spec.Name, err)
 		}
-		addr := ln.Addr().String()
-		ln.Close()
 		kubeconfig, err := e.Kubeconfig(part.Account)
 		if err != nil {
 			t.Fatalf("kubeconfig of %s: %v", spec.Name, err)
@@ -455,4 +454,36 @@ func sumMetric(r io.Reader, name string, labels ...string) (float64, error) {
 		sum += v
 	}
 	return sum, sc.Err()
+}
+
+// nextMetricsPort is the next port metricsAddress tries.
+var nextMetricsPort atomic.Int32
+
+// Metrics ports come from below the kernel's ephemeral range (32768 and up on Debian): a port the
+// kernel hands out, even one just closed, can go to the next caller or to an outgoing connection, and
+// a restarted process must get its port back. Each port goes to one process of this test binary.
+const (
+	metricsPortFirst = 21000
+	metricsPortLast  = 32000
+)
+
+// metricsAddress returns a loopback address no other process of this test run was given and nothing
+// listens on now.
+func metricsAddress() (string, error) {
+	nextMetricsPort.CompareAndSwap(0, int32(metricsPortFirst+os.Getpid()%50*200))
+	for range metricsPortLast - metricsPortFirst {
+		port := nextMetricsPort.Add(1)
+		if port > metricsPortLast {
+			nextMetricsPort.Store(metricsPortFirst)
+			continue
+		}
+		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(int(port)))
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			continue
+		}
+		ln.Close()
+		return addr, nil
+	}
+	return "", fmt.Errorf("no free port in %d-%d", metricsPortFirst, metricsPortLast)
 }
