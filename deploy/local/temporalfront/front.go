@@ -74,18 +74,7 @@ func Serve(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	backend := &url.URL{Scheme: "http", Host: cfg.Backend}
-	var protocols http.Protocols
-	protocols.SetUnencryptedHTTP2(true) // gRPC to the dev server: HTTP/2 without TLS, prior knowledge
-	proxy := &httputil.ReverseProxy{
-		Rewrite:       func(r *httputil.ProxyRequest) { r.SetURL(backend); r.Out.Host = r.In.Host },
-		Transport:     &http.Transport{Protocols: &protocols, DialContext: (&net.Dialer{Timeout: 5 * time.Second}).DialContext},
-		FlushInterval: -1,
-		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			grpcError(w, 14, "temporal front: backend "+cfg.Backend+": "+err.Error()) // UNAVAILABLE
-		},
-	}
-	srv := &http.Server{Handler: f.handler(proxy), TLSConfig: tlsCfg, ReadHeaderTimeout: 10 * time.Second,
+	srv := &http.Server{Handler: f.handler(newProxy(cfg.Backend)), TLSConfig: tlsCfg, ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog: slog.NewLogLogger(cfg.Log.Handler(), slog.LevelDebug)}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
@@ -163,6 +152,40 @@ func (f *Front) handler(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// newProxy forwards gRPC calls to the plain HTTP/2 backend.
+func newProxy(backendAddr string) *httputil.ReverseProxy {
+	backend := &url.URL{Scheme: "http", Host: backendAddr}
+	var protocols http.Protocols
+	protocols.SetUnencryptedHTTP2(true) // gRPC to the dev server: HTTP/2 without TLS, prior knowledge
+	return &httputil.ReverseProxy{
+		Rewrite:       func(r *httputil.ProxyRequest) { r.SetURL(backend); r.Out.Host = r.In.Host },
+		Transport:     &http.Transport{Protocols: &protocols, DialContext: (&net.Dialer{Timeout: 5 * time.Second}).DialContext},
+		FlushInterval: -1,
+		// A gRPC error often comes back trailers-only: its status in the one HEADERS frame that ends the
+		// stream. The proxy flushes headers early (streams need it), so that status would go out as
+		// plain headers followed by an empty end of stream, which clients read as "closed without
+		// trailers". Sent as announced trailers, it arrives as a status every time.
+		ModifyResponse: func(res *http.Response) error {
+			if res.Header.Get("Grpc-Status") == "" {
+				return nil
+			}
+			if res.Trailer == nil {
+				res.Trailer = http.Header{}
+			}
+			for _, k := range []string{"Grpc-Status", "Grpc-Message", "Grpc-Status-Details-Bin"} {
+				if v, ok := res.Header[k]; ok {
+					res.Trailer[k] = v
+					delete(res.Header, k)
+				}
+			}
+			return nil
+		},
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			grpcError(w, 14, "temporal front: backend "+backendAddr+": "+err.Error()) // UNAVAILABLE
+		},
+	}
 }
 
 // grpcError answers a gRPC call with a status and no message (a trailers-only response).
