@@ -8,7 +8,7 @@ BIN := $(CURDIR)/bin
 LOCAL := $(BIN)/stackflow-local
 E2E_TIMEOUT ?= 75m
 
-.PHONY: all run up down status test unit e2e bench build tools packages generate lint clean images
+.PHONY: all run up down status test unit e2e bench build tools packages generate lint clean images histories
 
 all: build
 
@@ -64,6 +64,18 @@ e2e:
 	$(LOCAL) up
 	$(GO) test -count=1 -p 1 -timeout $(E2E_TIMEOUT) ./tests/...
 	$(GO) test -count=1 -tags teardown -timeout 5m ./tests/teardown/
+
+## histories: record the replay corpus of workflows/ (workflows/testdata/histories) anew from the
+## end-to-end packages that run every served kind and path; the unit tests replay it (tests/e2e.Recorder)
+HISTORIES := $(CURDIR)/workflows/testdata/histories
+HISTORY_PACKAGES ?= samples servers edpm rollout bridge
+histories: packages tools build
+	$(LOCAL) up
+	rm -rf $(HISTORIES)
+	for p in $(HISTORY_PACKAGES); do \
+		STACKFLOW_RECORD_HISTORIES=$(HISTORIES) $(GO) test -count=1 -p 1 -timeout $(E2E_TIMEOUT) ./tests/$$p/ || exit 1; \
+	done
+	@echo "$$(find $(HISTORIES) -name '*.json' | wc -l) histories, $$(du -sh $(HISTORIES) | cut -f1)"
 
 ## bench: benchmarks against the real local stack; prints figures and ratios
 bench: packages tools build

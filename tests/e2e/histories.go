@@ -3,8 +3,10 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -15,6 +17,8 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/stackflow/stackflow/api/temporalconn"
 )
 
 // ClearText is a forbidden value found readable in a workflow history.
@@ -35,6 +39,13 @@ func (c ClearText) String() string {
 // trace. Search attributes and IDs are not payloads and are not looked at. It returns the findings and
 // the number of runs scanned.
 func ScanHistories(ctx context.Context, c client.Client, namespace string, since time.Time, values []string) ([]ClearText, int, error) {
+	return scanHistories(ctx, c, namespace, since, values, nil)
+}
+
+// scanHistories is ScanHistories that also hands each run's whole history to also, when not nil, so one
+// read of every history serves the scan and the recording of a replay corpus.
+func scanHistories(ctx context.Context, c client.Client, namespace string, since time.Time, values []string,
+	also func(context.Context, []*historypb.HistoryEvent) error) ([]ClearText, int, error) {
 	var found []ClearText
 	runs := 0
 	var token []byte
@@ -52,6 +63,7 @@ func ScanHistories(ctx context.Context, c client.Client, namespace string, since
 			runs++
 			wid, rid := x.GetExecution().GetWorkflowId(), x.GetExecution().GetRunId()
 			it := c.GetWorkflowHistory(ctx, wid, rid, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+			var events []*historypb.HistoryEvent
 			for it.HasNext() {
 				ev, err := it.Next()
 				if err != nil {
@@ -59,6 +71,14 @@ func ScanHistories(ctx context.Context, c client.Client, namespace string, since
 				}
 				for _, v := range clearValues(ev, values) {
 					found = append(found, ClearText{WorkflowID: wid, RunID: rid, EventID: ev.GetEventId(), EventType: ev.GetEventType().String(), Value: v})
+				}
+				if also != nil {
+					events = append(events, ev)
+				}
+			}
+			if also != nil {
+				if err := also(ctx, events); err != nil {
+					return nil, runs, fmt.Errorf("history of %s (run %s): %w", wid, rid, err)
 				}
 			}
 		}
@@ -153,7 +173,8 @@ func (e *Env) Forbidden() []string {
 
 // RunTests runs the package's tests (m.Run) and, when they pass, scans the history of every workflow the run
 // started for the Forbidden values: with the payload codec on, none may be readable. A finding fails the
-// package. Call it from TestMain in place of m.Run.
+// package. With $STACKFLOW_RECORD_HISTORIES set, the same pass records the histories (see Recorder).
+// Call it from TestMain in place of m.Run.
 func (e *Env) RunTests(m *testing.M) int {
 	code := m.Run()
 	if code != 0 {
@@ -162,7 +183,16 @@ func (e *Env) RunTests(m *testing.M) int {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	values := e.Forbidden()
-	found, runs, err := ScanHistories(ctx, e.Temporal, e.TemporalNamespace, e.started, values)
+	rec, err := e.recorder()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "history recording:", err)
+		return 1
+	}
+	var also func(context.Context, []*historypb.HistoryEvent) error
+	if rec != nil {
+		also = rec.Add
+	}
+	found, runs, err := scanHistories(ctx, e.Temporal, e.TemporalNamespace, e.started, values, also)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "history scan:", err)
 		return 1
@@ -175,5 +205,40 @@ func (e *Env) RunTests(m *testing.M) int {
 		return 1
 	}
 	fmt.Printf("history scan: %d runs of namespace %s, none holds any of %d spec values in clear\n", runs, e.TemporalNamespace, len(values))
+	if rec != nil {
+		files, size, err := rec.Write()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "history recording:", err)
+			return 1
+		}
+		fmt.Printf("history recording: %d of %d runs written to %s (%d bytes); %d left out (a workflow task failed in them)\n",
+			files, runs, filepath.Join(rec.Dir, rec.Package), size, rec.skipped)
+	}
 	return 0
+}
+
+// recorder is the run's Recorder when $STACKFLOW_RECORD_HISTORIES names a directory, else nil. The
+// package's files are named after the test package's directory (go test runs in it).
+func (e *Env) recorder() (*Recorder, error) {
+	dir := os.Getenv(RecordEnv)
+	if dir == "" {
+		return nil, nil
+	}
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, err
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		return nil, err
+	}
+	keys := e.TemporalOptions().CodecKeys
+	if keys == "" {
+		return nil, errors.New("the stack's Temporal options name no codec keys to decode histories with")
+	}
+	ring, err := temporalconn.LoadKeyring(keys)
+	if err != nil {
+		return nil, err
+	}
+	return &Recorder{Dir: dir, Package: filepath.Base(wd), Codec: temporalconn.NewCodec(ring)}, nil
 }

@@ -1,0 +1,280 @@
+package e2e
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	commonpb "go.temporal.io/api/common/v1"
+	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/api/proxy"
+	"go.temporal.io/sdk/converter"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/stackflow/stackflow/api/lifecycle"
+)
+
+// RecordEnv names the environment variable that turns recording on: when it names a directory,
+// RunTests writes the histories of the run's workflows into it (see Recorder), for the replay test of
+// workflows/ (`make histories`).
+const RecordEnv = "STACKFLOW_RECORD_HISTORIES"
+
+// DefaultPerKind is how many histories of one workflow type a package records at most.
+const DefaultPerKind = 4
+
+// Recorder keeps a small corpus of decoded workflow histories for replay tests: one file per run, at
+// Dir/Package/<workflow type>/<path>-<shape>.json, where path names what the run went through
+// (completed, failed, cancel, delete, retry, continued, resumed, ...; see pathTags) and shape is a hash of
+// its sequence of events and commands. Runs of the same shape replay the same code path, so only the
+// smallest of a shape is kept, and a shape already recorded under Dir (by any package) is skipped. Per
+// type, runs are kept while they add a path not yet recorded, at most PerKind of them, and at least one.
+//
+// Payloads are decoded with Codec before they are written, so the corpus replays without the key.
+// Histories hold no secret values (nothing stackflow writes into Temporal does), only spec values of
+// the test stack.
+type Recorder struct {
+	Dir, Package string
+	Codec        converter.PayloadCodec
+	PerKind      int
+
+	// best holds, per workflow type and shape, the smallest run seen.
+	best map[string]map[string]candidate
+	// skipped counts runs left out because a workflow task failed in them (a bug, or a worker killed
+	// mid-task): replaying them proves nothing about the code.
+	skipped int
+}
+
+type candidate struct {
+	kind, shape string
+	tags        []string
+	data        []byte
+}
+
+// Add considers one run's history (as read from the server, payloads still encoded).
+func (r *Recorder) Add(ctx context.Context, events []*historypb.HistoryEvent) error {
+	if len(events) == 0 {
+		return nil
+	}
+	for _, ev := range events {
+		if ev.GetEventType() == enumspb.EVENT_TYPE_WORKFLOW_TASK_FAILED {
+			r.skipped++
+			return nil
+		}
+	}
+	h := &historypb.History{Events: events}
+	err := proxy.VisitPayloads(ctx, h, proxy.VisitPayloadsOptions{
+		SkipSearchAttributes: true,
+		Visitor: func(_ *proxy.VisitPayloadsContext, p []*commonpb.Payload) ([]*commonpb.Payload, error) {
+			return r.Codec.Decode(p)
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("decode history: %w", err)
+	}
+	data, err := protojson.MarshalOptions{Multiline: true, Indent: " "}.Marshal(h)
+	if err != nil {
+		return fmt.Errorf("history to JSON: %w", err)
+	}
+	c := candidate{
+		kind:  events[0].GetWorkflowExecutionStartedEventAttributes().GetWorkflowType().GetName(),
+		shape: shapeOf(events),
+		tags:  pathTags(events),
+		data:  data,
+	}
+	if r.best == nil {
+		r.best = map[string]map[string]candidate{}
+	}
+	if r.best[c.kind] == nil {
+		r.best[c.kind] = map[string]candidate{}
+	}
+	if old, ok := r.best[c.kind][c.shape]; !ok || len(c.data) < len(old.data) {
+		r.best[c.kind][c.shape] = c
+	}
+	return nil
+}
+
+// Write picks the runs to keep and writes them; it returns the files and bytes it wrote.
+func (r *Recorder) Write() (files int, size int64, err error) {
+	perKind := r.PerKind
+	if perKind <= 0 {
+		perKind = DefaultPerKind
+	}
+	for _, kind := range slices.Sorted(maps.Keys(r.best)) {
+		known, covered, err := recordedPaths(filepath.Join(r.Dir, "*", safeName(kind)))
+		if err != nil {
+			return files, size, err
+		}
+		var cands []candidate
+		for _, c := range r.best[kind] {
+			if !known[c.shape[:shapeLen]] {
+				cands = append(cands, c)
+			}
+		}
+		for _, c := range pick(cands, covered, len(known) > 0, perKind) {
+			dir := filepath.Join(r.Dir, safeName(r.Package), safeName(kind))
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				return files, size, err
+			}
+			name := strings.Join(c.tags, "+") + "-" + c.shape[:shapeLen] + ".json"
+			if err := os.WriteFile(filepath.Join(dir, name), c.data, 0o644); err != nil {
+				return files, size, err
+			}
+			files++
+			size += int64(len(c.data))
+		}
+	}
+	return files, size, nil
+}
+
+// shapeLen is how many hex digits of a shape name a file.
+const shapeLen = 10
+
+// pick chooses, greedily, the candidates that add the most paths not yet covered (the smallest first on
+// a tie), at most n, and one when nothing of the type is recorded yet (recorded is false).
+func pick(cands []candidate, covered map[string]bool, recorded bool, n int) []candidate {
+	slices.SortFunc(cands, func(a, b candidate) int {
+		if d := len(a.data) - len(b.data); d != 0 {
+			return d
+		}
+		return strings.Compare(a.shape, b.shape)
+	})
+	covered = maps.Clone(covered)
+	var out []candidate
+	for len(out) < n && len(cands) > 0 {
+		best, gain := -1, 0
+		for i, c := range cands {
+			g := 0
+			for _, t := range c.tags {
+				if !covered[t] {
+					g++
+				}
+			}
+			if g > gain {
+				best, gain = i, g
+			}
+		}
+		if best < 0 {
+			if recorded || len(out) > 0 {
+				break
+			}
+			best = 0 // nothing recorded of this type: keep its smallest run
+		}
+		c := cands[best]
+		out = append(out, c)
+		for _, t := range c.tags {
+			covered[t] = true
+		}
+		cands = slices.Delete(cands, best, best+1)
+	}
+	return out
+}
+
+// recordedPaths reads the shapes and path tags of the files already recorded for a type, from their
+// names, in every package directory matching pattern.
+func recordedPaths(pattern string) (shapes, tags map[string]bool, err error) {
+	shapes, tags = map[string]bool{}, map[string]bool{}
+	files, err := filepath.Glob(filepath.Join(pattern, "*.json"))
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, f := range files {
+		base := strings.TrimSuffix(filepath.Base(f), ".json")
+		i := strings.LastIndexByte(base, '-')
+		if i < 0 {
+			continue
+		}
+		shapes[base[i+1:]] = true
+		for _, t := range strings.Split(base[:i], "+") {
+			tags[t] = true
+		}
+	}
+	return shapes, tags, nil
+}
+
+// pathTags names what a run went through, in a fixed order: how it started (resumed: continued from a
+// previous run) and ended (completed, failed, canceled, terminated, timedout, continued, open), what a
+// person or another workflow asked (the signals other than spec, cancel, update) and what went wrong on
+// the way (activity-failed, activity-retried), and whether it ran children or timers.
+func pathTags(events []*historypb.HistoryEvent) []string {
+	set := map[string]bool{}
+	end := "open"
+	for _, ev := range events {
+		switch ev.GetEventType() {
+		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED:
+			if ev.GetWorkflowExecutionStartedEventAttributes().GetContinuedExecutionRunId() != "" {
+				set["resumed"] = true
+			}
+		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED:
+			end = "completed"
+		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED:
+			end = "failed"
+		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CANCELED:
+			end = "canceled"
+		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_TERMINATED:
+			end = "terminated"
+		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_TIMED_OUT:
+			end = "timedout"
+		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW:
+			end = "continued"
+		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
+			if name := ev.GetWorkflowExecutionSignaledEventAttributes().GetSignalName(); name != lifecycle.SignalSpec {
+				set[safeName(name)] = true
+			}
+		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CANCEL_REQUESTED:
+			set["cancel"] = true
+		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED:
+			set["update"] = true
+		case enumspb.EVENT_TYPE_ACTIVITY_TASK_FAILED, enumspb.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT:
+			set["activity-failed"] = true
+		case enumspb.EVENT_TYPE_ACTIVITY_TASK_STARTED:
+			if ev.GetActivityTaskStartedEventAttributes().GetAttempt() > 1 {
+				set["activity-retried"] = true
+			}
+		case enumspb.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED:
+			set["children"] = true
+		case enumspb.EVENT_TYPE_TIMER_STARTED:
+			set["timer"] = true
+		}
+	}
+	return append([]string{end}, slices.Sorted(maps.Keys(set))...)
+}
+
+// shapeOf hashes the sequence of a run's events with what decides its code path: the activities,
+// children and markers it scheduled and the signals and updates it received, by name (not their values).
+func shapeOf(events []*historypb.HistoryEvent) string {
+	h := sha256.New()
+	for _, ev := range events {
+		name := ""
+		switch {
+		case ev.GetActivityTaskScheduledEventAttributes() != nil:
+			name = ev.GetActivityTaskScheduledEventAttributes().GetActivityType().GetName()
+		case ev.GetStartChildWorkflowExecutionInitiatedEventAttributes() != nil:
+			name = ev.GetStartChildWorkflowExecutionInitiatedEventAttributes().GetWorkflowType().GetName()
+		case ev.GetMarkerRecordedEventAttributes() != nil:
+			name = ev.GetMarkerRecordedEventAttributes().GetMarkerName()
+		case ev.GetWorkflowExecutionSignaledEventAttributes() != nil:
+			name = ev.GetWorkflowExecutionSignaledEventAttributes().GetSignalName()
+		case ev.GetWorkflowExecutionUpdateAcceptedEventAttributes() != nil:
+			name = ev.GetWorkflowExecutionUpdateAcceptedEventAttributes().GetAcceptedRequest().GetInput().GetName()
+		}
+		fmt.Fprintf(h, "%d %s\n", ev.GetEventType(), name)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// safeName keeps a name usable as one path element.
+func safeName(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r == '/' || r == '\\' || r == '+' || r < ' ' {
+			return '_'
+		}
+		return r
+	}, s)
+}

@@ -1,0 +1,161 @@
+package e2e
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	commonpb "go.temporal.io/api/common/v1"
+	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/sdk/client"
+
+	"github.com/stackflow/stackflow/api/lifecycle"
+	"github.com/stackflow/stackflow/api/temporalconn"
+)
+
+// run builds a history of workflow type kind from events given by type, the first of them the start.
+func run(kind string, input *commonpb.Payload, more ...*historypb.HistoryEvent) []*historypb.HistoryEvent {
+	evs := []*historypb.HistoryEvent{{EventType: enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED,
+		Attributes: &historypb.HistoryEvent_WorkflowExecutionStartedEventAttributes{WorkflowExecutionStartedEventAttributes: &historypb.WorkflowExecutionStartedEventAttributes{
+			WorkflowType: &commonpb.WorkflowType{Name: kind}, Input: &commonpb.Payloads{Payloads: []*commonpb.Payload{input}}}}}}
+	evs = append(evs, more...)
+	for i, ev := range evs {
+		ev.EventId = int64(i + 1)
+	}
+	return evs
+}
+
+func ev(t enumspb.EventType) *historypb.HistoryEvent { return &historypb.HistoryEvent{EventType: t} }
+
+func signal(name string) *historypb.HistoryEvent {
+	return &historypb.HistoryEvent{EventType: enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED,
+		Attributes: &historypb.HistoryEvent_WorkflowExecutionSignaledEventAttributes{WorkflowExecutionSignaledEventAttributes: &historypb.WorkflowExecutionSignaledEventAttributes{SignalName: name}}}
+}
+
+func activity(name string) *historypb.HistoryEvent {
+	return &historypb.HistoryEvent{EventType: enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED,
+		Attributes: &historypb.HistoryEvent_ActivityTaskScheduledEventAttributes{ActivityTaskScheduledEventAttributes: &historypb.ActivityTaskScheduledEventAttributes{ActivityType: &commonpb.ActivityType{Name: name}}}}
+}
+
+func retried() *historypb.HistoryEvent {
+	return &historypb.HistoryEvent{EventType: enumspb.EVENT_TYPE_ACTIVITY_TASK_STARTED,
+		Attributes: &historypb.HistoryEvent_ActivityTaskStartedEventAttributes{ActivityTaskStartedEventAttributes: &historypb.ActivityTaskStartedEventAttributes{Attempt: 3}}}
+}
+
+func TestPathTags(t *testing.T) {
+	in := &commonpb.Payload{}
+	for _, tc := range []struct {
+		name   string
+		events []*historypb.HistoryEvent
+		want   []string
+	}{
+		{"still open", run("Node", in, signal(lifecycle.SignalSpec)), []string{"open"}},
+		{"deleted", run("Node", in, signal(lifecycle.SignalDelete), ev(enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED)), []string{"completed", "delete"}},
+		{"failed after retries", run("OpenStackServer", in, activity("CreateServer"), retried(),
+			ev(enumspb.EVENT_TYPE_ACTIVITY_TASK_FAILED), ev(enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED)), []string{"failed", "activity-failed", "activity-retried"}},
+		{"cancelled", run("OpenStackServer", in, ev(enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CANCEL_REQUESTED),
+			ev(enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CANCELED)), []string{"canceled", "cancel"}},
+		{"retried by a person, continued as new", run("OpenStackDataPlaneNode", in, signal(lifecycle.SignalRetry), signal("edpm-grant"),
+			ev(enumspb.EVENT_TYPE_TIMER_STARTED), ev(enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW)), []string{"continued", "edpm-grant", "retry", "timer"}},
+		{"children and an update", run("KupenstackConfiguration", in, ev(enumspb.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED),
+			ev(enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED)), []string{"open", "children", "update"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, tc.want, pathTags(tc.events))
+		})
+	}
+	resumed := run("Node", in)
+	resumed[0].GetWorkflowExecutionStartedEventAttributes().ContinuedExecutionRunId = "previous"
+	require.Equal(t, []string{"open", "resumed"}, pathTags(resumed))
+}
+
+// Runs that differ only in values have one shape; another activity, signal or event makes another.
+func TestShapeOf(t *testing.T) {
+	a := run("Node", &commonpb.Payload{Data: []byte(`"a"`)}, activity("GetObject"), signal(lifecycle.SignalDelete))
+	b := run("Node", &commonpb.Payload{Data: []byte(`"b"`)}, activity("GetObject"), signal(lifecycle.SignalDelete))
+	require.Equal(t, shapeOf(a), shapeOf(b))
+	for _, other := range [][]*historypb.HistoryEvent{
+		run("Node", &commonpb.Payload{}, activity("PatchStatus"), signal(lifecycle.SignalDelete)),
+		run("Node", &commonpb.Payload{}, activity("GetObject"), signal(lifecycle.SignalRetry)),
+		run("Node", &commonpb.Payload{}, activity("GetObject"), signal(lifecycle.SignalDelete), ev(enumspb.EVENT_TYPE_TIMER_STARTED)),
+	} {
+		require.NotEqual(t, shapeOf(a), shapeOf(other))
+	}
+}
+
+func TestPick(t *testing.T) {
+	c := func(shape string, size int, tags ...string) candidate {
+		return candidate{shape: shape, tags: tags, data: make([]byte, size)}
+	}
+	shapes := func(cs []candidate) []string {
+		var out []string
+		for _, c := range cs {
+			out = append(out, c.shape)
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name     string
+		cands    []candidate
+		covered  map[string]bool
+		recorded bool
+		n        int
+		want     []string
+	}{
+		{"most new paths first, then what still adds one",
+			[]candidate{c("small-success", 10, "completed"), c("big-success-delete", 50, "completed", "delete"), c("cancel", 30, "canceled", "cancel"), c("delete-again", 5, "completed", "delete")},
+			map[string]bool{}, false, 4, []string{"delete-again", "cancel"}},
+		{"at most n", []candidate{c("a", 1, "completed"), c("b", 1, "failed"), c("c", 1, "canceled")}, map[string]bool{}, false, 2, []string{"a", "b"}},
+		{"paths another package recorded add nothing", []candidate{c("a", 1, "completed"), c("b", 1, "failed")},
+			map[string]bool{"completed": true}, true, 4, []string{"b"}},
+		{"nothing new and something recorded: none", []candidate{c("a", 1, "completed")}, map[string]bool{"completed": true}, true, 4, nil},
+		{"nothing recorded of the type: its smallest run", []candidate{c("big", 9, "open"), c("small", 2, "open")},
+			map[string]bool{"open": true}, false, 4, []string{"small"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, tc.want, shapes(pick(tc.cands, tc.covered, tc.recorded, tc.n)))
+		})
+	}
+}
+
+// A recorded history is decoded (it replays without the key), named by package, type and path, and
+// read back by the SDK's JSON loader; a second package's run of the same shape is not written again.
+func TestRecorderWritesDecodedHistories(t *testing.T) {
+	ctx := context.Background()
+	codec := temporalconn.NewCodec(must(temporalconn.NewKeyring(map[string][]byte{"k": make([]byte, 32)})))
+	clear := &commonpb.Payload{Metadata: map[string][]byte{"encoding": []byte("json/plain")}, Data: []byte(`{"name":"edpm-0"}`)}
+	enc := must(codec.Encode([]*commonpb.Payload{clear}))[0]
+	dir := t.TempDir()
+	events := func() []*historypb.HistoryEvent {
+		return run("OpenStackDataPlaneNode", enc, signal(lifecycle.SignalDelete), ev(enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED))
+	}
+
+	r := &Recorder{Dir: dir, Package: "edpm", Codec: codec}
+	require.NoError(t, r.Add(ctx, events()))
+	failedTask := run("OpenStackDataPlaneNode", enc, ev(enumspb.EVENT_TYPE_WORKFLOW_TASK_FAILED))
+	require.NoError(t, r.Add(ctx, failedTask))
+	files, size, err := r.Write()
+	require.NoError(t, err)
+	require.Equal(t, 1, files)
+	require.Equal(t, 1, r.skipped)
+
+	written, err := filepath.Glob(filepath.Join(dir, "edpm", "OpenStackDataPlaneNode", "completed+delete-*.json"))
+	require.NoError(t, err)
+	require.Len(t, written, 1)
+	data := must(os.ReadFile(written[0]))
+	require.EqualValues(t, len(data), size)
+	f := must(os.Open(written[0]))
+	defer f.Close()
+	h, err := client.HistoryFromJSON(f, client.HistoryJSONOptions{})
+	require.NoError(t, err)
+	require.Equal(t, `{"name":"edpm-0"}`, string(h.Events[0].GetWorkflowExecutionStartedEventAttributes().GetInput().GetPayloads()[0].GetData()))
+
+	again := &Recorder{Dir: dir, Package: "samples", Codec: codec}
+	require.NoError(t, again.Add(ctx, events()))
+	files, _, err = again.Write()
+	require.NoError(t, err)
+	require.Zero(t, files, "a shape recorded by another package is not written twice")
+}
