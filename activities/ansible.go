@@ -477,28 +477,13 @@ func (a *Ansible) execute(ctx context.Context, in PlaybookInput, dir, playbookPa
 			"ANSIBLE_INVENTORY_UNPARSED_WARNING": "False",
 		}),
 	)
-	done := make(chan struct{})
-	defer close(done)
-	if activity.IsActivity(ctx) {
-		every := a.HeartbeatInterval
-		if every <= 0 {
-			every = 5 * time.Second
-		}
-		go func() {
-			t := time.NewTicker(every)
-			defer t.Stop()
-			for {
-				activity.RecordHeartbeat(ctx, PlaybookProgress{Host: in.Host, Step: in.Step, Seconds: time.Since(start).Seconds()})
-				select {
-				case <-done:
-					return
-				case <-ctx.Done():
-					return
-				case <-t.C:
-				}
-			}
-		}()
+	every := a.HeartbeatInterval
+	if every <= 0 {
+		every = 5 * time.Second
 	}
+	defer heartbeat(ctx, every, func() any {
+		return PlaybookProgress{Host: in.Host, Step: in.Step, Seconds: time.Since(start).Seconds()}
+	})()
 	err := exe.Execute(ctx)
 	return stdout.Bytes(), stderr.Bytes(), err
 }

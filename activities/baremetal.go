@@ -1,29 +1,17 @@
 package activities
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"strconv"
-	"strings"
-	"sync"
 
 	"github.com/gophercloud/gophercloud/v2"
-	"github.com/gophercloud/gophercloud/v2/openstack"
 	"github.com/gophercloud/gophercloud/v2/openstack/baremetal/v1/nodes"
-	"github.com/gophercloud/gophercloud/v2/openstack/config"
-	"github.com/gophercloud/gophercloud/v2/openstack/config/clouds"
 	"github.com/gophercloud/gophercloud/v2/openstack/image/v2/images"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/yaml"
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 )
-
-// BaremetalMicroversion is the Ironic API microversion stackflow speaks.
-const BaremetalMicroversion = "1.78"
 
 // DefaultCloudsSecret is the Secret (in the object's namespace) holding the clouds.yaml the data-plane
 // activities authenticate with (key clouds.yaml; key cloud names the cloud, else the only one).
@@ -38,89 +26,8 @@ type CloudSecret struct {
 
 func (c CloudSecret) String() string { return c.Namespace + "/" + c.Name }
 
-// edpmClients are the clients of one clouds Secret version.
-type edpmClients struct {
-	version   string
-	baremetal *gophercloud.ServiceClient
-	compute   *gophercloud.ServiceClient
-	image     *gophercloud.ServiceClient
-	placement *gophercloud.ServiceClient
-}
-
-var (
-	edpmClientsMu    sync.Mutex
-	edpmClientsCache = map[string]*edpmClients{}
-)
-
-// edpmClientsFor reads the clouds Secret and returns (cached while the Secret is unchanged) Ironic,
-// Nova and Glance clients.
-func (o *OpenStack) edpmClientsFor(ctx context.Context, cs CloudSecret) (*edpmClients, error) {
-	sec, err := o.Core.CoreV1().Secrets(cs.Namespace).Get(ctx, cs.Name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("clouds Secret %s not found", cs), ErrOSCredentials, err)
-	}
-	if err != nil {
-		return nil, classify("get clouds Secret "+cs.String(), err)
-	}
-	version := string(sec.UID) + "/" + sec.ResourceVersion
-	edpmClientsMu.Lock()
-	c := edpmClientsCache[cs.String()]
-	edpmClientsMu.Unlock()
-	if c != nil && c.version == version {
-		return c, nil
-	}
-	yml, ok := sec.Data[CloudsYAMLKey]
-	if !ok {
-		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("clouds Secret %s has no key %s", cs, CloudsYAMLKey), ErrOSCredentials, nil)
-	}
-	cloud := strings.TrimSpace(string(sec.Data["cloud"]))
-	if cloud == "" {
-		var f struct {
-			Clouds map[string]any `json:"clouds"`
-		}
-		if err := yaml.Unmarshal(yml, &f); err != nil || len(f.Clouds) != 1 {
-			return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("clouds Secret %s: no key cloud and not exactly one cloud in clouds.yaml", cs), ErrOSCredentials, err)
-		}
-		for name := range f.Clouds {
-			cloud = name
-		}
-	}
-	ao, eo, tlsCfg, err := clouds.Parse(clouds.WithCloudsYAML(bytes.NewReader(yml)), clouds.WithCloudName(cloud),
-		clouds.WithLocations(), clouds.WithSecureYAML(bytes.NewReader([]byte("clouds: {}\n"))))
-	if err != nil {
-		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("clouds Secret %s: %v", cs, err), ErrOSCredentials, err)
-	}
-	ao.AllowReauth = true
-	var provider *gophercloud.ProviderClient
-	if tlsCfg != nil {
-		provider, err = config.NewProviderClient(ctx, ao, config.WithTLSConfig(tlsCfg))
-	} else {
-		provider, err = config.NewProviderClient(ctx, ao)
-	}
-	if err != nil {
-		return nil, classifyOS("authenticate with "+cs.String(), err)
-	}
-	nc := &edpmClients{version: version}
-	if nc.baremetal, err = openstack.NewBareMetalV1(provider, eo); err != nil {
-		return nil, classifyOS("bare-metal endpoint of "+cs.String(), err)
-	}
-	nc.baremetal.Microversion = BaremetalMicroversion
-	if nc.compute, err = openstack.NewComputeV2(provider, eo); err != nil {
-		return nil, classifyOS("compute endpoint of "+cs.String(), err)
-	}
-	// 2.53: service and hypervisor IDs are UUIDs and hypervisors can be filtered by host name.
-	nc.compute.Microversion = "2.53"
-	if nc.image, err = openstack.NewImageV2(provider, eo); err != nil {
-		return nil, classifyOS("image endpoint of "+cs.String(), err)
-	}
-	if nc.placement, err = openstack.NewPlacementV1(provider, eo); err != nil {
-		return nil, classifyOS("placement endpoint of "+cs.String(), err)
-	}
-	edpmClientsMu.Lock()
-	edpmClientsCache[cs.String()] = nc
-	edpmClientsMu.Unlock()
-	return nc, nil
-}
+// Identity is the identity of the Secret's cloud (named by the Secret itself).
+func (c CloudSecret) Identity() Identity { return Identity{Namespace: c.Namespace, SecretName: c.Name} }
 
 // BaremetalInput provisions one host through Ironic.
 type BaremetalInput struct {
@@ -149,12 +56,16 @@ const ErrBaremetalFailed = "BaremetalFailed"
 // resumes from whatever state an earlier attempt left the node in.
 func (o *OpenStack) ProvisionBaremetal(ctx context.Context, in BaremetalInput) (*BaremetalResult, error) {
 	return heartbeating(ctx, func(ctx context.Context) (*BaremetalResult, error) {
-		c, err := o.edpmClientsFor(ctx, in.Cloud)
+		c, err := o.clientsFor(ctx, in.Cloud.Identity())
+		if err != nil {
+			return nil, err
+		}
+		bm, err := c.bareMetal()
 		if err != nil {
 			return nil, err
 		}
 		res := &BaremetalResult{}
-		node, err := nodes.Get(ctx, c.baremetal, in.Name).Extract()
+		node, err := nodes.Get(ctx, bm, in.Name).Extract()
 		if isNotFound(err) {
 			props := map[string]any{}
 			for k, v := range in.Properties {
@@ -164,7 +75,7 @@ func (o *OpenStack) ProvisionBaremetal(ctx context.Context, in BaremetalInput) (
 					props[k] = v
 				}
 			}
-			node, err = nodes.Create(ctx, c.baremetal, nodes.CreateOpts{Name: in.Name, Driver: in.Driver, Properties: props}).Extract()
+			node, err = nodes.Create(ctx, bm, nodes.CreateOpts{Name: in.Name, Driver: in.Driver, Properties: props}).Extract()
 			if err != nil {
 				return nil, classifyOS("enroll Ironic node "+in.Name, err)
 			}
@@ -178,7 +89,7 @@ func (o *OpenStack) ProvisionBaremetal(ctx context.Context, in BaremetalInput) (
 			return nil, err
 		}
 		for {
-			node, err = nodes.Get(ctx, c.baremetal, res.UUID).Extract()
+			node, err = nodes.Get(ctx, bm, res.UUID).Extract()
 			if err != nil {
 				return nil, classifyOS("get Ironic node "+in.Name, err)
 			}
@@ -202,7 +113,7 @@ func (o *OpenStack) ProvisionBaremetal(ctx context.Context, in BaremetalInput) (
 			case nodes.Manageable:
 				target = nodes.TargetProvide
 			case nodes.Available:
-				if err := setImage(ctx, c.baremetal, node, imageID); err != nil {
+				if err := setImage(ctx, bm, node, imageID); err != nil {
 					return nil, err
 				}
 				target = nodes.TargetActive
@@ -214,7 +125,7 @@ func (o *OpenStack) ProvisionBaremetal(ctx context.Context, in BaremetalInput) (
 				}
 				continue
 			}
-			err = nodes.ChangeProvisionState(ctx, c.baremetal, res.UUID, nodes.ProvisionStateOpts{Target: target}).ExtractErr()
+			err = nodes.ChangeProvisionState(ctx, bm, res.UUID, nodes.ProvisionStateOpts{Target: target}).ExtractErr()
 			if err != nil && !isConflict(err) {
 				return nil, classifyOS(fmt.Sprintf("move Ironic node %s to %s", in.Name, target), err)
 			}
@@ -233,12 +144,16 @@ type DeprovisionInput struct {
 // is not an error.
 func (o *OpenStack) DeprovisionBaremetal(ctx context.Context, in DeprovisionInput) error {
 	_, err := heartbeating(ctx, func(ctx context.Context) (struct{}, error) {
-		c, err := o.edpmClientsFor(ctx, in.Cloud)
+		c, err := o.clientsFor(ctx, in.Cloud.Identity())
+		if err != nil {
+			return struct{}{}, err
+		}
+		bm, err := c.bareMetal()
 		if err != nil {
 			return struct{}{}, err
 		}
 		for {
-			node, err := nodes.Get(ctx, c.baremetal, in.UUID).Extract()
+			node, err := nodes.Get(ctx, bm, in.UUID).Extract()
 			if isNotFound(err) {
 				return struct{}{}, nil
 			}
@@ -253,12 +168,12 @@ func (o *OpenStack) DeprovisionBaremetal(ctx context.Context, in DeprovisionInpu
 			}
 			switch nodes.ProvisionState(node.ProvisionState) {
 			case nodes.Active, nodes.DeployFail, nodes.Error:
-				err = nodes.ChangeProvisionState(ctx, c.baremetal, in.UUID, nodes.ProvisionStateOpts{Target: nodes.TargetDeleted}).ExtractErr()
+				err = nodes.ChangeProvisionState(ctx, bm, in.UUID, nodes.ProvisionStateOpts{Target: nodes.TargetDeleted}).ExtractErr()
 			case nodes.Available, nodes.Manageable, nodes.Enroll:
 				if !in.Delete {
 					return struct{}{}, nil
 				}
-				err = nodes.Delete(ctx, c.baremetal, in.UUID).ExtractErr()
+				err = nodes.Delete(ctx, bm, in.UUID).ExtractErr()
 				if err == nil || isNotFound(err) {
 					return struct{}{}, nil
 				}

@@ -220,7 +220,7 @@ func (h *Helm) UpgradeOrInstall(ctx context.Context, in ReleaseInput) (*UpgradeR
 		return nil, err
 	}
 	lbls := map[string]string{ReleaseLabelValuesHash: in.ValuesHash, ReleaseLabelComponent: in.Component}
-	stop := heartbeatWhile(ctx, "helm "+in.Release)
+	stop := heartbeat(ctx, 3*time.Second, func() any { return "helm " + in.Release })
 	defer stop()
 
 	if info.LastGood == 0 {
@@ -410,7 +410,7 @@ func (h *Helm) Rollback(ctx context.Context, in RollbackInput) (*RollbackResult,
 	if err != nil {
 		return nil, err
 	}
-	stop := heartbeatWhile(ctx, "helm rollback "+in.Release)
+	stop := heartbeat(ctx, 3*time.Second, func() any { return "helm rollback " + in.Release })
 	defer stop()
 	if in.To == 0 {
 		if !info.Exists {
@@ -654,28 +654,4 @@ func (g *restGetter) ToRESTMapper() (meta.RESTMapper, error) {
 func (g *restGetter) ToRawKubeConfigLoader() clientcmd.ClientConfig {
 	return clientcmd.NewNonInteractiveDeferredLoadingClientConfig(&clientcmd.ClientConfigLoadingRules{},
 		&clientcmd.ConfigOverrides{Context: clientcmdapi.Context{Namespace: g.namespace}})
-}
-
-// heartbeatWhile heartbeats every few seconds until stopped, for Helm calls that block without progress
-// of their own; outside an activity (unit tests) it does nothing.
-func heartbeatWhile(ctx context.Context, what string) (stop func()) {
-	if !activity.IsActivity(ctx) {
-		return func() {}
-	}
-	done := make(chan struct{})
-	go func() {
-		t := time.NewTicker(3 * time.Second)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				activity.RecordHeartbeat(ctx, what)
-			}
-		}
-	}()
-	return func() { close(done) }
 }

@@ -7,8 +7,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/url"
 	"slices"
+	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -84,7 +86,8 @@ func (k *Kube) resource(ref lifecycle.ObjectRef) dynamic.ResourceInterface {
 }
 
 // Object is what a workflow learns about its object: metadata it acts on and the spec as raw JSON for the
-// kind's own type. It never carries status or Secret data.
+// kind's own type. It never carries status, managed fields, the last-applied-configuration annotation (a
+// second copy of the spec) or Secret data: it goes into workflow history.
 type Object struct {
 	// Exists is false when the object (with this UID) is gone.
 	Exists      bool              `json:"exists"`
@@ -93,6 +96,35 @@ type Object struct {
 	Labels      map[string]string `json:"labels,omitempty"`
 	Annotations map[string]string `json:"annotations,omitempty"`
 	Spec        json.RawMessage   `json:"spec,omitempty"`
+}
+
+// LastAppliedAnnotation is kubectl's copy of the applied object; reads leave it out.
+const LastAppliedAnnotation = "kubectl.kubernetes.io/last-applied-configuration"
+
+// objectOf is what a read returns of u: see Object.
+func objectOf(u *unstructured.Unstructured) (Object, error) {
+	obj := Object{
+		Exists:      true,
+		Generation:  lifecycle.EffectiveGeneration(u.GetGeneration(), u.GetAnnotations()),
+		Deleting:    u.GetDeletionTimestamp() != nil,
+		Labels:      u.GetLabels(),
+		Annotations: u.GetAnnotations(),
+	}
+	if _, ok := obj.Annotations[LastAppliedAnnotation]; ok {
+		obj.Annotations = maps.Clone(obj.Annotations)
+		delete(obj.Annotations, LastAppliedAnnotation)
+		if len(obj.Annotations) == 0 {
+			obj.Annotations = nil
+		}
+	}
+	if spec, ok := u.Object["spec"]; ok {
+		b, err := json.Marshal(spec)
+		if err != nil {
+			return obj, fmt.Errorf("encode spec of %s %s: %w", u.GetKind(), u.GetName(), err)
+		}
+		obj.Spec = b
+	}
+	return obj, nil
 }
 
 // GetObject reads the object named by ref. An object re-created under the same name (another UID) counts
@@ -108,19 +140,52 @@ func (k *Kube) GetObject(ctx context.Context, ref lifecycle.ObjectRef) (*Object,
 	if ref.UID != "" && string(u.GetUID()) != ref.UID {
 		return &Object{}, nil
 	}
-	obj := &Object{
-		Exists:      true,
-		Generation:  lifecycle.EffectiveGeneration(u.GetGeneration(), u.GetAnnotations()),
-		Deleting:    u.GetDeletionTimestamp() != nil,
-		Labels:      u.GetLabels(),
-		Annotations: u.GetAnnotations(),
+	obj, err := objectOf(u)
+	if err != nil {
+		return nil, err
 	}
-	if spec, ok := u.Object["spec"]; ok {
-		if obj.Spec, err = json.Marshal(spec); err != nil {
-			return nil, fmt.Errorf("encode spec of %s: %w", ref, err)
+	return &obj, nil
+}
+
+// ListInput names a kind (Ref's group, version, resource and kind; its namespace, or every namespace
+// when empty; its name is ignored) and an optional label selector.
+type ListInput struct {
+	Ref           lifecycle.ObjectRef `json:"ref"`
+	LabelSelector string              `json:"labelSelector,omitempty"`
+}
+
+// ListedObject is one object of a list: its reference (with namespace, name and UID) and what a read
+// returns of it (see Object).
+type ListedObject struct {
+	Ref lifecycle.ObjectRef `json:"ref"`
+	Object
+}
+
+// ListObjects lists the objects of a kind, sorted by namespace and name.
+func (k *Kube) ListObjects(ctx context.Context, in ListInput) ([]ListedObject, error) {
+	list, err := k.resource(in.Ref).List(ctx, metav1.ListOptions{LabelSelector: in.LabelSelector})
+	if err != nil {
+		where := "every namespace"
+		if in.Ref.Namespace != "" {
+			where = in.Ref.Namespace
 		}
+		return nil, classify("list "+in.Ref.Resource+" in "+where, err)
 	}
-	return obj, nil
+	out := make([]ListedObject, 0, len(list.Items))
+	for i := range list.Items {
+		u := &list.Items[i]
+		r := in.Ref
+		r.Name, r.Namespace, r.UID = u.GetName(), u.GetNamespace(), string(u.GetUID())
+		obj, err := objectOf(u)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ListedObject{Ref: r, Object: obj})
+	}
+	slices.SortFunc(out, func(a, b ListedObject) int {
+		return strings.Compare(a.Ref.Namespace+"/"+a.Ref.Name, b.Ref.Namespace+"/"+b.Ref.Name)
+	})
+	return out, nil
 }
 
 // StatusPatch is what a workflow writes into its object's status. Nil or empty fields are left alone,

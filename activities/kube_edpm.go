@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"slices"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -183,51 +182,6 @@ func (k *Kube) GetObjectStatus(ctx context.Context, in StatusInput) (*ObjectStat
 		}
 	}
 	return st, nil
-}
-
-// EDPMListInput names a kind (Ref's group, version, resource, kind and namespace; its name is ignored) and
-// an optional label selector.
-type EDPMListInput struct {
-	Ref           lifecycle.ObjectRef `json:"ref"`
-	LabelSelector string              `json:"labelSelector,omitempty"`
-}
-
-// EDPMObject is one object of a list: what workflows plan with. Never Secret data.
-type EDPMObject struct {
-	Name        string            `json:"name"`
-	UID         string            `json:"uid"`
-	Generation  int64             `json:"generation"`
-	Deleting    bool              `json:"deleting,omitempty"`
-	Labels      map[string]string `json:"labels,omitempty"`
-	Annotations map[string]string `json:"annotations,omitempty"`
-	Spec        json.RawMessage   `json:"spec,omitempty"`
-}
-
-// ListEDPMObjects lists the objects of a kind in a namespace, sorted by name.
-func (k *Kube) ListEDPMObjects(ctx context.Context, in EDPMListInput) ([]EDPMObject, error) {
-	list, err := k.resource(in.Ref).List(ctx, metav1.ListOptions{LabelSelector: in.LabelSelector})
-	if err != nil {
-		return nil, classify("list "+in.Ref.Resource+" in "+in.Ref.Namespace, err)
-	}
-	out := make([]EDPMObject, 0, len(list.Items))
-	for _, u := range list.Items {
-		o := EDPMObject{Name: u.GetName(), UID: string(u.GetUID()), Generation: u.GetGeneration(),
-			Deleting: u.GetDeletionTimestamp() != nil, Labels: u.GetLabels(), Annotations: u.GetAnnotations()}
-		if spec, ok := u.Object["spec"]; ok {
-			o.Spec, _ = json.Marshal(spec)
-		}
-		out = append(out, o)
-	}
-	slices.SortFunc(out, func(a, b EDPMObject) int {
-		switch {
-		case a.Name < b.Name:
-			return -1
-		case a.Name > b.Name:
-			return 1
-		}
-		return 0
-	})
-	return out, nil
 }
 
 // SecretCheck names a Secret and the keys a workflow needs in it.

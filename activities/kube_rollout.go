@@ -4,19 +4,16 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"slices"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"go.temporal.io/sdk/temporal"
-
-	"github.com/stackflow/stackflow/api/lifecycle"
 )
 
-// Kubernetes activities of the control-plane rollouts: node labels for OpenStack-Helm scheduling, specs
-// of the OpenstackNodes a KupenstackConfiguration owns, and listing the objects a profile affects.
+// Kubernetes activities of the control-plane rollouts: node labels for OpenStack-Helm scheduling and specs
+// of the OpenstackNodes a KupenstackConfiguration owns.
 
 // NodeLabelsInput sets and removes labels of a Kubernetes Node.
 type NodeLabelsInput struct {
@@ -91,35 +88,4 @@ func (k *Kube) ApplySpec(ctx context.Context, in EnsureInput) (string, error) {
 		return "", classify("patch spec of "+in.Ref.String(), err)
 	}
 	return string(out.GetUID()), nil
-}
-
-// ListedObject is one object of a list: its reference (with UID) and its spec.
-type ListedObject struct {
-	Ref  lifecycle.ObjectRef `json:"ref"`
-	Spec json.RawMessage     `json:"spec,omitempty"`
-}
-
-// ListObjects lists the objects of ref's kind (in ref.Namespace when set), sorted by name.
-func (k *Kube) ListObjects(ctx context.Context, ref lifecycle.ObjectRef) ([]ListedObject, error) {
-	list, err := k.resource(ref).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return nil, classify("list "+ref.Resource, err)
-	}
-	var out []ListedObject
-	for _, u := range list.Items {
-		r := ref
-		r.Name, r.Namespace, r.UID = u.GetName(), u.GetNamespace(), string(u.GetUID())
-		lo := ListedObject{Ref: r}
-		if spec, ok := u.Object["spec"]; ok {
-			lo.Spec, _ = json.Marshal(spec)
-		}
-		out = append(out, lo)
-	}
-	slices.SortFunc(out, func(a, b ListedObject) int {
-		if a.Ref.Namespace+"/"+a.Ref.Name < b.Ref.Namespace+"/"+b.Ref.Name {
-			return -1
-		}
-		return 1
-	})
-	return out, nil
 }

@@ -31,7 +31,7 @@ const ErrComputeNotRegistered = "ComputeNotRegistered"
 // WaitComputeRegistered succeeds once Nova lists an up nova-compute service on the host and its
 // hypervisor, and fails retryably before (saying which of the two is missing).
 func (o *OpenStack) WaitComputeRegistered(ctx context.Context, in ComputeHostInput) (*ComputeRegistration, error) {
-	c, err := o.edpmClientsFor(ctx, in.Cloud)
+	c, err := o.clientsFor(ctx, in.Cloud.Identity())
 	if err != nil {
 		return nil, err
 	}
@@ -74,8 +74,12 @@ func (o *OpenStack) WaitComputeRegistered(ctx context.Context, in ComputeHostInp
 // placement: without it the scheduler can never use the host. A provider of the same name with another
 // UUID (a stale record of an earlier compute of that name) keeps nova-compute from creating its own; the
 // error says so.
-func providerCheck(ctx context.Context, c *edpmClients, reg *ComputeRegistration) error {
-	pages, err := resourceproviders.List(c.placement, resourceproviders.ListOpts{Name: reg.HypervisorHostname}).AllPages(ctx)
+func providerCheck(ctx context.Context, c *osClients, reg *ComputeRegistration) error {
+	pl, err := c.placementAPI()
+	if err != nil {
+		return err
+	}
+	pages, err := resourceproviders.List(pl, resourceproviders.ListOpts{Name: reg.HypervisorHostname}).AllPages(ctx)
 	if err != nil {
 		return classifyOS("list resource providers named "+reg.HypervisorHostname, err)
 	}
@@ -96,7 +100,7 @@ func providerCheck(ctx context.Context, c *edpmClients, reg *ComputeRegistration
 // DeleteComputeService removes the host's nova-compute service record (with its compute node and
 // resource provider) from Nova; a host Nova does not know is not an error.
 func (o *OpenStack) DeleteComputeService(ctx context.Context, in ComputeHostInput) error {
-	c, err := o.edpmClientsFor(ctx, in.Cloud)
+	c, err := o.clientsFor(ctx, in.Cloud.Identity())
 	if err != nil {
 		return err
 	}

@@ -1,11 +1,8 @@
 package activities
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -16,15 +13,9 @@ import (
 	"time"
 
 	"github.com/gophercloud/gophercloud/v2"
-	"github.com/gophercloud/gophercloud/v2/openstack"
-	"github.com/gophercloud/gophercloud/v2/openstack/config"
-	"github.com/gophercloud/gophercloud/v2/openstack/config/clouds"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 )
 
@@ -147,136 +138,6 @@ func (m Marker) Owns(tags []string, description string) bool {
 		}
 	}
 	return true
-}
-
-// osClients are the service clients of one identity, kept while its Secret does not change.
-type osClients struct {
-	version string
-	compute *gophercloud.ServiceClient
-	network *gophercloud.ServiceClient
-	volume  *gophercloud.ServiceClient
-	image   *gophercloud.ServiceClient
-	volErr  error
-}
-
-// ComputeMicroversion is the Nova API microversion used: tags at boot (2.52), volume type in block
-// device mappings (2.67).
-const ComputeMicroversion = "2.67"
-
-// clientsFor reads the identity Secret and returns (cached) clients authenticated with it.
-func (o *OpenStack) clientsFor(ctx context.Context, id Identity) (*osClients, error) {
-	if id.SecretName == "" || id.CloudName == "" {
-		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("identity %s: secret name and cloud name are required", id), ErrOSCredentials, nil)
-	}
-	key := id.Namespace + "/" + id.SecretName + "/" + id.CloudName + "/" + id.Region
-	o.mu.Lock()
-	if o.clients == nil {
-		o.clients = map[string]*osClients{}
-	}
-	c := o.clients[key]
-	o.mu.Unlock()
-	sec, err := o.Core.CoreV1().Secrets(id.Namespace).Get(ctx, id.SecretName, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		// Deleting a namespace deletes the Secret while the objects in it are still being torn down:
-		// clients this worker already authenticated with it finish the job.
-		if c != nil {
-			return c, nil
-		}
-		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("identity Secret %s/%s not found", id.Namespace, id.SecretName), ErrOSCredentials, err)
-	}
-	if err != nil {
-		return nil, classify("get identity Secret "+id.Namespace+"/"+id.SecretName, err)
-	}
-	version := string(sec.UID) + "/" + sec.ResourceVersion
-	if c != nil && c.version == version {
-		return c, nil
-	}
-	yml, ok := sec.Data[CloudsYAMLKey]
-	if !ok {
-		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("identity Secret %s/%s has no key %s", id.Namespace, id.SecretName, CloudsYAMLKey), ErrOSCredentials, nil)
-	}
-	// Only the Secret's content counts: no file on this machine and no OS_* variable may leak in.
-	opts := []clouds.ParseOption{clouds.WithCloudsYAML(bytes.NewReader(yml)), clouds.WithCloudName(id.CloudName),
-		clouds.WithLocations(), clouds.WithSecureYAML(bytes.NewReader([]byte("clouds: {}\n")))}
-	if id.Region != "" {
-		opts = append(opts, clouds.WithRegion(id.Region))
-	}
-	ao, eo, tlsCfg, err := clouds.Parse(opts...)
-	if err != nil {
-		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("identity %s: %v", id, err), ErrOSCredentials, err)
-	}
-	if ca, ok := sec.Data[CACertKey]; ok {
-		// The Secret's CA bundle, as CAPO's identity Secrets carry it next to clouds.yaml.
-		if tlsCfg == nil {
-			tlsCfg = &tls.Config{MinVersion: tls.VersionTLS12}
-		}
-		if tlsCfg.RootCAs == nil {
-			if tlsCfg.RootCAs, err = x509.SystemCertPool(); err != nil {
-				tlsCfg.RootCAs = x509.NewCertPool()
-			}
-		}
-		tlsCfg.RootCAs.AppendCertsFromPEM(ca)
-	}
-	ao.AllowReauth = true
-	var provider *gophercloud.ProviderClient
-	if tlsCfg != nil {
-		provider, err = config.NewProviderClient(ctx, ao, config.WithTLSConfig(tlsCfg))
-	} else {
-		provider, err = config.NewProviderClient(ctx, ao)
-	}
-	if err != nil {
-		return nil, classifyOS("authenticate with "+id.String(), err)
-	}
-	nc := &osClients{version: version}
-	if nc.compute, err = openstack.NewComputeV2(provider, eo); err != nil {
-		return nil, classifyOS("compute endpoint of "+id.String(), err)
-	}
-	nc.compute.Microversion = ComputeMicroversion
-	if nc.network, err = openstack.NewNetworkV2(provider, eo); err != nil {
-		return nil, classifyOS("network endpoint of "+id.String(), err)
-	}
-	if nc.image, err = openstack.NewImageV2(provider, eo); err != nil {
-		return nil, classifyOS("image endpoint of "+id.String(), err)
-	}
-	// Block storage is optional: only block devices of type Volume need it.
-	nc.volume, nc.volErr = openstack.NewBlockStorageV3(provider, eo)
-	o.mu.Lock()
-	o.clients[key] = nc
-	o.mu.Unlock()
-	return nc, nil
-}
-
-// blockStorage returns the Cinder client or a permanent error naming why there is none.
-func (c *osClients) blockStorage() (*gophercloud.ServiceClient, error) {
-	if c.volume == nil {
-		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("no block-storage service in this cloud: %v", c.volErr), ErrOSNotFound, c.volErr)
-	}
-	return c.volume, nil
-}
-
-// heartbeating runs fn while heartbeating every second, so a worker that dies is noticed within the
-// activity's heartbeat timeout and a cancelled workflow reaches fn through ctx.
-func heartbeating[T any](ctx context.Context, fn func(ctx context.Context) (T, error)) (T, error) {
-	if !activity.IsActivity(ctx) {
-		return fn(ctx)
-	}
-	done := make(chan struct{})
-	defer close(done)
-	go func() {
-		t := time.NewTicker(time.Second)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				activity.RecordHeartbeat(ctx)
-			}
-		}
-	}()
-	return fn(ctx)
 }
 
 func (o *OpenStack) poll() time.Duration {

@@ -140,7 +140,7 @@ func (profileReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycle, o
 		}
 	}
 	var nodes []activities.ListedObject
-	if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kube.ListObjects, OpenstackNodeRef("")).Get(ctx, &nodes); err != nil {
+	if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kube.ListObjects, activities.ListInput{Ref: OpenstackNodeRef("")}).Get(ctx, &nodes); err != nil {
 		return fmt.Errorf("list OpenstackNodes: %w", err)
 	}
 	following := 0
@@ -158,7 +158,7 @@ func (profileReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycle, o
 		return nil
 	}
 	var configs []activities.ListedObject
-	if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kube.ListObjects, KupenstackConfigurationRef("")).Get(ctx, &configs); err != nil {
+	if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kube.ListObjects, activities.ListInput{Ref: KupenstackConfigurationRef("")}).Get(ctx, &configs); err != nil {
 		return fmt.Errorf("list KupenstackConfigurations: %w", err)
 	}
 	// Every configuration and node is told; one that does not use this profile renders the same values

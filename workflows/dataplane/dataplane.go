@@ -216,8 +216,8 @@ func (r *dataPlaneReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecyc
 
 // syncMembers updates the record from the nodes that belong to the data plane now.
 func (r *dataPlaneReconciler) syncMembers(ctx workflow.Context, lc *object.Lifecycle, spec dataplanev1beta1.OpenStackDataPlaneSpec) error {
-	var all []activities.EDPMObject
-	if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kube.ListEDPMObjects, activities.EDPMListInput{Ref: DataPlaneNodeRef(lc.Ref.Namespace, "")}).Get(ctx, &all); err != nil {
+	var all []activities.ListedObject
+	if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kube.ListObjects, activities.ListInput{Ref: DataPlaneNodeRef(lc.Ref.Namespace, "")}).Get(ctx, &all); err != nil {
 		return fmt.Errorf("list nodes of %s: %w", lc.Ref, err)
 	}
 	type pendingRead struct {
@@ -233,19 +233,19 @@ func (r *dataPlaneReconciler) syncMembers(ctx workflow.Context, lc *object.Lifec
 		if err := json.Unmarshal(o.Spec, &ns); err != nil || o.Deleting {
 			continue
 		}
-		if !slices.Contains(spec.Roles, ns.Role) && !slices.Contains(spec.Nodes, o.Name) {
+		if !slices.Contains(spec.Roles, ns.Role) && !slices.Contains(spec.Nodes, o.Ref.Name) {
 			continue
 		}
-		cur := r.node(o.Name)
-		if cur != nil && r.rec.UIDs[o.Name] == o.UID && cur.Generation == o.Generation && cur.State != EDPMHeld {
+		cur := r.node(o.Ref.Name)
+		if cur != nil && r.rec.UIDs[o.Ref.Name] == o.Ref.UID && cur.Generation == o.Generation && cur.State != EDPMHeld {
 			keep = append(keep, *cur)
 			continue
 		}
-		n := EDPMNode{Name: o.Name, Host: ns.HostName, Generation: o.Generation}
-		if cur != nil && r.rec.UIDs[o.Name] == o.UID {
+		n := EDPMNode{Name: o.Ref.Name, Host: ns.HostName, Generation: o.Generation}
+		if cur != nil && r.rec.UIDs[o.Ref.Name] == o.Ref.UID {
 			n.Attempts = cur.Attempts
 		}
-		r.rec.UIDs[o.Name] = o.UID
+		r.rec.UIDs[o.Ref.Name] = o.Ref.UID
 		if !ns.Deploy {
 			n.State, n.Message = EDPMHeld, "spec.deploy is false"
 			keep = append(keep, n)
@@ -253,8 +253,8 @@ func (r *dataPlaneReconciler) syncMembers(ctx workflow.Context, lc *object.Lifec
 		}
 		// Where is the node? Deployed nodes need no slot; failed ones wait for a retry. The reads run
 		// side by side: a large data plane must not read its nodes one after the other.
-		ref := DataPlaneNodeRef(lc.Ref.Namespace, o.Name)
-		ref.UID = o.UID
+		ref := DataPlaneNodeRef(lc.Ref.Namespace, o.Ref.Name)
+		ref.UID = o.Ref.UID
 		n.State = EDPMPending
 		reads = append(reads, pendingRead{index: len(keep), generation: o.Generation, ref: ref,
 			future: workflow.ExecuteActivity(object.KubeActivity(ctx), kube.GetObjectStatus, activities.StatusInput{Ref: ref, Fields: []string{"deployed"}})})

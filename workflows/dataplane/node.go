@@ -284,13 +284,13 @@ func (r *edpmNodeReconciler) applyServices(ctx workflow.Context, lc *object.Life
 // admission returns the workflow ID of the data plane that governs the node ("" when none) once the
 // data plane admitted the node, or at once when the node has no work left (nothing to hold a slot for).
 func (r *edpmNodeReconciler) admission(ctx workflow.Context, lc *object.Lifecycle, gen int64, cfg EDPMNodeConfig, work bool) (string, error) {
-	var dp *activities.EDPMObject
+	var dp *activities.ListedObject
 	// A role that names its data plane puts its nodes under it: they wait for it to exist rather than
 	// deploy on their own.
 	err := waitUntil(ctx, lc, gen, conditionDataPlaneAdmitted, func(ctx workflow.Context) (bool, string, string, error) {
-		var dps []activities.EDPMObject
-		in := activities.EDPMListInput{Ref: DataPlaneRef(lc.Ref.Namespace, "")}
-		if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kube.ListEDPMObjects, in).Get(ctx, &dps); err != nil {
+		var dps []activities.ListedObject
+		in := activities.ListInput{Ref: DataPlaneRef(lc.Ref.Namespace, "")}
+		if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kube.ListObjects, in).Get(ctx, &dps); err != nil {
 			return false, "", "", fmt.Errorf("list data planes of %s: %w", lc.Ref, err)
 		}
 		dp = GoverningDataPlane(dps, cfg.DataPlane, cfg.Role, lc.Ref.Name)
@@ -306,10 +306,10 @@ func (r *edpmNodeReconciler) admission(ctx workflow.Context, lc *object.Lifecycl
 		r.rec.DataPlane = ""
 		return "", nil
 	}
-	dpRef := DataPlaneRef(lc.Ref.Namespace, dp.Name)
-	dpRef.UID = dp.UID
+	dpRef := DataPlaneRef(lc.Ref.Namespace, dp.Ref.Name)
+	dpRef.UID = dp.Ref.UID
 	dpID := lifecycle.WorkflowID(dpRef)
-	r.rec.DataPlane = dp.Name
+	r.rec.DataPlane = dp.Ref.Name
 	if !work {
 		return dpID, nil
 	}
@@ -317,7 +317,7 @@ func (r *edpmNodeReconciler) admission(ctx workflow.Context, lc *object.Lifecycl
 	_ = workflow.SignalExternalWorkflow(ctx, dpID, "", SignalEDPMRequest, EDPMRequest{Node: lc.Ref.Name, Generation: gen}).Get(ctx, nil)
 	_ = workflow.SignalExternalWorkflow(ctx, dpID, "", lifecycle.SignalRefresh, nil).Get(ctx, nil)
 	grants := workflow.GetSignalChannel(ctx, SignalEDPMGrant)
-	msg := fmt.Sprintf("waiting for OpenStackDataPlane %s to admit the node (bounded concurrency, failure budget, deploy)", dp.Name)
+	msg := fmt.Sprintf("waiting for OpenStackDataPlane %s to admit the node (bounded concurrency, failure budget, deploy)", dp.Ref.Name)
 	lc.SetCondition(ctx, metav1.Condition{Type: conditionDataPlaneAdmitted, Status: metav1.ConditionFalse, Reason: ReasonWaitingForDataPlane, Message: msg})
 	if err := lc.Step(ctx, msg); err != nil {
 		return "", err
@@ -338,7 +338,7 @@ func (r *edpmNodeReconciler) admission(ctx workflow.Context, lc *object.Lifecycl
 		}
 		if got {
 			lc.SetCondition(ctx, metav1.Condition{Type: conditionDataPlaneAdmitted, Status: metav1.ConditionTrue, Reason: "Admitted",
-				Message: fmt.Sprintf("admitted by OpenStackDataPlane %s", dp.Name)})
+				Message: fmt.Sprintf("admitted by OpenStackDataPlane %s", dp.Ref.Name)})
 			return g.DataPlane, nil
 		}
 		if lc.Desired() > gen {
@@ -352,8 +352,8 @@ func (r *edpmNodeReconciler) admission(ctx workflow.Context, lc *object.Lifecycl
 
 // GoverningDataPlane picks the data plane that deploys a node: the one its role names, else the first
 // (by name) listing its role or the node itself; nil when none does.
-func GoverningDataPlane(dps []activities.EDPMObject, roleDataPlane, role, node string) *activities.EDPMObject {
-	var first *activities.EDPMObject
+func GoverningDataPlane(dps []activities.ListedObject, roleDataPlane, role, node string) *activities.ListedObject {
+	var first *activities.ListedObject
 	for i := range dps {
 		d := &dps[i]
 		if d.Deleting {
@@ -361,7 +361,7 @@ func GoverningDataPlane(dps []activities.EDPMObject, roleDataPlane, role, node s
 		}
 		var spec dataplanev1beta1.OpenStackDataPlaneSpec
 		_ = json.Unmarshal(d.Spec, &spec)
-		if d.Name == roleDataPlane {
+		if d.Ref.Name == roleDataPlane {
 			return d
 		}
 		if first == nil && (slices.Contains(spec.Roles, role) || slices.Contains(spec.Nodes, node)) {
@@ -625,12 +625,12 @@ func (r *edpmNodeReconciler) Teardown(ctx workflow.Context, lc *object.Lifecycle
 	}
 	// The data plane counts its nodes again without this one.
 	if r.rec.DataPlane != "" {
-		var dps []activities.EDPMObject
-		if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kube.ListEDPMObjects, activities.EDPMListInput{Ref: DataPlaneRef(lc.Ref.Namespace, "")}).Get(ctx, &dps); err == nil {
+		var dps []activities.ListedObject
+		if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kube.ListObjects, activities.ListInput{Ref: DataPlaneRef(lc.Ref.Namespace, "")}).Get(ctx, &dps); err == nil {
 			for _, d := range dps {
-				if d.Name == r.rec.DataPlane {
-					ref := DataPlaneRef(lc.Ref.Namespace, d.Name)
-					ref.UID = d.UID
+				if d.Ref.Name == r.rec.DataPlane {
+					ref := DataPlaneRef(lc.Ref.Namespace, d.Ref.Name)
+					ref.UID = d.Ref.UID
 					_ = workflow.SignalExternalWorkflow(ctx, lifecycle.WorkflowID(ref), "", lifecycle.SignalRefresh, nil).Get(ctx, nil)
 				}
 			}

@@ -65,8 +65,8 @@ func (k *novaComputeKind) waitDependencies(ctx workflow.Context, lc *object.Life
 	k.ns = lc.Ref.Namespace
 	_ = workflow.UpsertTypedSearchAttributes(ctx, lifecycle.SACell.ValueSet(k.spec.CellName))
 	return waitUntil(ctx, lc, gen, k.condition(), func(ctx workflow.Context) (bool, string, string, error) {
-		var cells []activities.EDPMObject
-		if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kube.ListEDPMObjects, activities.EDPMListInput{Ref: NovaCellRef(lc.Ref.Namespace, "")}).Get(ctx, &cells); err != nil {
+		var cells []activities.ListedObject
+		if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kube.ListObjects, activities.ListInput{Ref: NovaCellRef(lc.Ref.Namespace, "")}).Get(ctx, &cells); err != nil {
 			return false, "", "", fmt.Errorf("list NovaCells: %w", err)
 		}
 		cell, name := FindNovaCell(cells, k.spec.CellName)
@@ -92,7 +92,7 @@ func (k *novaComputeKind) waitDependencies(ctx workflow.Context, lc *object.Life
 }
 
 // FindNovaCell finds the NovaCell of a cell: by object name first, else by spec.cellName.
-func FindNovaCell(cells []activities.EDPMObject, cell string) (*novav1beta1.NovaCellSpec, string) {
+func FindNovaCell(cells []activities.ListedObject, cell string) (*novav1beta1.NovaCellSpec, string) {
 	var byCellName *novav1beta1.NovaCellSpec
 	name := ""
 	for _, o := range cells {
@@ -103,11 +103,11 @@ func FindNovaCell(cells []activities.EDPMObject, cell string) (*novav1beta1.Nova
 		if err := json.Unmarshal(o.Spec, &spec); err != nil {
 			continue
 		}
-		if o.Name == cell {
-			return &spec, o.Name
+		if o.Ref.Name == cell {
+			return &spec, o.Ref.Name
 		}
 		if byCellName == nil && spec.CellName == cell {
-			byCellName, name = &spec, o.Name
+			byCellName, name = &spec, o.Ref.Name
 		}
 	}
 	return byCellName, name

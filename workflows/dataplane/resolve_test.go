@@ -12,6 +12,7 @@ import (
 
 	"github.com/stackflow/stackflow/activities"
 	dataplanev1beta1 "github.com/stackflow/stackflow/api/dataplane/v1beta1"
+	"github.com/stackflow/stackflow/api/lifecycle"
 	novav1beta1 "github.com/stackflow/stackflow/api/nova/v1beta1"
 )
 
@@ -244,11 +245,11 @@ func TestNovaComputeConfigFiles(t *testing.T) {
 }
 
 func TestGoverningDataPlane(t *testing.T) {
-	dp := func(name string, roles, nodes []string, deleting bool) activities.EDPMObject {
+	dp := func(name string, roles, nodes []string, deleting bool) activities.ListedObject {
 		b, _ := json.Marshal(dataplanev1beta1.OpenStackDataPlaneSpec{Roles: roles, Nodes: nodes})
-		return activities.EDPMObject{Name: name, Spec: b, Deleting: deleting}
+		return activities.ListedObject{Ref: lifecycle.ObjectRef{Name: name}, Object: activities.Object{Exists: true, Spec: b, Deleting: deleting}}
 	}
-	dps := []activities.EDPMObject{
+	dps := []activities.ListedObject{
 		dp("a-lists-node", nil, []string{"n1"}, false),
 		dp("b-lists-role", []string{"compute"}, nil, false),
 		dp("c-named-by-role", nil, nil, false),
@@ -268,7 +269,7 @@ func TestGoverningDataPlane(t *testing.T) {
 			got := GoverningDataPlane(dps, tt.roleDP, tt.role, tt.node)
 			name := ""
 			if got != nil {
-				name = got.Name
+				name = got.Ref.Name
 			}
 			if name != tt.want {
 				t.Errorf("GoverningDataPlane = %q, want %q", name, tt.want)
@@ -278,11 +279,11 @@ func TestGoverningDataPlane(t *testing.T) {
 }
 
 func TestFindNovaCell(t *testing.T) {
-	cell := func(name, cellName string) activities.EDPMObject {
+	cell := func(name, cellName string) activities.ListedObject {
 		b, _ := json.Marshal(novav1beta1.NovaCellSpec{CellName: cellName, TransportURLSecret: name + "-transport"})
-		return activities.EDPMObject{Name: name, Spec: b}
+		return activities.ListedObject{Ref: lifecycle.ObjectRef{Name: name}, Object: activities.Object{Exists: true, Spec: b}}
 	}
-	cells := []activities.EDPMObject{cell("nova-cell2", "cell2"), cell("cell1", "cell1"), cell("other", "cell1")}
+	cells := []activities.ListedObject{cell("nova-cell2", "cell2"), cell("cell1", "cell1"), cell("other", "cell1")}
 	if spec, name := FindNovaCell(cells, "cell1"); spec == nil || name != "cell1" {
 		t.Errorf("by object name: got %v %q", spec, name)
 	}

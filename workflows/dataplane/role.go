@@ -28,8 +28,8 @@ func (edpmRoleReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycle, 
 	if err := lc.Step(ctx, "refresh the role's nodes"); err != nil {
 		return err
 	}
-	var all []activities.EDPMObject
-	if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kube.ListEDPMObjects, activities.EDPMListInput{Ref: DataPlaneNodeRef(lc.Ref.Namespace, "")}).Get(ctx, &all); err != nil {
+	var all []activities.ListedObject
+	if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kube.ListObjects, activities.ListInput{Ref: DataPlaneNodeRef(lc.Ref.Namespace, "")}).Get(ctx, &all); err != nil {
 		return fmt.Errorf("list nodes of %s: %w", lc.Ref, err)
 	}
 	names := []string{}
@@ -39,9 +39,9 @@ func (edpmRoleReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycle, 
 		if json.Unmarshal(o.Spec, &spec) != nil || spec.Role != lc.Ref.Name || o.Deleting {
 			continue
 		}
-		names = append(names, o.Name)
-		ref := DataPlaneNodeRef(lc.Ref.Namespace, o.Name)
-		ref.UID = o.UID
+		names = append(names, o.Ref.Name)
+		ref := DataPlaneNodeRef(lc.Ref.Namespace, o.Ref.Name)
+		ref.UID = o.Ref.UID
 		// A node reads its role when it reconciles: only a changed role (a later generation) has news
 		// for nodes that already did. A node whose workflow is not running yet reads it when it starts.
 		if obj.Generation > 1 {

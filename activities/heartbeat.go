@@ -1,0 +1,47 @@
+package activities
+
+import (
+	"context"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+)
+
+// heartbeat heartbeats now and every interval until the returned stop is called or ctx ends, so a worker
+// that dies is noticed within the activity's heartbeat timeout and a cancelled workflow reaches the
+// activity through ctx. progress, when not nil, gives each heartbeat's details. Outside an activity
+// (unit tests) it does nothing. It is the one heartbeat loop of every activity that blocks.
+func heartbeat(ctx context.Context, every time.Duration, progress func() any) (stop func()) {
+	if !activity.IsActivity(ctx) {
+		return func() {}
+	}
+	beat := func() {
+		if progress != nil {
+			activity.RecordHeartbeat(ctx, progress())
+		} else {
+			activity.RecordHeartbeat(ctx)
+		}
+	}
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			beat()
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() { close(done) }
+}
+
+// heartbeating runs fn while heartbeating every second (the OpenStack activities' pace).
+func heartbeating[T any](ctx context.Context, fn func(ctx context.Context) (T, error)) (T, error) {
+	defer heartbeat(ctx, time.Second, nil)()
+	return fn(ctx)
+}
