@@ -15,7 +15,7 @@ func TestObjectOfLeavesOutLastAppliedAndManagedFields(t *testing.T) {
 			"generation": int64(3),
 			"labels":     map[string]any{"a": "b"},
 			"annotations": map[string]any{
-				LastAppliedAnnotation:      `{"spec":{"big":"copy"}}`,
+				LastAppliedAnnotation:     `{"spec":{"big":"copy"}}`,
 				"nova.openstack.org/cell": "cell1",
 			},
 			"managedFields": []any{map[string]any{"manager": "kubectl"}},

@@ -19,20 +19,23 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"go.temporal.io/sdk/temporal"
+
+	infrav1alpha1 "github.com/stackflow/stackflow/api/infrastructure/v1alpha1"
+	infrav1 "github.com/stackflow/stackflow/api/infrastructure/v1beta1"
 )
 
 // ResolveServerInput asks to resolve a server spec's references. Name is the server's name; its ports are
 // named <Name>-<nameSuffix or index>.
 type ResolveServerInput struct {
-	Identity Identity   `json:"identity"`
-	Name     string     `json:"name"`
-	Marker   Marker     `json:"marker"`
-	Spec     ServerSpec `json:"spec"`
+	Identity Identity                          `json:"identity"`
+	Name     string                            `json:"name"`
+	Marker   Marker                            `json:"marker"`
+	Spec     infrav1alpha1.OpenStackServerSpec `json:"spec"`
 	// DefaultNetwork is used by ports without a network, and for a single port when the spec has none.
-	DefaultNetwork *NetworkParam `json:"defaultNetwork,omitempty"`
+	DefaultNetwork *infrav1.NetworkParam `json:"defaultNetwork,omitempty"`
 	// FloatingIP asks to resolve the external network too (FloatingNetwork, or the only external one).
-	FloatingIP      bool          `json:"floatingIP,omitempty"`
-	FloatingNetwork *NetworkParam `json:"floatingNetwork,omitempty"`
+	FloatingIP      bool                  `json:"floatingIP,omitempty"`
+	FloatingNetwork *infrav1.NetworkParam `json:"floatingNetwork,omitempty"`
 }
 
 // ResolveServer turns every reference of the spec (image, flavor, networks, subnets, security groups,
@@ -71,11 +74,11 @@ func (o *OpenStack) ResolveServer(ctx context.Context, in ResolveServerInput) (*
 		}
 		portSpecs := in.Spec.Ports
 		if len(portSpecs) == 0 {
-			portSpecs = []PortOpts{{}}
+			portSpecs = []infrav1.PortOpts{{}}
 		}
 		networkIDs := map[string]string{}
 		for i, p := range portSpecs {
-			rp := ResolvedPort{Name: PortName(in.Name, i, p.NameSuffix), Tags: union(slices.Clone(in.Spec.Tags), p.Tags), PortFields: p.PortFields}
+			rp := ResolvedPort{Name: PortName(in.Name, i, p.NameSuffix), Tags: union(slices.Clone(in.Spec.Tags), tagStrings(p.Tags)), PortFields: portFields(p)}
 			rp.Description = in.Marker.Description()
 			if p.Description != nil && *p.Description != "" {
 				rp.Description += " " + *p.Description
@@ -175,7 +178,7 @@ func resolveFlavor(ctx context.Context, c *gophercloud.ServiceClient, name, id *
 	return "", ambiguous("%d flavors are named %s", len(match), *name)
 }
 
-func resolveServerGroup(ctx context.Context, c *gophercloud.ServiceClient, p ServerGroupParam) (string, error) {
+func resolveServerGroup(ctx context.Context, c *gophercloud.ServiceClient, p infrav1.ServerGroupParam) (string, error) {
 	if p.ID != nil {
 		g, err := servergroups.Get(ctx, c, *p.ID).Extract()
 		if err != nil {

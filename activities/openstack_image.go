@@ -5,10 +5,12 @@ import (
 
 	"github.com/gophercloud/gophercloud/v2"
 	"github.com/gophercloud/gophercloud/v2/openstack/image/v2/images"
+
+	infrav1 "github.com/stackflow/stackflow/api/infrastructure/v1beta1"
 )
 
 // resolveImage finds exactly one Glance image by ID or by name and tags.
-func resolveImage(ctx context.Context, c *gophercloud.ServiceClient, p ImageParam) (string, error) {
+func resolveImage(ctx context.Context, c *gophercloud.ServiceClient, p infrav1.ImageParam) (string, error) {
 	if p.ID != nil {
 		img, err := images.Get(ctx, c, *p.ID).Extract()
 		if err != nil {

@@ -16,12 +16,14 @@ import (
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/ports"
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/subnets"
 	"go.temporal.io/sdk/temporal"
+
+	infrav1 "github.com/stackflow/stackflow/api/infrastructure/v1beta1"
 )
 
-func joinTags(t []string) string { return strings.Join(t, ",") }
+func joinTags(t []infrav1.NeutronTag) string { return strings.Join(tagStrings(t), ",") }
 
 // resolveNetwork finds exactly one network.
-func resolveNetwork(ctx context.Context, c *gophercloud.ServiceClient, p NetworkParam) (string, error) {
+func resolveNetwork(ctx context.Context, c *gophercloud.ServiceClient, p infrav1.NetworkParam) (string, error) {
 	if p.ID != nil {
 		n, err := networks.Get(ctx, c, *p.ID).Extract()
 		if err != nil {
@@ -53,7 +55,7 @@ func resolveNetwork(ctx context.Context, c *gophercloud.ServiceClient, p Network
 
 // ExternalNetwork finds the external network floating IPs come from: the one named by p, or the only
 // network with router:external.
-func resolveExternalNetwork(ctx context.Context, c *gophercloud.ServiceClient, p *NetworkParam) (string, error) {
+func resolveExternalNetwork(ctx context.Context, c *gophercloud.ServiceClient, p *infrav1.NetworkParam) (string, error) {
 	if p != nil {
 		return resolveNetwork(ctx, c, *p)
 	}
@@ -75,7 +77,7 @@ func resolveExternalNetwork(ctx context.Context, c *gophercloud.ServiceClient, p
 	return "", ambiguous("%d external networks; name one in the spec", len(all))
 }
 
-func resolveSubnet(ctx context.Context, c *gophercloud.ServiceClient, networkID string, p SubnetParam) (string, error) {
+func resolveSubnet(ctx context.Context, c *gophercloud.ServiceClient, networkID string, p infrav1.SubnetParam) (string, error) {
 	if p.ID != nil {
 		s, err := subnets.Get(ctx, c, *p.ID).Extract()
 		if err != nil {
@@ -88,7 +90,7 @@ func resolveSubnet(ctx context.Context, c *gophercloud.ServiceClient, networkID 
 	}
 	f := p.Filter
 	pages, err := subnets.List(c, subnets.ListOpts{NetworkID: networkID, Name: f.Name, Description: f.Description, ProjectID: f.ProjectID,
-		IPVersion: f.IPVersion, GatewayIP: f.GatewayIP, CIDR: f.CIDR,
+		IPVersion: int(f.IPVersion), GatewayIP: f.GatewayIP, CIDR: f.CIDR,
 		Tags: joinTags(f.Tags), TagsAny: joinTags(f.TagsAny), NotTags: joinTags(f.NotTags), NotTagsAny: joinTags(f.NotTagsAny)}).AllPages(ctx)
 	if err != nil {
 		return "", classifyOS("list subnets", err)
@@ -106,7 +108,7 @@ func resolveSubnet(ctx context.Context, c *gophercloud.ServiceClient, networkID 
 	return "", ambiguous("%d subnets of network %s match %+v", len(all), networkID, *f)
 }
 
-func resolveSecurityGroup(ctx context.Context, c *gophercloud.ServiceClient, p SecurityGroupParam) (string, error) {
+func resolveSecurityGroup(ctx context.Context, c *gophercloud.ServiceClient, p infrav1.SecurityGroupParam) (string, error) {
 	if p.ID != nil {
 		g, err := groups.Get(ctx, c, *p.ID).Extract()
 		if err != nil {

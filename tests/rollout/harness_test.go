@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/stackflow/stackflow/activities"
+	kupenstackv1alpha1 "github.com/stackflow/stackflow/api/kupenstack/v1alpha1"
 	"github.com/stackflow/stackflow/api/lifecycle"
 	"github.com/stackflow/stackflow/tests/e2e"
 	"github.com/stackflow/stackflow/workflows/controlplane"
@@ -96,11 +97,11 @@ func getObject(t *testing.T, gvr schema.GroupVersionResource, name string) *unst
 
 // configStatus is the part of a KupenstackConfiguration's status the tests read.
 type configStatus struct {
-	ObservedGeneration int64                          `json:"observedGeneration"`
-	Phase              string                         `json:"phase"`
-	WorkflowID         string                         `json:"workflowID"`
-	Conditions         []metav1.Condition             `json:"conditions"`
-	Components         []controlplane.ComponentStatus `json:"components"`
+	ObservedGeneration int64                                `json:"observedGeneration"`
+	Phase              string                               `json:"phase"`
+	WorkflowID         string                               `json:"workflowID"`
+	Conditions         []metav1.Condition                   `json:"conditions"`
+	Components         []kupenstackv1alpha1.ComponentStatus `json:"components"`
 }
 
 func readConfigStatus(t *testing.T, name string) (configStatus, int64) {
@@ -121,13 +122,13 @@ func (s configStatus) condition(typ string) metav1.Condition {
 	return metav1.Condition{}
 }
 
-func (s configStatus) component(name string) controlplane.ComponentStatus {
+func (s configStatus) component(name string) kupenstackv1alpha1.ComponentStatus {
 	for _, c := range s.Components {
 		if c.Name == name {
 			return c
 		}
 	}
-	return controlplane.ComponentStatus{}
+	return kupenstackv1alpha1.ComponentStatus{}
 }
 
 // waitConfig polls the configuration's status until ok says so, and fails with the last status.

@@ -13,25 +13,10 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/stackflow/stackflow/activities"
+	kupenstackv1alpha1 "github.com/stackflow/stackflow/api/kupenstack/v1alpha1"
 	"github.com/stackflow/stackflow/api/lifecycle"
 	"github.com/stackflow/stackflow/workflows/object"
 )
-
-// KupenstackConfigurationSpec is the part of a KupenstackConfiguration's spec the workflow reads.
-type KupenstackConfigurationSpec struct {
-	DefaultProfile string `json:"defaultProfile"`
-	// ReleaseNamespace is where the components' Helm releases live (default DefaultReleaseNamespace).
-	ReleaseNamespace string           `json:"releaseNamespace,omitempty"`
-	Nodes            []ConfiguredNode `json:"nodes,omitempty"`
-}
-
-// ConfiguredNode assigns one Kubernetes Node its type, profile, or takes it out.
-type ConfiguredNode struct {
-	Name     string `json:"name"`
-	Type     string `json:"type,omitempty"`
-	Profile  string `json:"profile,omitempty"`
-	Disabled bool   `json:"disabled,omitempty"`
-}
 
 // DefaultReleaseNamespace holds the components' releases when the configuration names no namespace.
 const DefaultReleaseNamespace = "openstack"
@@ -60,7 +45,7 @@ type PreviewResult struct {
 // parallel where the graph allows, only those whose rendered values changed. status.components shows
 // each release; the preview update shows what would change.
 func KupenstackConfigurationWorkflow(ctx workflow.Context, in object.Input) error {
-	r := &configReconciler{ref: in.ObjectRef, status: map[string]ComponentStatus{}}
+	r := &configReconciler{ref: in.ObjectRef, status: map[string]kupenstackv1alpha1.ComponentStatus{}}
 	// An update, not a query: a preview reads the profiles and renders charts through activities.
 	if err := workflow.SetUpdateHandler(ctx, UpdatePreview, r.preview); err != nil {
 		return fmt.Errorf("preview update of %s: %w", in.ObjectRef, err)
@@ -70,7 +55,7 @@ func KupenstackConfigurationWorkflow(ctx workflow.Context, in object.Input) erro
 
 type configReconciler struct {
 	ref    lifecycle.ObjectRef
-	status map[string]ComponentStatus
+	status map[string]kupenstackv1alpha1.ComponentStatus
 }
 
 // configRecord is what the workflow remembers for teardown: the releases it installed.
@@ -79,8 +64,8 @@ type configRecord struct {
 	Releases  []string `json:"releases,omitempty"`
 }
 
-func parseConfigSpec(ref lifecycle.ObjectRef, raw json.RawMessage) (KupenstackConfigurationSpec, error) {
-	var spec KupenstackConfigurationSpec
+func parseConfigSpec(ref lifecycle.ObjectRef, raw json.RawMessage) (kupenstackv1alpha1.KupenstackConfigurationSpec, error) {
+	var spec kupenstackv1alpha1.KupenstackConfigurationSpec
 	if len(raw) > 0 {
 		if err := json.Unmarshal(raw, &spec); err != nil {
 			return spec, temporal.NewNonRetryableApplicationError(fmt.Sprintf("spec of %s: %v", ref, err), lifecycle.ReasonInvalidSpec, err)
@@ -167,7 +152,7 @@ func (r *configReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycle,
 				activities.UninstallInput{Release: name, Namespace: spec.ReleaseNamespace}).Get(ctx, nil); err != nil {
 				return fmt.Errorf("uninstall %s: %w", name, err)
 			}
-			r.status[name] = ComponentStatus{Name: name, Release: name, State: ComponentDisabled, Message: "uninstalled: disabled in the profile"}
+			r.status[name] = kupenstackv1alpha1.ComponentStatus{Name: name, Release: name, State: ComponentDisabled, Message: "uninstalled: disabled in the profile"}
 			report()
 		}
 	}
@@ -196,7 +181,7 @@ func (r *configReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycle,
 
 // applyNodeSpecs gives every listed node's OpenstackNode its type, profile and disabled flag, creating
 // the OpenstackNode when its Node's workflow has not yet.
-func applyNodeSpecs(ctx workflow.Context, spec KupenstackConfigurationSpec) error {
+func applyNodeSpecs(ctx workflow.Context, spec kupenstackv1alpha1.KupenstackConfigurationSpec) error {
 	var futures []workflow.Future
 	for _, n := range spec.Nodes {
 		profile := n.Profile
@@ -232,29 +217,29 @@ func nilIfEmpty(s string) *string {
 
 // initialStatus is every component's status before the rollout: unchanged ones as Helm reports them,
 // rolling ones Pending with the reason they roll.
-func initialStatus(plan RolloutPlan, rendered map[string]RenderedComponent, deployed map[string]activities.ReleaseInfo) map[string]ComponentStatus {
-	status := map[string]ComponentStatus{}
+func initialStatus(plan RolloutPlan, rendered map[string]RenderedComponent, deployed map[string]activities.ReleaseInfo) map[string]kupenstackv1alpha1.ComponentStatus {
+	status := map[string]kupenstackv1alpha1.ComponentStatus{}
 	for _, name := range plan.Unchanged {
 		rel := deployed[name]
-		status[name] = ComponentStatus{Name: name, Release: name, ChartVersion: rel.ChartVersion, Revision: rel.Revision,
+		status[name] = kupenstackv1alpha1.ComponentStatus{Name: name, Release: name, ChartVersion: rel.ChartVersion, Revision: int32(rel.Revision),
 			ValuesHash: rel.ValuesHash, State: ComponentDeployed, Message: "unchanged"}
 	}
 	for _, name := range plan.Components() {
 		rel := deployed[name]
-		status[name] = ComponentStatus{Name: name, Release: name, ChartVersion: rel.ChartVersion, Revision: rel.Revision,
+		status[name] = kupenstackv1alpha1.ComponentStatus{Name: name, Release: name, ChartVersion: rel.ChartVersion, Revision: int32(rel.Revision),
 			ValuesHash: rel.ValuesHash, State: ComponentPending, Message: "to roll out: " + plan.Reasons[name]}
 	}
 	for _, name := range plan.Remove {
 		rel := deployed[name]
-		status[name] = ComponentStatus{Name: name, Release: name, ChartVersion: rel.ChartVersion, Revision: rel.Revision,
+		status[name] = kupenstackv1alpha1.ComponentStatus{Name: name, Release: name, ChartVersion: rel.ChartVersion, Revision: int32(rel.Revision),
 			State: ComponentPending, Message: "to uninstall: " + plan.Reasons[name]}
 	}
 	return status
 }
 
 // statusList is status.components in graph order.
-func (r *configReconciler) statusList() []ComponentStatus {
-	out := []ComponentStatus{}
+func (r *configReconciler) statusList() []kupenstackv1alpha1.ComponentStatus {
+	out := []kupenstackv1alpha1.ComponentStatus{}
 	for _, name := range ControlPlane.Names() {
 		if st, ok := r.status[name]; ok {
 			out = append(out, st)

@@ -25,10 +25,10 @@ const (
 	LabelEnabled      = "enabled"
 )
 
-// Roles of an OpenstackNode.
+// Roles of an OpenstackNode: the node types of the API.
 const (
-	RoleControl = "control"
-	RoleCompute = "compute"
+	RoleControl = kupenstackv1alpha1.NodeTypeControl
+	RoleCompute = kupenstackv1alpha1.NodeTypeCompute
 )
 
 // OpenstackNodeRef names the OpenstackNode that belongs to a Kubernetes Node (same name, cluster scoped).
@@ -102,12 +102,12 @@ func (nodeReconciler) Teardown(ctx workflow.Context, lc *object.Lifecycle) error
 	return nil
 }
 
-// Values of an OpenstackNode's status.status column.
+// Values of an OpenstackNode's status.status column, as the API declares them.
 const (
-	NodeStatusReady    = "Ready"
-	NodeStatusNotReady = "NotReady"
-	NodeStatusMissing  = "NodeMissing"
-	NodeStatusDisabled = "Disabled"
+	NodeStatusReady    = kupenstackv1alpha1.NodeStatusReady
+	NodeStatusNotReady = kupenstackv1alpha1.NodeStatusNotReady
+	NodeStatusMissing  = kupenstackv1alpha1.NodeStatusMissing
+	NodeStatusDisabled = kupenstackv1alpha1.NodeStatusDisabled
 )
 
 // OpenstackNodeWorkflow serves an OpenstackNode: it reports the state of its Kubernetes Node, its roles

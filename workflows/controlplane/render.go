@@ -13,7 +13,9 @@ import (
 	"github.com/stackflow/stackflow/activities"
 )
 
-// ProfileSpec is the part of an OpenStackCloudConfigurationProfile's spec the workflows read.
+// ProfileSpec is the workflows' decoded form of the API's OpenStackCloudConfigurationProfileSpec: the same
+// JSON, with Helm values as a map (they merge deeply) and the readiness timeout as text.
+// TestProfileSpecCarriesTheAPIsJSON proves that every field of the API type round-trips through it.
 type ProfileSpec struct {
 	// From names the parent profile this one inherits from; its own settings win.
 	From string `json:"from,omitempty"`
@@ -21,7 +23,8 @@ type ProfileSpec struct {
 	Components map[string]ComponentProfile `json:"components,omitempty"`
 }
 
-// ComponentProfile is one component's settings in a profile (the JSON of the API's ComponentProfile).
+// ComponentProfile is one component's settings in a profile (the decoded form of the API's
+// ComponentProfile).
 // Every field is optional, so a child profile overrides only what it sets.
 type ComponentProfile struct {
 	// Enabled deploys the component; a component a profile names is enabled unless set false.
@@ -41,7 +44,8 @@ type ComponentProfile struct {
 	ReadinessTimeout string `json:"readinessTimeout,omitempty"`
 }
 
-// ChartRef names a chart in a chart repository.
+// ChartRef names a chart in a chart repository: the Helm activities' form of the API's ChartRef (same
+// JSON, proven with ProfileSpec).
 type ChartRef = activities.ChartRef
 
 // NamedProfile is a profile as read from the API: its name and spec.

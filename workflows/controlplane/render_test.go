@@ -1,11 +1,53 @@
 package controlplane
 
 import (
+	"encoding/json"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	kupenstackv1alpha1 "github.com/stackflow/stackflow/api/kupenstack/v1alpha1"
 )
+
+// The API type is the one source of a profile's spec; ProfileSpec is the form the workflows decode it
+// into. Every field set in the API type survives API → ProfileSpec → API, and a candidate a person
+// sends to the preview update in the API's shape decodes the same.
+func TestProfileSpecCarriesTheAPIsJSON(t *testing.T) {
+	on := true
+	api := kupenstackv1alpha1.OpenStackCloudConfigurationProfileSpec{
+		From: "base",
+		Components: map[string]kupenstackv1alpha1.ComponentProfile{"nova": {
+			Enabled:          &on,
+			Chart:            &kupenstackv1alpha1.ChartRef{Repository: "http://charts", Name: "nova", Version: "0.3.1"},
+			Values:           &apiextensionsv1.JSON{Raw: []byte(`{"conf":{"nova":{"DEFAULT":{"debug":true}}},"pod":{"replicas":{"api":2}}}`)},
+			Config:           map[string]kupenstackv1alpha1.ConfigSnippet{"nova.conf": "[DEFAULT]\ndebug = True\n"},
+			Images:           map[string]kupenstackv1alpha1.ImageReference{"nova_api": "registry/nova:1"},
+			Replicas:         map[string]int32{"api": 3},
+			ReadinessTimeout: &metav1.Duration{Duration: 90 * time.Second},
+		}},
+	}
+	in, err := json.Marshal(api)
+	require.NoError(t, err)
+	var decoded ProfileSpec
+	require.NoError(t, json.Unmarshal(in, &decoded))
+	out, err := json.Marshal(decoded)
+	require.NoError(t, err)
+	require.JSONEq(t, string(in), string(out))
+	var back kupenstackv1alpha1.OpenStackCloudConfigurationProfileSpec
+	require.NoError(t, json.Unmarshal(out, &back))
+	require.Equal(t, api.Components["nova"].ReadinessTimeout, back.Components["nova"].ReadinessTimeout)
+	require.Equal(t, api.Components["nova"].Chart, back.Components["nova"].Chart)
+	// What the renderer reads of it.
+	merged := MergeProfiles([]ProfileSpec{decoded})
+	d, err := time.ParseDuration(merged["nova"].ReadinessTimeout)
+	require.NoError(t, err)
+	require.Equal(t, 90*time.Second, d)
+	require.Equal(t, 3, merged["nova"].Replicas["api"])
+}
 
 func TestProfileChain(t *testing.T) {
 	for _, tc := range []struct {

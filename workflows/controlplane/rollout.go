@@ -9,6 +9,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/stackflow/stackflow/activities"
+	kupenstackv1alpha1 "github.com/stackflow/stackflow/api/kupenstack/v1alpha1"
 	"github.com/stackflow/stackflow/api/lifecycle"
 	"github.com/stackflow/stackflow/workflows/object"
 )
@@ -158,17 +159,6 @@ func ComponentWorkflowID(parentID, component string) string {
 	return parentID + "/" + component
 }
 
-// ComponentStatus is one component's entry in status.components.
-type ComponentStatus struct {
-	Name         string `json:"name"`
-	Release      string `json:"release,omitempty"`
-	ChartVersion string `json:"chartVersion,omitempty"`
-	Revision     int    `json:"revision,omitempty"`
-	ValuesHash   string `json:"valuesHash,omitempty"`
-	State        string `json:"state"`
-	Message      string `json:"message,omitempty"`
-}
-
 // States of a component in status.components.
 const (
 	ComponentPending   = "Pending"
@@ -189,7 +179,7 @@ type rolloutOutcome struct {
 // it depends on are Ready, so independent components run in parallel. A failed component blocks its
 // dependents but not the others. report is called whenever a component's status changes.
 func executeRollout(ctx workflow.Context, lc *object.Lifecycle, kind, namespace string, plan RolloutPlan,
-	rendered map[string]RenderedComponent, status map[string]ComponentStatus, report func()) rolloutOutcome {
+	rendered map[string]RenderedComponent, status map[string]kupenstackv1alpha1.ComponentStatus, report func()) rolloutOutcome {
 	parentID := workflow.GetInfo(ctx).WorkflowExecution.ID
 	todo := plan.Components()
 	done := map[string]bool{}
@@ -260,7 +250,7 @@ func executeRollout(ctx workflow.Context, lc *object.Lifecycle, kind, namespace 
 					}
 				} else {
 					done[name] = true
-					st.State, st.Revision, st.ChartVersion, st.ValuesHash = ComponentDeployed, res.Revision, res.ChartVersion, res.ValuesHash
+					st.State, st.Revision, st.ChartVersion, st.ValuesHash = ComponentDeployed, int32(res.Revision), res.ChartVersion, res.ValuesHash
 					st.Message = fmt.Sprintf("%s → revision %d Ready", res.Action, res.Revision)
 					if res.Recovered != "" {
 						st.Message += "; " + res.Recovered

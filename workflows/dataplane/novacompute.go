@@ -53,6 +53,12 @@ func (k *novaComputeKind) decode(raw json.RawMessage) error {
 	return json.Unmarshal(raw, &k.spec)
 }
 
+func (k *novaComputeKind) common() edpmServiceSpec {
+	s := k.spec
+	return edpmServiceSpec{DataplaneNodeName: s.DataplaneNodeName, CustomServiceConfig: s.CustomServiceConfig, SSHKeySecretName: s.SSHKeySecretName,
+		InventoryConfigMapName: s.InventoryConfigMapName, AnsibleUser: s.AnsibleUser, AnsiblePort: s.AnsiblePort, AnsibleHost: s.AnsibleHost, Deploy: s.Deploy}
+}
+
 func (k *novaComputeKind) validate() error {
 	if k.spec.CellName == novav1beta1.Cell0Name {
 		return &EDPMSpecError{"cell0 has no computes: cellName must name another cell"}

@@ -44,6 +44,12 @@ func (k *ovnMetadataKind) decode(raw json.RawMessage) error {
 	return json.Unmarshal(raw, &k.spec)
 }
 
+func (k *ovnMetadataKind) common() edpmServiceSpec {
+	s := k.spec
+	return edpmServiceSpec{DataplaneNodeName: s.DataplaneNodeName, CustomServiceConfig: s.CustomServiceConfig, SSHKeySecretName: s.SSHKeySecretName,
+		InventoryConfigMapName: s.InventoryConfigMapName, AnsibleUser: s.AnsibleUser, AnsiblePort: s.AnsiblePort, AnsibleHost: s.AnsibleHost, Deploy: s.Deploy}
+}
+
 func (k *ovnMetadataKind) validate() error { return nil }
 
 func (k *ovnMetadataKind) waitDependencies(workflow.Context, *object.Lifecycle, int64) error {

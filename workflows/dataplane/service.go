@@ -32,16 +32,17 @@ import (
 // A succeeded playbook is recorded with the hash of what it installed, so a retry after a failed check
 // does not run it again.
 
-// edpmServiceSpec is what the runner needs of a service CR's spec (the fields every kind shares).
+// edpmServiceSpec is what the runner needs of a service CR's spec: the fields every kind's API spec has
+// (each kind copies them out of its own spec; see common).
 type edpmServiceSpec struct {
-	DataplaneNodeName      string `json:"dataplaneNodeName"`
-	CustomServiceConfig    string `json:"customServiceConfig,omitempty"`
-	SSHKeySecretName       string `json:"sshKeySecretName"`
-	InventoryConfigMapName string `json:"inventoryConfigMapName"`
-	AnsibleUser            string `json:"ansibleUser,omitempty"`
-	AnsiblePort            int32  `json:"ansiblePort,omitempty"`
-	AnsibleHost            string `json:"ansibleHost,omitempty"`
-	Deploy                 bool   `json:"deploy"`
+	DataplaneNodeName      string
+	CustomServiceConfig    string
+	SSHKeySecretName       string
+	InventoryConfigMapName string
+	AnsibleUser            string
+	AnsiblePort            int32
+	AnsibleHost            string
+	Deploy                 bool
 }
 
 // edpmServiceKind plugs one kind into the runner.
@@ -52,8 +53,10 @@ type edpmServiceKind interface {
 	removePlaybook() string
 	// condition is the kind's deployed condition type.
 	condition() string
-	// decode reads the kind's spec; validate refuses a bad one before anything is deployed.
+	// decode reads the kind's spec; common is what every kind's spec shares; validate refuses a bad
+	// one before anything is deployed.
 	decode(raw json.RawMessage) error
+	common() edpmServiceSpec
 	validate() error
 	// waitDependencies waits for the kind's control-plane dependencies.
 	waitDependencies(ctx workflow.Context, lc *object.Lifecycle, gen int64) error
@@ -91,13 +94,10 @@ func (r *edpmServiceReconciler) Reconcile(ctx workflow.Context, lc *object.Lifec
 	}
 	defer func() { _ = lc.Save(r.rec) }()
 	gen := obj.Generation
-	var spec edpmServiceSpec
-	if err := json.Unmarshal(obj.Spec, &spec); err != nil {
-		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("spec of %s: %v", lc.Ref, err), lifecycle.ReasonInvalidSpec, err)
-	}
 	if err := r.kind.decode(obj.Spec); err != nil {
 		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("spec of %s: %v", lc.Ref, err), lifecycle.ReasonInvalidSpec, err)
 	}
+	spec := r.kind.common()
 	cond := r.kind.condition()
 	// A bad customServiceConfig is refused before anything else: nothing is deployed with it.
 	if spec.CustomServiceConfig != "" {

@@ -8,6 +8,8 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/stackflow/stackflow/activities"
+	infrav1alpha1 "github.com/stackflow/stackflow/api/infrastructure/v1alpha1"
+	infrav1 "github.com/stackflow/stackflow/api/infrastructure/v1beta1"
 	"github.com/stackflow/stackflow/api/lifecycle"
 	"github.com/stackflow/stackflow/workflows/object"
 )
@@ -23,44 +25,36 @@ const (
 	ReplaceCreateFirst = "create-before-delete"
 )
 
-// OpenStackClusterSpec is the part of an OpenStackCluster's spec stackflow acts on: its identity, its
-// networks and its bastion.
-type OpenStackClusterSpec struct {
-	IdentityRef            *activities.IdentityRef  `json:"identityRef,omitempty"`
-	Network                *activities.NetworkParam `json:"network,omitempty"`
-	ExternalNetwork        *activities.NetworkParam `json:"externalNetwork,omitempty"`
-	DisableExternalNetwork *bool                    `json:"disableExternalNetwork,omitempty"`
-	Bastion                *BastionSpec             `json:"bastion,omitempty"`
-}
-
-// BastionSpec is the cluster's bastion: enabled (the default when given) with a machine spec, an
-// availability zone and a pinned floating IP address.
-type BastionSpec struct {
-	Enabled          *bool                  `json:"enabled,omitempty"`
-	Spec             *activities.ServerSpec `json:"spec,omitempty"`
-	AvailabilityZone *string                `json:"availabilityZone,omitempty"`
-	FloatingIP       *string                `json:"floatingIP,omitempty"`
-}
-
-// IsEnabled reports whether a bastion is wanted.
-func (b *BastionSpec) IsEnabled() bool {
+// bastionEnabled reports whether a bastion is wanted: given, with a spec, and not disabled.
+func bastionEnabled(b *infrav1.Bastion) bool {
 	return b != nil && (b.Enabled == nil || *b.Enabled) && b.Spec != nil
 }
 
-// Hash identifies what the bastion is built from; any change means a new bastion.
-func (b *BastionSpec) Hash() string {
+// BastionHash identifies what the bastion is built from; any change means a new bastion. It hashes the
+// canonical JSON (keys sorted), so the Go declaration order of the API's fields does not matter.
+func BastionHash(b *infrav1.Bastion) string {
 	c := *b
 	c.Enabled = nil
 	raw, _ := json.Marshal(c)
+	var canonical any
+	_ = json.Unmarshal(raw, &canonical)
+	raw, _ = json.Marshal(canonical)
 	return activities.ShortHash(string(raw))
 }
 
-// PinnedAddress is the floating IP address the spec pins, or "".
-func (b *BastionSpec) PinnedAddress() string {
+// pinnedAddress is the floating IP address the spec pins, or "".
+func pinnedAddress(b *infrav1.Bastion) string {
 	if b == nil || b.FloatingIP == nil {
 		return ""
 	}
 	return *b.FloatingIP
+}
+
+// bastionServerSpec is the server a bastion stands for.
+func bastionServerSpec(b *infrav1.Bastion) infrav1alpha1.OpenStackServerSpec {
+	s := MachineServerSpec(*b.Spec)
+	s.AvailabilityZone = b.AvailabilityZone
+	return s
 }
 
 // OpenStackClusterWorkflow serves an OpenStackCluster's bastion: it creates it when enabled, replaces it
@@ -111,18 +105,18 @@ type BastionPlan struct {
 
 // PlanBastion decides, from the desired bastion (nil when disabled) and the current one, what to do. A
 // bastion built from the same spec is resumed (or left alone when ready); another spec replaces it.
-func PlanBastion(desired *BastionSpec, cur *serverRecord, createFirst bool) BastionPlan {
-	if !desired.IsEnabled() {
+func PlanBastion(desired *infrav1.Bastion, cur *serverRecord, createFirst bool) BastionPlan {
+	if !bastionEnabled(desired) {
 		return BastionPlan{RetireCurrent: cur != nil, DeleteOldFirst: true}
 	}
 	if cur == nil {
 		return BastionPlan{Create: true, DeleteOldFirst: true}
 	}
-	if cur.SpecHash == desired.Hash() {
+	if cur.SpecHash == BastionHash(desired) {
 		return BastionPlan{DeleteOldFirst: !cur.Ready}
 	}
 	p := BastionPlan{RetireCurrent: true, Create: true, DeleteOldFirst: !(createFirst && cur.Ready)}
-	if addr := desired.PinnedAddress(); addr != "" && cur.FloatingIP != nil && cur.FloatingIP.Address == addr {
+	if addr := pinnedAddress(desired); addr != "" && cur.FloatingIP != nil && cur.FloatingIP.Address == addr {
 		p.KeepFloatingIP = true
 	}
 	return p
@@ -139,22 +133,23 @@ func (r *bastionReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycle
 		return err
 	}
 	save := r.saver(lc)
-	var spec OpenStackClusterSpec
+	var spec infrav1.OpenStackClusterSpec
 	if len(obj.Spec) > 0 {
 		if err := json.Unmarshal(obj.Spec, &spec); err != nil {
 			return temporal.NewNonRetryableApplicationError(fmt.Sprintf("spec of %s: %v", lc.Ref, err), lifecycle.ReasonInvalidSpec, err)
 		}
 	}
 	desired := spec.Bastion
-	if desired.IsEnabled() && r.state.Identity == nil {
+	if bastionEnabled(desired) && r.state.Identity == nil {
 		ref := spec.IdentityRef
 		if desired.Spec.IdentityRef != nil {
-			ref = desired.Spec.IdentityRef
+			ref = *desired.Spec.IdentityRef
 		}
-		if ref == nil || ref.Name == "" || ref.CloudName == "" {
+		if ref.Name == "" || ref.CloudName == "" {
 			return temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s has no identityRef (name and cloudName)", lc.Ref), ReasonNoIdentity, nil)
 		}
-		r.state.Identity = &activities.Identity{Namespace: lc.Ref.Namespace, SecretName: ref.Name, CloudName: ref.CloudName, Region: ref.Region}
+		id := identityOf(lc.Ref.Namespace, ref)
+		r.state.Identity = &id
 	}
 	if r.state.Identity == nil {
 		// Never enabled: nothing exists in OpenStack.
@@ -172,7 +167,7 @@ func (r *bastionReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycle
 	if plan.Create {
 		r.state.Seq++
 		name := BastionName(lc.Ref.Name, r.state.Seq)
-		r.state.Current = &serverRecord{Name: name, Marker: InstanceMarker(owner, name), SpecHash: desired.Hash(), SSHKeyName: desired.Spec.SSHKeyName}
+		r.state.Current = &serverRecord{Name: name, Marker: InstanceMarker(owner, name), SpecHash: BastionHash(desired), SSHKeyName: desired.Spec.SSHKeyName}
 	}
 	if err := save(ctx); err != nil {
 		return err
@@ -182,7 +177,7 @@ func (r *bastionReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycle
 			return err
 		}
 	}
-	if !desired.IsEnabled() {
+	if !bastionEnabled(desired) {
 		if err := r.releasePinned(ctx, lc, ident, ""); err != nil {
 			return err
 		}
@@ -190,13 +185,9 @@ func (r *bastionReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycle
 	}
 
 	cur := r.state.Current
-	spec2 := *desired.Spec
-	if desired.AvailabilityZone != nil {
-		spec2.AvailabilityZone = desired.AvailabilityZone
-	}
-	build := &serverBuild{lc: lc, identity: ident, spec: spec2, defaultNetwork: spec.Network, save: save}
+	build := &serverBuild{lc: lc, identity: ident, spec: bastionServerSpec(desired), defaultNetwork: spec.Network, save: save}
 	if spec.DisableExternalNetwork == nil || !*spec.DisableExternalNetwork {
-		build.fip = &floatingIPRequest{Network: spec.ExternalNetwork, Address: desired.PinnedAddress()}
+		build.fip = &floatingIPRequest{Network: spec.ExternalNetwork, Address: pinnedAddress(desired)}
 		build.fipMarker = cur.Marker
 		if build.fip.Address != "" {
 			// A pinned address outlives bastions: it carries the owner's marker only.
@@ -227,7 +218,7 @@ func (r *bastionReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycle
 	if err := r.deleteOld(ctx, lc, ident, false); err != nil {
 		return err
 	}
-	return r.releasePinned(ctx, lc, ident, desired.PinnedAddress())
+	return r.releasePinned(ctx, lc, ident, pinnedAddress(desired))
 }
 
 // deleteOld deletes every retired bastion from its record; with keepFloatingIP a pinned floating IP is
@@ -311,24 +302,12 @@ func (r *bastionReconciler) Compensate(ctx workflow.Context, lc *object.Lifecycl
 	return destroyServer(ctx, lc, *r.state.Identity, r.state.Current, false, r.saver(lc))
 }
 
-// BastionStatus is status.bastion of an OpenStackCluster.
-type BastionStatus struct {
-	ID         string           `json:"id,omitempty"`
-	Name       string           `json:"name,omitempty"`
-	SSHKeyName string           `json:"sshKeyName,omitempty"`
-	State      string           `json:"state,omitempty"`
-	IP         string           `json:"ip,omitempty"`
-	FloatingIP string           `json:"floatingIP,omitempty"`
-	SpecHash   string           `json:"specHash,omitempty"`
-	Resources  *ServerResources `json:"resources,omitempty"`
-}
-
 // BastionStatusOf derives status.bastion from the current bastion's record (nil: no bastion).
-func BastionStatusOf(rec *serverRecord) *BastionStatus {
+func BastionStatusOf(rec *serverRecord) *infrav1.BastionStatus {
 	if rec == nil {
 		return nil
 	}
-	st := &BastionStatus{ID: rec.ServerID, Name: rec.Name, SSHKeyName: rec.SSHKeyName, State: rec.State, SpecHash: rec.SpecHash}
+	st := &infrav1.BastionStatus{ID: rec.ServerID, Name: rec.Name, SSHKeyName: rec.SSHKeyName, State: infrav1.InstanceState(rec.State), SpecHash: rec.SpecHash}
 	for _, a := range rec.Addresses {
 		if a.Type == "InternalIP" && st.IP == "" {
 			st.IP = a.Address

@@ -9,6 +9,8 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/stackflow/stackflow/activities"
+	infrav1alpha1 "github.com/stackflow/stackflow/api/infrastructure/v1alpha1"
+	infrav1 "github.com/stackflow/stackflow/api/infrastructure/v1beta1"
 	"github.com/stackflow/stackflow/api/lifecycle"
 	"github.com/stackflow/stackflow/workflows/object"
 )
@@ -78,7 +80,7 @@ func (r *serverRecord) empty() bool {
 
 // floatingIPRequest asks for a floating IP on the server's first port (the bastion).
 type floatingIPRequest struct {
-	Network *activities.NetworkParam
+	Network *infrav1.NetworkParam
 	// Address pins the address; the floating IP is then kept across replacements.
 	Address string
 }
@@ -87,8 +89,8 @@ type floatingIPRequest struct {
 type serverBuild struct {
 	lc             *object.Lifecycle
 	identity       activities.Identity
-	spec           activities.ServerSpec
-	defaultNetwork *activities.NetworkParam
+	spec           infrav1alpha1.OpenStackServerSpec
+	defaultNetwork *infrav1.NetworkParam
 	fip            *floatingIPRequest
 	// fipMarker marks the floating IP: the instance's, or the owner's alone when the address is pinned
 	// (it outlives instances).
@@ -317,8 +319,8 @@ func (b *serverBuild) serverInput(rec *serverRecord) activities.ServerInput {
 		in.RootVolumeID = rec.volumeID(rec.Name + "-root")
 	}
 	for _, d := range s.AdditionalBlockDevices {
-		if d.Storage.Type == activities.StorageLocal {
-			in.Ephemeral = append(in.Ephemeral, activities.NamedDisk{Name: d.Name, SizeGiB: d.SizeGiB})
+		if d.Storage.Type == infrav1.StorageLocal {
+			in.Ephemeral = append(in.Ephemeral, activities.NamedDisk{Name: d.Name, SizeGiB: int(d.SizeGiB)})
 		} else {
 			in.Volumes = append(in.Volumes, activities.NamedDisk{Name: d.Name, ID: rec.volumeID(rec.Name + "-" + d.Name)})
 		}
@@ -328,23 +330,23 @@ func (b *serverBuild) serverInput(rec *serverRecord) activities.ServerInput {
 
 // plannedVolumes lists the Cinder volumes a spec asks for, with their deterministic names: <server>-root
 // (from the image) and <server>-<device name>.
-func plannedVolumes(server string, s activities.ServerSpec, imageID string) []activities.VolumeInput {
+func plannedVolumes(server string, s infrav1alpha1.OpenStackServerSpec, imageID string) []activities.VolumeInput {
 	var out []activities.VolumeInput
-	az := func(v activities.BlockDeviceVolume) string {
+	az := func(v infrav1.BlockDeviceVolume) string {
 		if v.AvailabilityZone != nil {
 			return *v.AvailabilityZone
 		}
 		return ""
 	}
 	if s.RootVolume != nil && s.RootVolume.SizeGiB > 0 {
-		out = append(out, activities.VolumeInput{Name: server + "-root", SizeGiB: s.RootVolume.SizeGiB, Type: s.RootVolume.Type,
+		out = append(out, activities.VolumeInput{Name: server + "-root", SizeGiB: int(s.RootVolume.SizeGiB), Type: s.RootVolume.Type,
 			AvailabilityZone: az(s.RootVolume.BlockDeviceVolume), ImageID: imageID})
 	}
 	for _, d := range s.AdditionalBlockDevices {
-		if d.Storage.Type == activities.StorageLocal {
+		if d.Storage.Type == infrav1.StorageLocal {
 			continue
 		}
-		v := activities.VolumeInput{Name: server + "-" + d.Name, SizeGiB: d.SizeGiB}
+		v := activities.VolumeInput{Name: server + "-" + d.Name, SizeGiB: int(d.SizeGiB)}
 		if d.Storage.Volume != nil {
 			v.Type, v.AvailabilityZone = d.Storage.Volume.Type, az(*d.Storage.Volume)
 		}

@@ -9,6 +9,8 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/stackflow/stackflow/activities"
+	infrav1alpha1 "github.com/stackflow/stackflow/api/infrastructure/v1alpha1"
+	infrav1 "github.com/stackflow/stackflow/api/infrastructure/v1beta1"
 	"github.com/stackflow/stackflow/api/lifecycle"
 	"github.com/stackflow/stackflow/workflows/object"
 )
@@ -71,7 +73,7 @@ func (r *serverReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycle,
 		return err
 	}
 	save := r.saver(lc)
-	spec, err := DecodeServerSpec(obj.Spec)
+	spec, err := DecodeServerSpec(r.machine, obj.Spec)
 	if err != nil {
 		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("spec of %s: %v", lc.Ref, err), lifecycle.ReasonInvalidSpec, err)
 	}
@@ -116,8 +118,8 @@ func (r *serverReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycle,
 
 // identity is the spec's identityRef; a machine without one uses its cluster's identity (and its
 // cluster's network as the default for ports).
-func (r *serverReconciler) identity(ctx workflow.Context, lc *object.Lifecycle, obj *activities.Object, spec activities.ServerSpec) (activities.Identity, *activities.NetworkParam, error) {
-	var defaultNet *activities.NetworkParam
+func (r *serverReconciler) identity(ctx workflow.Context, lc *object.Lifecycle, obj *activities.Object, spec infrav1alpha1.OpenStackServerSpec) (activities.Identity, *infrav1.NetworkParam, error) {
+	var defaultNet *infrav1.NetworkParam
 	ref := spec.IdentityRef
 	if r.machine {
 		if name := obj.Labels[ClusterNameLabel]; name != "" {
@@ -127,9 +129,9 @@ func (r *serverReconciler) identity(ctx workflow.Context, lc *object.Lifecycle, 
 				return activities.Identity{}, nil, fmt.Errorf("read cluster %s of %s: %w", name, lc.Ref, err)
 			}
 			if cluster.Exists {
-				var cs OpenStackClusterSpec
+				var cs infrav1.OpenStackClusterSpec
 				if err := json.Unmarshal(cluster.Spec, &cs); err == nil {
-					if ref == nil {
+					if ref.Name == "" {
 						ref = cs.IdentityRef
 					}
 					defaultNet = cs.Network
@@ -137,10 +139,15 @@ func (r *serverReconciler) identity(ctx workflow.Context, lc *object.Lifecycle, 
 			}
 		}
 	}
-	if ref == nil || ref.Name == "" || ref.CloudName == "" {
+	if ref.Name == "" || ref.CloudName == "" {
 		return activities.Identity{}, nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s has no identityRef (name and cloudName)", lc.Ref), ReasonNoIdentity, nil)
 	}
-	return activities.Identity{Namespace: lc.Ref.Namespace, SecretName: ref.Name, CloudName: ref.CloudName, Region: ref.Region}, defaultNet, nil
+	return identityOf(lc.Ref.Namespace, ref), defaultNet, nil
+}
+
+// identityOf is the activities' identity of an identityRef in namespace.
+func identityOf(namespace string, ref infrav1.OpenStackIdentityReference) activities.Identity {
+	return activities.Identity{Namespace: namespace, SecretName: ref.Name, CloudName: ref.CloudName, Region: ref.Region}
 }
 
 func (r *serverReconciler) Teardown(ctx workflow.Context, lc *object.Lifecycle) error {
@@ -177,34 +184,39 @@ func (r *serverReconciler) Compensate(ctx workflow.Context, lc *object.Lifecycle
 	return destroyServer(ctx, lc, *r.state.Identity, r.state.Instance, false, r.saver(lc))
 }
 
-// DecodeServerSpec reads an OpenStackServer's or OpenStackMachine's spec.
-func DecodeServerSpec(raw json.RawMessage) (activities.ServerSpec, error) {
-	var s activities.ServerSpec
+// DecodeServerSpec reads an OpenStackServer's spec, or an OpenStackMachine's (machine) as the server
+// spec it stands for.
+func DecodeServerSpec(machine bool, raw json.RawMessage) (infrav1alpha1.OpenStackServerSpec, error) {
 	if len(raw) == 0 {
-		return s, fmt.Errorf("no spec")
+		return infrav1alpha1.OpenStackServerSpec{}, fmt.Errorf("no spec")
 	}
-	if err := json.Unmarshal(raw, &s); err != nil {
-		return s, err
+	if machine {
+		var m infrav1.OpenStackMachineSpec
+		if err := json.Unmarshal(raw, &m); err != nil {
+			return infrav1alpha1.OpenStackServerSpec{}, err
+		}
+		return MachineServerSpec(m), nil
 	}
-	return s, nil
+	var s infrav1alpha1.OpenStackServerSpec
+	err := json.Unmarshal(raw, &s)
+	return s, err
 }
 
-// PortStatus is one entry of status.resources.ports.
-type PortStatus struct {
-	ID string `json:"id"`
-}
-
-// VolumeStatus is one entry of status.resources.volumes.
-type VolumeStatus struct {
-	Name string `json:"name"`
-	ID   string `json:"id"`
-}
-
-// ServerResources is status.resources: what stackflow created for the server.
-type ServerResources struct {
-	Ports        []PortStatus   `json:"ports,omitempty"`
-	Volumes      []VolumeStatus `json:"volumes,omitempty"`
-	FloatingIPID string         `json:"floatingIPID,omitempty"`
+// MachineServerSpec is the server an OpenStackMachine (or a bastion) stands for, as CAPO makes an
+// OpenStackServer of each machine. A machine without identityRef leaves it empty: its cluster's applies.
+func MachineServerSpec(m infrav1.OpenStackMachineSpec) infrav1alpha1.OpenStackServerSpec {
+	s := infrav1alpha1.OpenStackServerSpec{
+		Flavor: m.Flavor, FlavorID: m.FlavorID, Image: m.Image, Ports: m.Ports, SecurityGroups: m.SecurityGroups,
+		RootVolume: m.RootVolume, AdditionalBlockDevices: m.AdditionalBlockDevices, ServerGroup: m.ServerGroup,
+		SSHKeyName: m.SSHKeyName, Tags: m.Tags, ServerMetadata: m.ServerMetadata, ConfigDrive: m.ConfigDrive,
+	}
+	if m.Trunk {
+		s.Trunk = &m.Trunk
+	}
+	if m.IdentityRef != nil {
+		s.IdentityRef = *m.IdentityRef
+	}
+	return s
 }
 
 // ServerStatusFields is the kind-specific status of an OpenStackServer or OpenStackMachine, derived from
@@ -234,13 +246,13 @@ func ServerStatusFields(rec *serverRecord) map[string]any {
 	return f
 }
 
-func resourcesOf(rec *serverRecord) ServerResources {
-	var res ServerResources
+func resourcesOf(rec *serverRecord) infrav1.ServerResources {
+	var res infrav1.ServerResources
 	for _, p := range rec.Ports {
-		res.Ports = append(res.Ports, PortStatus{ID: p.ID})
+		res.Ports = append(res.Ports, infrav1.PortStatus{ID: p.ID})
 	}
 	for _, v := range rec.Volumes {
-		res.Volumes = append(res.Volumes, VolumeStatus{Name: v.Name, ID: v.ID})
+		res.Volumes = append(res.Volumes, infrav1.VolumeStatus{Name: v.Name, ID: v.ID})
 	}
 	if rec.FloatingIP != nil {
 		res.FloatingIPID = rec.FloatingIP.ID

@@ -16,6 +16,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/stackflow/stackflow/activities"
+	infrav1alpha1 "github.com/stackflow/stackflow/api/infrastructure/v1alpha1"
+	infrav1 "github.com/stackflow/stackflow/api/infrastructure/v1beta1"
 	"github.com/stackflow/stackflow/api/lifecycle"
 	"github.com/stackflow/stackflow/workflows/object"
 )
@@ -241,11 +243,18 @@ func (h *objectHarness) run(kind string, deleteAt time.Duration) {
 	require.NoError(h.t, h.env.GetWorkflowError())
 }
 
-func serverSpec(flavor string, ports int) activities.ServerSpec {
-	s := activities.ServerSpec{Flavor: &flavor, Image: activities.ImageParam{Filter: &activities.ImageFilter{Name: ptr("cirros")}},
-		IdentityRef: &activities.IdentityRef{Name: "clouds", CloudName: "admin"}}
+func serverSpec(flavor string, ports int) infrav1alpha1.OpenStackServerSpec {
+	s := MachineServerSpec(machineSpec(flavor, ports))
+	s.IdentityRef = identity
+	return s
+}
+
+var identity = infrav1.OpenStackIdentityReference{Name: "clouds", CloudName: "admin"}
+
+func machineSpec(flavor string, ports int) infrav1.OpenStackMachineSpec {
+	s := infrav1.OpenStackMachineSpec{Flavor: &flavor, Image: infrav1.ImageParam{Filter: &infrav1.ImageFilter{Name: ptr("cirros")}}}
 	for i := 0; i < ports; i++ {
-		s.Ports = append(s.Ports, activities.PortOpts{Network: &activities.NetworkParam{Filter: &activities.NetworkFilter{Name: "private"}}})
+		s.Ports = append(s.Ports, infrav1.PortOpts{Network: &infrav1.NetworkParam{Filter: &infrav1.NetworkFilter{Name: "private"}}})
 	}
 	return s
 }
@@ -261,7 +270,7 @@ func TestServerIsCreatedOnceReportedAndTornDown(t *testing.T) {
 		require.True(t, ready)
 		var id string
 		require.True(t, h.field("instanceID", &id))
-		var res ServerResources
+		var res infrav1.ServerResources
 		require.True(t, h.field("resources", &res))
 		require.Len(t, res.Ports, 2)
 		var addrs []activities.Address
@@ -332,24 +341,24 @@ func TestServerInErrorOnceIsReplacedAndBecomesReady(t *testing.T) {
 	require.Zero(t, h.cloud.leftovers())
 }
 
-func clusterSpec(flavor, fip string, enabled bool) OpenStackClusterSpec {
-	s := serverSpec(flavor, 1)
-	b := &BastionSpec{Enabled: &enabled, Spec: &s}
+func clusterSpec(flavor, fip string, enabled bool) infrav1.OpenStackClusterSpec {
+	s := machineSpec(flavor, 1)
+	b := &infrav1.Bastion{Enabled: &enabled, Spec: &s}
 	if fip != "" {
 		b.FloatingIP = &fip
 	}
-	return OpenStackClusterSpec{IdentityRef: &activities.IdentityRef{Name: "clouds", CloudName: "admin"}, Bastion: b}
+	return infrav1.OpenStackClusterSpec{IdentityRef: identity, Bastion: b}
 }
 
 func TestBastionSpecChangeReplacesItAndKeepsThePinnedAddress(t *testing.T) {
 	h := newHarness(t, clusterSpec("m1.tiny", "172.24.4.50", true))
 	var fipID string
 	h.at(time.Minute, func() {
-		var bs BastionStatus
+		var bs infrav1.BastionStatus
 		require.True(t, h.field("bastion", &bs))
 		require.Equal(t, "web-bastion-1", bs.Name)
 		require.Equal(t, "172.24.4.50", bs.FloatingIP)
-		require.Equal(t, activities.ServerActive, bs.State)
+		require.Equal(t, activities.ServerActive, string(bs.State))
 		require.Len(t, h.cloud.fips, 1)
 		for id := range h.cloud.fips {
 			fipID = id
@@ -357,7 +366,7 @@ func TestBastionSpecChangeReplacesItAndKeepsThePinnedAddress(t *testing.T) {
 	})
 	h.specChange(2*time.Minute, clusterSpec("m1.small", "172.24.4.50", true))
 	h.at(3*time.Minute, func() {
-		var bs BastionStatus
+		var bs infrav1.BastionStatus
 		require.True(t, h.field("bastion", &bs))
 		require.Equal(t, "web-bastion-2", bs.Name)
 		require.Equal(t, "172.24.4.50", bs.FloatingIP)
@@ -370,7 +379,7 @@ func TestBastionSpecChangeReplacesItAndKeepsThePinnedAddress(t *testing.T) {
 	})
 	h.specChange(4*time.Minute, clusterSpec("m1.small", "172.24.4.50", false))
 	h.at(5*time.Minute, func() {
-		var bs BastionStatus
+		var bs infrav1.BastionStatus
 		require.False(t, h.field("bastion", &bs), "a disabled bastion has no status")
 		require.Zero(t, h.cloud.leftovers(), "disabling deletes the bastion and its floating IP: %v", h.cloud.log)
 	})
@@ -395,11 +404,11 @@ func TestBastionCreateBeforeDelete(t *testing.T) {
 func TestPlanBastion(t *testing.T) {
 	a, b := clusterSpec("m1.tiny", "172.24.4.50", true).Bastion, clusterSpec("m1.small", "172.24.4.50", true).Bastion
 	off := clusterSpec("m1.tiny", "", false).Bastion
-	ready := &serverRecord{SpecHash: a.Hash(), Ready: true, FloatingIP: &activities.FloatingIPInfo{Address: "172.24.4.50"}}
-	building := &serverRecord{SpecHash: a.Hash()}
+	ready := &serverRecord{SpecHash: BastionHash(a), Ready: true, FloatingIP: &activities.FloatingIPInfo{Address: "172.24.4.50"}}
+	building := &serverRecord{SpecHash: BastionHash(a)}
 	for _, tc := range []struct {
 		name        string
-		desired     *BastionSpec
+		desired     *infrav1.Bastion
 		cur         *serverRecord
 		createFirst bool
 		want        BastionPlan
@@ -444,10 +453,36 @@ func TestServerStatusFields(t *testing.T) {
 	require.Equal(t, true, f["ready"])
 	require.Equal(t, "s1", f["instanceID"])
 	require.Equal(t, []activities.Address{{Type: "InternalIP", Address: "10.0.0.5"}, {Type: "ExternalIP", Address: "172.24.4.9"}}, f["addresses"])
-	require.Equal(t, ServerResources{Ports: []PortStatus{{ID: "p0"}, {ID: "p1"}}, FloatingIPID: "f1"}, f["resources"])
+	require.Equal(t, infrav1.ServerResources{Ports: []infrav1.PortStatus{{ID: "p0"}, {ID: "p1"}}, FloatingIPID: "f1"}, f["resources"])
 
 	empty := ServerStatusFields(&serverRecord{})
 	require.Equal(t, false, empty["ready"])
 	require.Nil(t, empty["instanceID"])
 	require.Nil(t, empty["resources"])
+}
+
+// A machine stands for the server CAPO would make of it: every field it shares with OpenStackServer is
+// carried over, JSON for JSON, and its identity stays empty when it names none (its cluster's applies).
+func TestMachineServerSpecCarriesEverySharedField(t *testing.T) {
+	m := machineSpec("m1.tiny", 2)
+	m.SSHKeyName, m.Tags, m.Trunk = "key", []string{"a"}, true
+	m.SecurityGroups = []infrav1.SecurityGroupParam{{ID: ptr("sg")}}
+	m.ServerMetadata = []infrav1.ServerMetadata{{Key: "k", Value: "v"}}
+	m.ConfigDrive = ptr(true)
+	m.RootVolume = &infrav1.RootVolume{SizeGiB: 10}
+	m.AdditionalBlockDevices = []infrav1.AdditionalBlockDevice{{Name: "data", SizeGiB: 1, Storage: infrav1.BlockDeviceStorage{Type: infrav1.StorageLocal}}}
+	m.ServerGroup = &infrav1.ServerGroupParam{ID: ptr("g")}
+	s := MachineServerSpec(m)
+	require.Empty(t, s.IdentityRef.Name)
+
+	mj, _ := json.Marshal(m)
+	sj, _ := json.Marshal(s)
+	var mm, sm map[string]any
+	require.NoError(t, json.Unmarshal(mj, &mm))
+	require.NoError(t, json.Unmarshal(sj, &sm))
+	delete(sm, "identityRef")
+	require.Equal(t, mm, sm)
+
+	m.IdentityRef = &identity
+	require.Equal(t, identity, MachineServerSpec(m).IdentityRef)
 }

@@ -288,6 +288,12 @@ type BlockDeviceStorage struct {
 	Volume *BlockDeviceVolume `json:"volume,omitempty"`
 }
 
+// Types of BlockDeviceStorage.
+const (
+	StorageLocal  = "Local"
+	StorageVolume = "Volume"
+)
+
 // AdditionalBlockDevice is a disk attached to the server besides its root disk.
 type AdditionalBlockDevice struct {
 	// Name identifies the device; the volume is named <server>-<name>. "root" is reserved.
