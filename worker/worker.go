@@ -35,6 +35,7 @@ import (
 	"github.com/stackflow/stackflow/api/lifecycle"
 	"github.com/stackflow/stackflow/api/temporalconn"
 	"github.com/stackflow/stackflow/workflows"
+	"github.com/stackflow/stackflow/workflows/object"
 )
 
 // AllQueues are the task queues a worker serves by default.
@@ -59,6 +60,9 @@ type Config struct {
 	StopTimeout time.Duration
 	// Log receives the worker's logs; default slog.Default().
 	Log *slog.Logger
+	// Limits bound the histories of object workflows and pace their waits; zero fields take
+	// object.DefaultLimits. Every worker of a deployment should use the same (each run records them).
+	Limits object.Limits
 }
 
 func (c *Config) setDefaults() {
@@ -118,6 +122,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 
+	object.SetLimits(cfg.Limits)
 	var running []sdkworker.Worker
 	defer func() {
 		// Stop blocks until in-flight activities finish or StopTimeout passes.

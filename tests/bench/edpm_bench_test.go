@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	corev1 "k8s.io/api/core/v1"
@@ -240,31 +240,33 @@ func edpmBenchWorkflowID(kind string, gvr schema.GroupVersionResource, u *unstru
 // edpmBenchPlaybookTimes returns, per step, the activity time (start to completion) of the node
 // workflow's successful RunPlaybook.
 func edpmBenchPlaybookTimes(ctx context.Context, tc client.Client, wfID string) (map[string]time.Duration, error) {
-	step := map[int64]string{}
-	started := map[int64]time.Time{}
 	out := map[string]time.Duration{}
-	iter := tc.GetWorkflowHistory(ctx, wfID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	for iter.HasNext() {
-		ev, err := iter.Next()
-		if err != nil {
-			return nil, err
-		}
-		switch {
-		case ev.GetActivityTaskScheduledEventAttributes() != nil:
-			a := ev.GetActivityTaskScheduledEventAttributes()
-			if a.GetActivityType().GetName() == "RunPlaybook" {
-				var in activities.PlaybookInput
-				if p := a.GetInput().GetPayloads(); len(p) > 0 {
-					_ = edpmBenchDC.FromPayload(p[0], &in)
+	runs, err := e2e.Runs(ctx, tc, wfID)
+	if err != nil {
+		return nil, err
+	}
+	// Event IDs are per run; an activity starts and completes in the run that scheduled it.
+	for _, events := range runs {
+		step := map[int64]string{}
+		started := map[int64]time.Time{}
+		for _, ev := range events {
+			switch {
+			case ev.GetActivityTaskScheduledEventAttributes() != nil:
+				a := ev.GetActivityTaskScheduledEventAttributes()
+				if a.GetActivityType().GetName() == "RunPlaybook" {
+					var in activities.PlaybookInput
+					if p := a.GetInput().GetPayloads(); len(p) > 0 {
+						_ = edpmBenchDC.FromPayload(p[0], &in)
+					}
+					step[ev.GetEventId()] = in.Step
 				}
-				step[ev.GetEventId()] = in.Step
-			}
-		case ev.GetActivityTaskStartedEventAttributes() != nil:
-			started[ev.GetActivityTaskStartedEventAttributes().GetScheduledEventId()] = ev.GetEventTime().AsTime()
-		case ev.GetActivityTaskCompletedEventAttributes() != nil:
-			id := ev.GetActivityTaskCompletedEventAttributes().GetScheduledEventId()
-			if s, ok := step[id]; ok {
-				out[s] = ev.GetEventTime().AsTime().Sub(started[id])
+			case ev.GetActivityTaskStartedEventAttributes() != nil:
+				started[ev.GetActivityTaskStartedEventAttributes().GetScheduledEventId()] = ev.GetEventTime().AsTime()
+			case ev.GetActivityTaskCompletedEventAttributes() != nil:
+				id := ev.GetActivityTaskCompletedEventAttributes().GetScheduledEventId()
+				if s, ok := step[id]; ok {
+					out[s] = ev.GetEventTime().AsTime().Sub(started[id])
+				}
 			}
 		}
 	}
@@ -274,17 +276,21 @@ func edpmBenchPlaybookTimes(ctx context.Context, tc client.Client, wfID string) 
 	return out, nil
 }
 
-// edpmBenchMakespan is the data plane workflow's start and the time of its n-th (last) success report.
+// edpmBenchMakespan is the data plane workflow's (first run's) start and the time of its n-th (last) success report.
 func edpmBenchMakespan(ctx context.Context, tc client.Client, wfID string, n int) (time.Time, time.Time, error) {
 	var start time.Time
 	var done []time.Time
-	iter := tc.GetWorkflowHistory(ctx, wfID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	for iter.HasNext() {
-		ev, err := iter.Next()
-		if err != nil {
-			return start, start, err
-		}
-		if ev.GetWorkflowExecutionStartedEventAttributes() != nil {
+	runs, err := e2e.Runs(ctx, tc, wfID)
+	if err != nil {
+		return start, start, err
+	}
+	var events []*historypb.HistoryEvent
+	for _, r := range runs {
+		events = append(events, r...)
+	}
+	for _, ev := range events {
+		if ev.GetWorkflowExecutionStartedEventAttributes() != nil && start.IsZero() {
+			// The first run's start: the data plane continues as new after every reconcile.
 			start = ev.GetEventTime().AsTime()
 		}
 		if s := ev.GetWorkflowExecutionSignaledEventAttributes(); s != nil && s.GetSignalName() == dataplane.SignalEDPMReport {

@@ -6,7 +6,9 @@ import (
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -25,14 +27,16 @@ func Ref(kind string, gvr schema.GroupVersionResource, u *unstructured.Unstructu
 }
 
 // Executions lists every run (open or closed) in the run's Temporal namespace whose workflow ID starts
-// with prefix: run IDs by workflow ID.
+// with prefix, except runs that continued as new (object workflows continue as new after every
+// reconcile; a chain of runs is one execution, listed as its current or last run): run IDs by workflow
+// ID.
 func (e *Env) Executions(ctx context.Context, prefix string) (map[string][]string, error) {
 	out := map[string][]string{}
 	var token []byte
 	for {
 		resp, err := e.Temporal.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
 			Namespace:     e.TemporalNamespace,
-			Query:         fmt.Sprintf("WorkflowId STARTS_WITH %q", prefix),
+			Query:         fmt.Sprintf("WorkflowId STARTS_WITH %q AND ExecutionStatus != 'ContinuedAsNew'", prefix),
 			PageSize:      1000,
 			NextPageToken: token,
 		})
@@ -47,6 +51,43 @@ func (e *Env) Executions(ctx context.Context, prefix string) (map[string][]strin
 			return out, nil
 		}
 	}
+}
+
+// History is the whole history of workflow id: the events of every run of it, from its first run to its
+// current one (object workflows continue as new after every reconcile). Event IDs restart with each run;
+// a position in the slice orders events across runs.
+func (e *Env) History(ctx context.Context, id string) ([]*historypb.HistoryEvent, error) {
+	runs, err := Runs(ctx, e.Temporal, id)
+	var out []*historypb.HistoryEvent
+	for _, r := range runs {
+		out = append(out, r...)
+	}
+	return out, err
+}
+
+// Runs is the history of every run of workflow id, first run first: each run's first event names the
+// run it continues (if any), so the chain is followed back from the current run.
+func Runs(ctx context.Context, c client.Client, id string) ([][]*historypb.HistoryEvent, error) {
+	var runs [][]*historypb.HistoryEvent
+	for runID := ""; ; {
+		var events []*historypb.HistoryEvent
+		it := c.GetWorkflowHistory(ctx, id, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+		for it.HasNext() {
+			ev, err := it.Next()
+			if err != nil {
+				return nil, fmt.Errorf("history of %s (run %q): %w", id, runID, err)
+			}
+			events = append(events, ev)
+		}
+		if len(events) == 0 {
+			break
+		}
+		runs = append([][]*historypb.HistoryEvent{events}, runs...)
+		if runID = events[0].GetWorkflowExecutionStartedEventAttributes().GetContinuedExecutionRunId(); runID == "" {
+			break
+		}
+	}
+	return runs, nil
 }
 
 // WorkflowStatus is the status of the current run of workflow id.

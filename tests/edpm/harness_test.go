@@ -19,7 +19,6 @@ import (
 	"github.com/gophercloud/gophercloud/v2/openstack/config"
 	"github.com/gophercloud/gophercloud/v2/openstack/config/clouds"
 	"github.com/stretchr/testify/require"
-	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -217,10 +216,7 @@ func workflowID(kind string, gvr schema.GroupVersionResource, u *unstructured.Un
 func playbookRuns(t *testing.T, wfID string) map[string]int {
 	t.Helper()
 	out := map[string]int{}
-	iter := env.Temporal.GetWorkflowHistory(context.Background(), wfID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	for iter.HasNext() {
-		ev, err := iter.Next()
-		require.NoError(t, err)
+	for _, ev := range historyEvents(t, wfID) {
 		a := ev.GetActivityTaskScheduledEventAttributes()
 		if a == nil || a.GetActivityType().GetName() != "RunPlaybook" {
 			continue
@@ -236,16 +232,11 @@ func playbookRuns(t *testing.T, wfID string) map[string]int {
 	return out
 }
 
-// historyEvents is a workflow's whole history.
+// historyEvents is a workflow's whole history, every run of it.
 func historyEvents(t *testing.T, wfID string) []*historypb.HistoryEvent {
 	t.Helper()
-	var out []*historypb.HistoryEvent
-	iter := env.Temporal.GetWorkflowHistory(context.Background(), wfID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	for iter.HasNext() {
-		ev, err := iter.Next()
-		require.NoError(t, err)
-		out = append(out, ev)
-	}
+	out, err := env.History(context.Background(), wfID)
+	require.NoError(t, err)
 	return out
 }
 

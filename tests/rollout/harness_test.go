@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -173,24 +172,24 @@ func releases(t *testing.T, ns string) map[string]activities.ReleaseInfo {
 	return out
 }
 
-// childEvents returns, per component, the parent history's event IDs of its child's start and
-// completion (the latest rollout of each), read from the parent workflow's history.
+// childEvents returns, per component, the positions in the parent's whole history (every run of it) of
+// its child's start and completion (the latest rollout of each).
 func childEvents(t *testing.T, parentID string) (started, closed map[string]int64) {
 	t.Helper()
 	started, closed = map[string]int64{}, map[string]int64{}
-	it := env.Temporal.GetWorkflowHistory(context.Background(), parentID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	events, err := env.History(context.Background(), parentID)
+	require.NoError(t, err)
 	prefix := parentID + "/"
-	for it.HasNext() {
-		ev, err := it.Next()
-		require.NoError(t, err)
+	for i, ev := range events {
+		pos := int64(i)
 		if a := ev.GetChildWorkflowExecutionStartedEventAttributes(); a != nil {
-			started[strings.TrimPrefix(a.WorkflowExecution.WorkflowId, prefix)] = ev.EventId
+			started[strings.TrimPrefix(a.WorkflowExecution.WorkflowId, prefix)] = pos
 		}
 		if a := ev.GetChildWorkflowExecutionCompletedEventAttributes(); a != nil {
-			closed[strings.TrimPrefix(a.WorkflowExecution.WorkflowId, prefix)] = ev.EventId
+			closed[strings.TrimPrefix(a.WorkflowExecution.WorkflowId, prefix)] = pos
 		}
 		if a := ev.GetChildWorkflowExecutionFailedEventAttributes(); a != nil {
-			closed[strings.TrimPrefix(a.WorkflowExecution.WorkflowId, prefix)] = ev.EventId
+			closed[strings.TrimPrefix(a.WorkflowExecution.WorkflowId, prefix)] = pos
 		}
 	}
 	return started, closed

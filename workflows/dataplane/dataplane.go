@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -147,6 +146,10 @@ func (r *dataPlaneReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecyc
 			forwardedPause = lc.Paused()
 			r.forwardPause(ctx, lc, forwardedPause)
 		}
+		if lc.ContinueAsNewDue(ctx) {
+			// The next run resumes the rollout from the record (saved on return) and the signals drained.
+			return object.ErrContinueAsNew
+		}
 		// Wait for news: a report or request, a pause or resume, a deletion, or the pace of re-grants.
 		sel := workflow.NewSelector(ctx)
 		sel.AddReceive(reports, func(c workflow.ReceiveChannel, _ bool) {
@@ -162,7 +165,7 @@ func (r *dataPlaneReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecyc
 		paused := lc.Paused()
 		ticked := false
 		tctx, cancelTimer := workflow.WithCancel(ctx)
-		sel.AddFuture(workflow.NewTimer(tctx, 30*time.Second), func(f workflow.Future) { ticked = f.Get(ctx, nil) == nil })
+		sel.AddFuture(workflow.NewTimer(tctx, lc.Limits().PollInterval), func(f workflow.Future) { ticked = f.Get(ctx, nil) == nil })
 		waitCtx, cancelWait := workflow.WithCancel(ctx)
 		changed, settle := workflow.NewFuture(waitCtx)
 		workflow.Go(waitCtx, func(ctx workflow.Context) {
@@ -287,7 +290,20 @@ func (r *dataPlaneReconciler) syncMembers(ctx workflow.Context, lc *object.Lifec
 	return nil
 }
 
-// drain takes the requests and reports that arrived while no reconcile ran.
+// Drain takes the requests and reports delivered but not yet read into the record, before the run
+// continues as new: none is lost, and the next run's reconcile starts from them.
+func (r *dataPlaneReconciler) Drain(ctx workflow.Context, lc *object.Lifecycle) error {
+	if err := lc.Load(&r.rec); err != nil {
+		return err
+	}
+	if r.rec.UIDs == nil {
+		r.rec.UIDs = map[string]string{}
+	}
+	r.drain(ctx, workflow.GetSignalChannel(ctx, SignalEDPMRequest), workflow.GetSignalChannel(ctx, SignalEDPMReport))
+	return lc.Save(r.rec)
+}
+
+// drain takes the requests and reports that arrived while no reconcile read them.
 func (r *dataPlaneReconciler) drain(ctx workflow.Context, requests, reports workflow.ReceiveChannel) {
 	for {
 		var req EDPMRequest

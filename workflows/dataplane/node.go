@@ -2,7 +2,6 @@ package dataplane
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -68,6 +67,8 @@ type edpmNodeRecord struct {
 	// Host and DataPlane are shown by the status query.
 	Host      string `json:"host,omitempty"`
 	DataPlane string `json:"dataPlane,omitempty"`
+	// PendingGrant is a data plane's grant that arrived as a run continued as new, not yet used.
+	PendingGrant *EDPMGrant `json:"pendingGrant,omitempty"`
 }
 
 // edpmStepRecord is one step's last outcome.
@@ -185,7 +186,7 @@ func (r *edpmNodeReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycl
 		}
 		report(EDPMRunning, st.Phase, st.Name, "")
 		if err := r.runStep(ctx, lc, gen, cfg, st); err != nil {
-			if temporal.IsCanceledError(err) || errors.Is(err, object.ErrDeleted) {
+			if object.Interrupted(err) {
 				return err
 			}
 			r.setPhases(ctx, lc, steps, services)
@@ -203,7 +204,7 @@ func (r *edpmNodeReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycl
 	for _, svc := range services {
 		report(EDPMRunning, dataplanev1beta1.PhaseServices, svc.Step, "")
 		if err := r.waitService(ctx, lc, gen, svc); err != nil {
-			if temporal.IsCanceledError(err) || errors.Is(err, object.ErrDeleted) {
+			if object.Interrupted(err) {
 				return err
 			}
 			r.setPhases(ctx, lc, steps, services)
@@ -313,9 +314,22 @@ func (r *edpmNodeReconciler) admission(ctx workflow.Context, lc *object.Lifecycl
 	if !work {
 		return dpID, nil
 	}
+	admitted := func(g EDPMGrant) (string, error) {
+		lc.SetCondition(ctx, metav1.Condition{Type: conditionDataPlaneAdmitted, Status: metav1.ConditionTrue, Reason: "Admitted",
+			Message: fmt.Sprintf("admitted by OpenStackDataPlane %s", dp.Ref.Name)})
+		return g.DataPlane, nil
+	}
+	if g := r.rec.PendingGrant; g != nil {
+		// A grant that came as the previous run continued as new.
+		r.rec.PendingGrant = nil
+		return admitted(*g)
+	}
 	// Ask to be admitted; the refresh wakes a data plane that is idle.
-	_ = workflow.SignalExternalWorkflow(ctx, dpID, "", SignalEDPMRequest, EDPMRequest{Node: lc.Ref.Name, Generation: gen}).Get(ctx, nil)
-	_ = workflow.SignalExternalWorkflow(ctx, dpID, "", lifecycle.SignalRefresh, nil).Get(ctx, nil)
+	ask := func() {
+		_ = workflow.SignalExternalWorkflow(ctx, dpID, "", SignalEDPMRequest, EDPMRequest{Node: lc.Ref.Name, Generation: gen}).Get(ctx, nil)
+		_ = workflow.SignalExternalWorkflow(ctx, dpID, "", lifecycle.SignalRefresh, nil).Get(ctx, nil)
+	}
+	ask()
 	grants := workflow.GetSignalChannel(ctx, SignalEDPMGrant)
 	msg := fmt.Sprintf("waiting for OpenStackDataPlane %s to admit the node (bounded concurrency, failure budget, deploy)", dp.Ref.Name)
 	lc.SetCondition(ctx, metav1.Condition{Type: conditionDataPlaneAdmitted, Status: metav1.ConditionFalse, Reason: ReasonWaitingForDataPlane, Message: msg})
@@ -324,12 +338,15 @@ func (r *edpmNodeReconciler) admission(ctx workflow.Context, lc *object.Lifecycl
 	}
 	for {
 		var g EDPMGrant
-		sel := workflow.NewSelector(ctx)
 		got := false
+		sel := workflow.NewSelector(ctx)
 		sel.AddReceive(grants, func(c workflow.ReceiveChannel, _ bool) { c.Receive(ctx, &g); got = true })
-		timer := workflow.NewTimer(ctx, 2*time.Minute)
-		sel.AddFuture(timer, func(workflow.Future) {})
+		// No answer within a few poll intervals: ask again (the data plane may have been restarted, or
+		// not running before).
+		tctx, cancelTimer := workflow.WithCancel(ctx)
+		sel.AddFuture(workflow.NewTimer(tctx, 4*lc.Limits().PollInterval), func(workflow.Future) {})
 		sel.Select(ctx)
+		cancelTimer()
 		if ctx.Err() != nil {
 			return "", ctx.Err()
 		}
@@ -337,17 +354,35 @@ func (r *edpmNodeReconciler) admission(ctx workflow.Context, lc *object.Lifecycl
 			return "", object.ErrDeleted
 		}
 		if got {
-			lc.SetCondition(ctx, metav1.Condition{Type: conditionDataPlaneAdmitted, Status: metav1.ConditionTrue, Reason: "Admitted",
-				Message: fmt.Sprintf("admitted by OpenStackDataPlane %s", dp.Ref.Name)})
-			return g.DataPlane, nil
+			return admitted(g)
 		}
 		if lc.Desired() > gen {
 			return "", errSuperseded(gen, lc.Desired())
 		}
-		// No answer yet: ask again (the data plane may have been restarted or not running before).
-		_ = workflow.SignalExternalWorkflow(ctx, dpID, "", SignalEDPMRequest, EDPMRequest{Node: lc.Ref.Name, Generation: gen}).Get(ctx, nil)
-		_ = workflow.SignalExternalWorkflow(ctx, dpID, "", lifecycle.SignalRefresh, nil).Get(ctx, nil)
+		if lc.ContinueAsNewDue(ctx) {
+			// A grant arriving from now on is drained into the record (Drain) for the next run.
+			return "", object.ErrContinueAsNew
+		}
+		ask()
 	}
+}
+
+// Drain takes a grant delivered but not yet read into the record, before the run continues as new: the
+// next run's admission starts from it instead of asking again.
+func (r *edpmNodeReconciler) Drain(ctx workflow.Context, lc *object.Lifecycle) error {
+	if err := lc.Load(&r.rec); err != nil {
+		return err
+	}
+	var g EDPMGrant
+	found := false
+	for workflow.GetSignalChannel(ctx, SignalEDPMGrant).ReceiveAsync(&g) {
+		found = true
+	}
+	if !found {
+		return nil
+	}
+	r.rec.PendingGrant = &g
+	return lc.Save(r.rec)
 }
 
 // GoverningDataPlane picks the data plane that deploys a node: the one its role names, else the first

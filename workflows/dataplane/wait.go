@@ -90,11 +90,16 @@ func errSuperseded(gen, desired int64) error {
 type waitCheck func(ctx workflow.Context) (ready bool, reason, message string, err error)
 
 // waitUntil waits durably and visibly: it looks, and while not ready shows why in the condition of
-// type condType and in the current step, then looks again with backoff (2 s up to 30 s). It ends early
-// when the object is deleted (object.ErrDeleted) or a newer generation arrives (superseded).
+// type condType and in the current step, then looks again with backoff (2 s up to the limits' poll
+// interval). It ends early when the object is deleted (ErrDeleted), a newer generation arrives
+// (superseded), or the run's history is due (ErrContinueAsNew: the next run looks again).
 func waitUntil(ctx workflow.Context, lc *object.Lifecycle, gen int64, condType string, check waitCheck) error {
-	delay := 2 * time.Second
+	delay := min(2*time.Second, lc.Limits().PollInterval)
 	shown := ""
+	if c, ok := lc.Condition(condType); ok && c.Status == metav1.ConditionFalse {
+		// A resumed wait already shows why it waits.
+		shown = c.Message
+	}
 	for {
 		ready, reason, msg, err := check(ctx)
 		if err != nil {
@@ -110,6 +115,9 @@ func waitUntil(ctx workflow.Context, lc *object.Lifecycle, gen int64, condType s
 			}
 			shown = msg
 		}
+		if lc.ContinueAsNewDue(ctx) {
+			return object.ErrContinueAsNew
+		}
 		if _, err := workflow.AwaitWithTimeout(ctx, delay, func() bool { return lc.Desired() > gen || lc.Deleting() }); err != nil {
 			return err
 		}
@@ -119,7 +127,7 @@ func waitUntil(ctx workflow.Context, lc *object.Lifecycle, gen int64, condType s
 		if lc.Desired() > gen {
 			return errSuperseded(gen, lc.Desired())
 		}
-		delay = min(delay*2, 30*time.Second)
+		delay = min(delay*2, lc.Limits().PollInterval)
 	}
 }
 

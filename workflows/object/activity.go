@@ -65,6 +65,12 @@ func FailureMessage(err error) string {
 	return err.Error()
 }
 
+// Interrupted reports whether err ends a reconcile without being its failure: the workflow was cancelled,
+// the object is being deleted, or the run continues as new. Reconcilers pass such errors up unreported.
+func Interrupted(err error) bool {
+	return temporal.IsCanceledError(err) || errors.Is(err, ErrDeleted) || errors.Is(err, ErrContinueAsNew)
+}
+
 // IsPermanent reports whether err is a failure retrying cannot fix (a non-retryable application error
 // from an activity, or one the workflow raised).
 func IsPermanent(err error) bool {

@@ -15,6 +15,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -74,14 +75,61 @@ type State struct {
 	Fields map[string]json.RawMessage `json:"fields,omitempty"`
 	// Data is the kind's own recorded state (what it created), kept for teardown.
 	Data json.RawMessage `json:"data,omitempty"`
+	// Resume is set when a reconcile was cut short to continue as new (a long wait): the next run
+	// reconciles again at once, and the reconciler resumes from what it recorded.
+	Resume bool `json:"resume,omitempty"`
+	// Streak counts the runs in a row that found work waiting at their start (refreshes, retries or
+	// generations that kept coming): past Limits.Burst the next reconcile waits, longer each time.
+	Streak int `json:"streak,omitempty"`
+	// StatusStale is set when a status write failed: the next run writes the whole status once.
+	StatusStale bool `json:"statusStale,omitempty"`
 }
 
 // Options tunes Run for a kind.
 type Options struct {
 	// NoStatus is set for kinds whose status stackflow does not own (core Nodes).
 	NoStatus bool
-	// MaxHistory bounds the history of one run before continue-as-new (default 2000 events).
-	MaxHistory int
+}
+
+// Limits bound the history of an object workflow's runs and pace its waits. Every run records the limits
+// it starts with (a side effect in its history), so a worker started with other limits never changes an
+// existing run's commands on replay; the next run takes the worker's.
+type Limits struct {
+	// MaxHistory is how many events one run may hold before a long wait (or an idle run) continues as
+	// new; the server's own suggestion is followed too.
+	MaxHistory int `json:"maxHistory"`
+	// PollInterval is the longest a workflow waits between two looks at what it waits for (a Secret, a
+	// node's phase, a data plane's nodes).
+	PollInterval time.Duration `json:"pollInterval"`
+	// Burst is how many runs in a row may find work waiting at their start before the next reconcile
+	// backs off (a loop of refreshes or retries that never settles).
+	Burst int `json:"burst"`
+	// MaxBackoff bounds that back-off.
+	MaxBackoff time.Duration `json:"maxBackoff"`
+}
+
+// DefaultLimits are the limits of production runs.
+var DefaultLimits = Limits{MaxHistory: 2000, PollInterval: 30 * time.Second, Burst: 5, MaxBackoff: 10 * time.Minute}
+
+// workerLimits are the limits new runs of this worker record; SetLimits changes them.
+var workerLimits = DefaultLimits
+
+// SetLimits sets the limits new runs take, zero fields keeping the defaults. The worker calls it once,
+// before it starts; tests shorten the limits to see continue-as-new happen.
+func SetLimits(l Limits) {
+	if l.MaxHistory <= 0 {
+		l.MaxHistory = DefaultLimits.MaxHistory
+	}
+	if l.PollInterval <= 0 {
+		l.PollInterval = DefaultLimits.PollInterval
+	}
+	if l.Burst <= 0 {
+		l.Burst = DefaultLimits.Burst
+	}
+	if l.MaxBackoff <= 0 {
+		l.MaxBackoff = DefaultLimits.MaxBackoff
+	}
+	workerLimits = l
 }
 
 // Lifecycle is the running state of one object workflow. Its reconciler reaches it only through its
@@ -92,36 +140,58 @@ type Lifecycle struct {
 
 	state           State
 	opts            Options
+	limits          Limits
 	cancelReconcile workflow.CancelFunc
-	dirty           bool
-	writing         bool
-	gates           map[string]bool
-	approved        map[string]string
-	detailer        Detailer
+	// dirty is set when the state may differ from the status written (written); writing while a write
+	// is in flight.
+	dirty    bool
+	writing  bool
+	written  written
+	gates    map[string]bool
+	approved map[string]string
+	detailer Detailer
 }
 
 // ErrDeleted ends a reconcile because the object is gone or being deleted.
 var ErrDeleted = errors.New("object is being deleted")
 
-// Run runs the lifecycle of one object: it waits for generations, reconciles the newest, mirrors status
-// into the object, obeys pause/resume/retry, tears down on delete and removes the finalizer last.
+// ErrContinueAsNew ends a reconcile that waited long enough for its run's history to be due (see
+// Lifecycle.ContinueAsNewDue): the lifecycle continues as new, and the next run reconciles the same
+// generation again from what the reconciler recorded.
+var ErrContinueAsNew = errors.New("the run's history is due: continue as new")
+
+// Drainer is implemented by reconcilers that receive signals of their own, besides the lifecycle's:
+// before continue-as-new, Drain takes every one already delivered into what the reconciler records
+// (lc.Save), so none is lost. It runs after every update handler finished and must not block.
+type Drainer interface {
+	Drain(ctx workflow.Context, lc *Lifecycle) error
+}
+
+// Run runs the lifecycle of one object. One run waits for work, reconciles once and continues as new
+// when the reconcile settled, so every run's history is one reconcile long and an idle workflow holds
+// nothing but its state: it waits for generations, reconciles the newest, mirrors status into the object,
+// obeys pause/resume/retry/refresh, tears down on delete and removes the finalizer last.
 func Run(ctx workflow.Context, in Input, r Reconciler, opts Options) error {
-	if opts.MaxHistory == 0 {
-		opts.MaxHistory = 2000
-	}
 	lc := &Lifecycle{Ref: in.ObjectRef, opts: opts, gates: map[string]bool{}, approved: map[string]string{}}
 	if d, ok := r.(Detailer); ok {
 		lc.detailer = d
 	}
+	if err := lc.recordLimits(ctx); err != nil {
+		return err
+	}
 	if in.Carry != nil {
 		lc.state = *in.Carry
+		// The previous run flushed its status before it continued as new; search attributes carry over.
+		if !lc.state.StatusStale {
+			lc.written = writtenOf(lc.state)
+		}
 	} else {
 		lc.state.Phase = lifecycle.PhasePending
+		if err := workflow.UpsertTypedSearchAttributes(ctx, lifecycle.SAKind.ValueSet(in.Kind), lifecycle.SAObject.ValueSet(in.Key()), lifecycle.SAPhase.ValueSet(lc.state.Phase)); err != nil {
+			return fmt.Errorf("search attributes of %s: %w", in.ObjectRef, err)
+		}
 	}
-	logger := workflow.GetLogger(ctx)
-	if err := workflow.UpsertTypedSearchAttributes(ctx, lifecycle.SAKind.ValueSet(in.Kind), lifecycle.SAObject.ValueSet(in.Key()), lifecycle.SAPhase.ValueSet(lc.state.Phase)); err != nil {
-		return fmt.Errorf("search attributes of %s: %w", in.ObjectRef, err)
-	}
+	lc.state.StatusStale = false
 	if err := lc.setupHandlers(ctx); err != nil {
 		return err
 	}
@@ -129,43 +199,109 @@ func Run(ctx workflow.Context, in Input, r Reconciler, opts Options) error {
 	workflow.Go(ctx, lc.statusWriter)
 	lc.receiveSignals(ctx)
 
-	for {
-		err := workflow.Await(ctx, func() bool {
-			return lc.state.Deleting || lc.needsReconcile() || lc.shouldContinueAsNew(ctx)
-		})
-		if err != nil {
+	busy := lc.needsReconcile()
+	if !busy {
+		lc.settled(ctx)
+	}
+	err := workflow.Await(ctx, func() bool {
+		return lc.state.Deleting || lc.needsReconcile() || lc.ContinueAsNewDue(ctx)
+	})
+	if err != nil {
+		return lc.cancelled(ctx, r, err)
+	}
+	if !lc.state.Deleting && lc.needsReconcile() {
+		if err := lc.backOff(ctx, busy); err != nil {
 			return lc.cancelled(ctx, r, err)
 		}
-		if lc.state.Deleting {
-			return lc.teardown(ctx, r)
-		}
-		if lc.needsReconcile() {
-			if err := lc.reconcile(ctx, r); err != nil {
-				if temporal.IsCanceledError(err) && ctx.Err() != nil {
-					return lc.cancelled(ctx, r, err)
-				}
-				if errors.Is(err, ErrDeleted) {
-					lc.state.Deleting = true
-				}
-			}
-			continue
-		}
-		// Idle and the history is long: start a fresh run with the same state.
-		if err := lc.flush(ctx); err != nil {
+	}
+	if !lc.state.Deleting && lc.needsReconcile() {
+		err := lc.reconcile(ctx, r)
+		switch {
+		case temporal.IsCanceledError(err) && ctx.Err() != nil:
 			return lc.cancelled(ctx, r, err)
+		case errors.Is(err, ErrDeleted):
+			lc.state.Deleting = true
+		case errors.Is(err, ErrContinueAsNew):
+			lc.state.Resume = true
 		}
-		if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
-			return lc.cancelled(ctx, r, err)
+	}
+	if lc.state.Deleting {
+		return lc.teardown(ctx, r)
+	}
+	return lc.continueAsNew(ctx, r)
+}
+
+// continueAsNew ends the run with a fresh one carrying the state: once the status is written, every
+// update handler finished, and every signal already delivered (the lifecycle's and the reconciler's own)
+// is in the state.
+func (lc *Lifecycle) continueAsNew(ctx workflow.Context, r Reconciler) error {
+	if err := lc.flush(ctx); err != nil {
+		return lc.cancelled(ctx, r, err)
+	}
+	if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
+		return lc.cancelled(ctx, r, err)
+	}
+	lc.drainSignals(ctx)
+	if d, ok := r.(Drainer); ok {
+		if err := d.Drain(ctx, lc); err != nil {
+			return fmt.Errorf("take the pending signals of %s: %w", lc.Ref, err)
 		}
-		lc.drainSignals(ctx)
-		if lc.state.Deleting || lc.needsReconcile() {
-			continue
-		}
-		logger.Info("continue-as-new", "object", in.ObjectRef.String(), "history", workflow.GetInfo(ctx).GetCurrentHistoryLength())
-		return workflow.NewContinueAsNewError(ctx, workflow.GetInfo(ctx).WorkflowType.Name, Input{ObjectRef: in.ObjectRef, Carry: &lc.state})
+	}
+	if lc.state.Deleting {
+		return lc.teardown(ctx, r)
+	}
+	info := workflow.GetInfo(ctx)
+	workflow.GetLogger(ctx).Debug("continue-as-new", "object", lc.Ref.String(), "history", info.GetCurrentHistoryLength(), "resume", lc.state.Resume)
+	return workflow.NewContinueAsNewError(ctx, info.WorkflowType.Name, Input{ObjectRef: lc.Ref, Carry: &lc.state})
+}
+
+// recordLimits takes the worker's limits once per run, recorded in history so replay uses the same.
+func (lc *Lifecycle) recordLimits(ctx workflow.Context) error {
+	v := workflow.SideEffect(ctx, func(workflow.Context) any { return workerLimits })
+	if err := v.Get(&lc.limits); err != nil {
+		return fmt.Errorf("limits of %s: %w", lc.Ref, err)
+	}
+	return nil
+}
+
+// backOff bounds a loop of reconciles that never settles: a run that found work waiting at its start
+// (busy) extends the streak; past Limits.Burst in a row it waits, twice as long each time up to
+// MaxBackoff, and says why in the Throttled condition.
+func (lc *Lifecycle) backOff(ctx workflow.Context, busy bool) error {
+	if !busy {
+		return nil
+	}
+	lc.state.Streak++
+	over := lc.state.Streak - lc.limits.Burst
+	if over <= 0 {
+		return nil
+	}
+	d := lc.limits.MaxBackoff
+	if over < 20 && time.Second<<over < d {
+		d = time.Second << over
+	}
+	lc.SetCondition(ctx, metav1.Condition{Type: ConditionThrottled, Status: metav1.ConditionTrue, Reason: ReasonReconcileLoop,
+		Message: fmt.Sprintf("%d reconciles in a row found more work at once (refresh, retry or new generations keep coming); the next waits %s", lc.state.Streak, d)})
+	_, err := workflow.AwaitWithTimeout(ctx, d, func() bool { return lc.state.Deleting })
+	return err
+}
+
+// settled ends a streak: a run that starts with nothing to do waits for its work.
+func (lc *Lifecycle) settled(ctx workflow.Context) {
+	lc.state.Streak = 0
+	if c, ok := lc.Condition(ConditionThrottled); ok && c.Status == metav1.ConditionTrue {
+		lc.SetCondition(ctx, metav1.Condition{Type: ConditionThrottled, Status: metav1.ConditionFalse, Reason: "Settled", Message: "reconciles settle again"})
 	}
 }
 
+// Condition type and reason of a reconcile loop that backs off.
+const (
+	ConditionThrottled  = "Throttled"
+	ReasonReconcileLoop = "ReconcileLoop"
+)
+
+// needsReconcile reports whether there is work: a newer generation (not the one that failed), a retry of
+// a failure, a refresh, or a reconcile cut short by continue-as-new.
 func (lc *Lifecycle) needsReconcile() bool {
 	s := lc.state
 	if s.Paused || s.Deleting {
@@ -174,12 +310,15 @@ func (lc *Lifecycle) needsReconcile() bool {
 	if s.Desired > s.Observed && s.Desired != s.Failed {
 		return true
 	}
-	return s.Retry != nil && s.Failed != 0 || s.Refresh && s.Desired > 0
+	return s.Retry != nil && s.Failed != 0 || (s.Refresh || s.Resume) && s.Desired > 0
 }
 
-func (lc *Lifecycle) shouldContinueAsNew(ctx workflow.Context) bool {
+// ContinueAsNewDue reports whether the run's history is long enough to continue as new: the server
+// suggests it, or it passed Limits.MaxHistory. Long waits inside a reconcile check it and return
+// ErrContinueAsNew.
+func (lc *Lifecycle) ContinueAsNewDue(ctx workflow.Context) bool {
 	info := workflow.GetInfo(ctx)
-	return info.GetContinueAsNewSuggested() || info.GetCurrentHistoryLength() > lc.opts.MaxHistory
+	return info.GetContinueAsNewSuggested() || info.GetCurrentHistoryLength() > lc.limits.MaxHistory
 }
 
 // reconcile fetches the object and runs the reconciler on it in a context a delete signal cancels.
@@ -188,8 +327,9 @@ func (lc *Lifecycle) reconcile(ctx workflow.Context, r Reconciler) error {
 	lc.cancelReconcile = cancel
 	defer func() { lc.cancelReconcile = nil; cancel() }()
 	lc.state.Failed = 0
+	resumed := lc.state.Resume
 	// A refresh arriving while this reconcile runs asks for another one, so it is cleared before, not after.
-	lc.state.Refresh = false
+	lc.state.Refresh, lc.state.Resume = false, false
 	// The retry request stays readable (lc.Retry) while this reconcile runs, and is spent by it.
 	defer func() { lc.state.Retry = nil }()
 
@@ -203,7 +343,10 @@ func (lc *Lifecycle) reconcile(ctx workflow.Context, r Reconciler) error {
 	if obj.Generation > lc.state.Desired {
 		lc.state.Desired = obj.Generation
 	}
-	lc.SetPhase(ctx, lifecycle.PhaseRunning)
+	if !resumed {
+		// A resumed reconcile already shows the phase it is in.
+		lc.SetPhase(ctx, lifecycle.PhaseRunning)
+	}
 	lc.SetCondition(ctx, metav1.Condition{Type: lifecycle.ConditionReady, Status: metav1.ConditionFalse,
 		Reason: lifecycle.ReasonReconciling, Message: fmt.Sprintf("acting on generation %d", obj.Generation)})
 	err = r.Reconcile(rctx, lc, obj)
@@ -217,7 +360,7 @@ func (lc *Lifecycle) reconcile(ctx workflow.Context, r Reconciler) error {
 		return nil
 	case lc.state.Deleting || errors.Is(err, ErrDeleted):
 		return ErrDeleted
-	case temporal.IsCanceledError(err):
+	case temporal.IsCanceledError(err), errors.Is(err, ErrContinueAsNew):
 		return err
 	}
 	lc.state.Failed = obj.Generation
@@ -275,8 +418,8 @@ func (lc *Lifecycle) cancelled(ctx workflow.Context, r Reconciler, cause error) 
 	lc.SetPhase(dctx, "Cancelled")
 	lc.SetCondition(dctx, metav1.Condition{Type: lifecycle.ConditionReady, Status: metav1.ConditionFalse, Reason: "Cancelled", Message: msg})
 	lc.dirty = false
-	if !lc.opts.NoStatus {
-		_ = workflow.ExecuteActivity(KubeActivity(dctx), kube.PatchStatus, lc.statusPatch(dctx)).Get(dctx, nil)
+	if p, ok := lc.statusPatch(dctx); ok && !lc.opts.NoStatus {
+		_ = workflow.ExecuteActivity(KubeActivity(dctx), kube.PatchStatus, p).Get(dctx, nil)
 	}
 	return cause
 }

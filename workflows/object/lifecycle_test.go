@@ -1,4 +1,4 @@
-package object
+package object_test
 
 import (
 	"context"
@@ -15,6 +15,8 @@ import (
 
 	"github.com/stackflow/stackflow/activities"
 	"github.com/stackflow/stackflow/api/lifecycle"
+	. "github.com/stackflow/stackflow/workflows/object"
+	"github.com/stackflow/stackflow/workflows/object/objecttest"
 )
 
 // scriptedReconciler is a reconciler for testing the lifecycle loop: it records what it was asked to do
@@ -48,10 +50,14 @@ func (r *scriptedReconciler) Teardown(workflow.Context, *Lifecycle) error {
 	return nil
 }
 
+// kube names the Kubernetes activities the lifecycle calls.
+var kube *activities.Kube
+
 type lifecycleSuite struct {
 	suite.Suite
 	testsuite.WorkflowTestSuite
 	env     *testsuite.TestWorkflowEnvironment
+	chain   *objecttest.Chain
 	rec     *scriptedReconciler
 	gen     int64
 	patches []activities.StatusPatch
@@ -64,6 +70,7 @@ var testRef = lifecycle.ObjectRef{Group: "kupenstack.io", Version: "v1alpha1", K
 
 func (s *lifecycleSuite) SetupTest() {
 	s.env = s.NewTestWorkflowEnvironment()
+	s.chain = objecttest.New(s.env)
 	s.rec = &scriptedReconciler{failOnce: map[int64]bool{}}
 	s.gen = 1
 	s.patches = nil
@@ -84,14 +91,14 @@ func (s *lifecycleSuite) SetupTest() {
 }
 
 func (s *lifecycleSuite) signal(after time.Duration, name string, arg any) {
-	s.env.RegisterDelayedCallback(func() { s.env.SignalWorkflow(name, arg) }, after)
+	s.env.RegisterDelayedCallback(func() { s.send(name, arg) }, after)
 }
 
+func (s *lifecycleSuite) send(name string, arg any) { s.Require().NoError(s.chain.Signal(name, arg)) }
+
 func (s *lifecycleSuite) status() lifecycle.Status {
-	v, err := s.env.QueryWorkflow(lifecycle.QueryStatus)
+	st, err := s.chain.Status()
 	s.Require().NoError(err)
-	var st lifecycle.Status
-	s.Require().NoError(v.Get(&st))
 	return st
 }
 
@@ -107,16 +114,16 @@ func (s *lifecycleSuite) TestGenerationsAreReconciledAndObservedThenDeleteTearsD
 		s.Equal(lifecycle.PhaseReady, st.Phase)
 		s.EqualValues(1, st.ObservedGeneration)
 		s.gen = 2
-		s.env.SignalWorkflow(lifecycle.SignalSpec, lifecycle.SpecSignal{Generation: 2})
+		s.send(lifecycle.SignalSpec, lifecycle.SpecSignal{Generation: 2})
 	}, time.Minute)
 	// A resync repeats a generation already acted on: nothing happens.
 	s.signal(2*time.Minute, lifecycle.SignalSpec, lifecycle.SpecSignal{Generation: 2})
 	s.env.RegisterDelayedCallback(func() {
 		s.EqualValues(2, s.status().ObservedGeneration)
 		s.EqualValues(2, *s.lastPatch().ObservedGeneration)
-		s.env.SignalWorkflow(lifecycle.SignalDelete, lifecycle.DeleteSignal{})
+		s.send(lifecycle.SignalDelete, lifecycle.DeleteSignal{})
 	}, 3*time.Minute)
-	s.env.ExecuteWorkflow("Test", Input{ObjectRef: testRef})
+	s.chain.Execute("Test", Input{ObjectRef: testRef})
 
 	s.True(s.env.IsWorkflowCompleted())
 	s.NoError(s.env.GetWorkflowError())
@@ -137,15 +144,15 @@ func (s *lifecycleSuite) TestFailureWaitsForRetryThenSucceeds() {
 		s.Equal("HostUnreachable", ready.Reason)
 		s.Equal("host unreachable", ready.Message)
 		s.Equal([]int64{1}, s.rec.reconciled, "a failed generation is not retried by itself")
-		s.env.SignalWorkflow(lifecycle.SignalRetry, lifecycle.RetrySignal{Hosts: []string{"edpm-compute-0"}})
+		s.send(lifecycle.SignalRetry, lifecycle.RetrySignal{Hosts: []string{"edpm-compute-0"}})
 	}, time.Hour)
 	s.env.RegisterDelayedCallback(func() {
 		st := s.status()
 		s.Equal(lifecycle.PhaseReady, st.Phase)
 		s.EqualValues(1, st.ObservedGeneration)
-		s.env.SignalWorkflow(lifecycle.SignalDelete, nil)
+		s.send(lifecycle.SignalDelete, nil)
 	}, 2*time.Hour)
-	s.env.ExecuteWorkflow("Test", Input{ObjectRef: testRef})
+	s.chain.Execute("Test", Input{ObjectRef: testRef})
 	s.NoError(s.env.GetWorkflowError())
 	s.Equal([]int64{1, 1}, s.rec.reconciled)
 }
@@ -159,14 +166,14 @@ func (s *lifecycleSuite) TestPauseHoldsBeforeTheNextStepAndResumeGoesOn() {
 		s.True(st.Paused)
 		s.Equal(lifecycle.PhasePaused, st.Phase)
 		s.Empty(s.rec.reconciled, "paused before finishing")
-		s.env.SignalWorkflow(lifecycle.SignalResume, nil)
+		s.send(lifecycle.SignalResume, nil)
 	}, 5*time.Hour)
 	s.env.RegisterDelayedCallback(func() {
 		s.Equal([]int64{1}, s.rec.reconciled)
 		s.Equal(lifecycle.PhaseReady, s.status().Phase)
-		s.env.SignalWorkflow(lifecycle.SignalDelete, nil)
+		s.send(lifecycle.SignalDelete, nil)
 	}, 6*time.Hour)
-	s.env.ExecuteWorkflow("Test", Input{ObjectRef: testRef})
+	s.chain.Execute("Test", Input{ObjectRef: testRef})
 	s.NoError(s.env.GetWorkflowError())
 }
 
@@ -174,7 +181,7 @@ func (s *lifecycleSuite) TestDeleteDuringReconcileCancelsItAndTearsDown() {
 	s.rec.steps = 10
 	s.signal(time.Second, lifecycle.SignalSpec, lifecycle.SpecSignal{Generation: 1})
 	s.signal(150*time.Second, lifecycle.SignalDelete, nil)
-	s.env.ExecuteWorkflow("Test", Input{ObjectRef: testRef})
+	s.chain.Execute("Test", Input{ObjectRef: testRef})
 	s.NoError(s.env.GetWorkflowError())
 	s.Empty(s.rec.reconciled)
 	s.Equal(1, s.rec.tornDown)
@@ -184,14 +191,14 @@ func (s *lifecycleSuite) TestDeleteDuringReconcileCancelsItAndTearsDown() {
 func (s *lifecycleSuite) TestApproveUpdateIsRefusedWhenNoGateWaits() {
 	s.signal(time.Second, lifecycle.SignalSpec, lifecycle.SpecSignal{Generation: 1})
 	s.env.RegisterDelayedCallback(func() {
-		s.env.UpdateWorkflow(lifecycle.UpdateApprove, "u1", &testsuite.TestUpdateCallback{
+		s.NoError(s.chain.Update(lifecycle.UpdateApprove, "u1", &testsuite.TestUpdateCallback{
 			OnReject:   func(err error) { s.ErrorContains(err, `no gate "deploy" is waiting`) },
 			OnAccept:   func() { s.Fail("accepted an approval for a gate that does not wait") },
 			OnComplete: func(any, error) {},
-		}, lifecycle.ApproveRequest{Gate: "deploy"})
-		s.env.SignalWorkflow(lifecycle.SignalDelete, nil)
+		}, lifecycle.ApproveRequest{Gate: "deploy"}))
+		s.send(lifecycle.SignalDelete, nil)
 	}, time.Minute)
-	s.env.ExecuteWorkflow("Test", Input{ObjectRef: testRef})
+	s.chain.Execute("Test", Input{ObjectRef: testRef})
 	s.NoError(s.env.GetWorkflowError())
 }
 
@@ -199,7 +206,7 @@ func (s *lifecycleSuite) TestCancelReportsCancelledState() {
 	s.rec.steps = 10
 	s.signal(time.Second, lifecycle.SignalSpec, lifecycle.SpecSignal{Generation: 1})
 	s.env.RegisterDelayedCallback(s.env.CancelWorkflow, 150*time.Second)
-	s.env.ExecuteWorkflow("Test", Input{ObjectRef: testRef})
+	s.chain.Execute("Test", Input{ObjectRef: testRef})
 	err := s.env.GetWorkflowError()
 	s.Require().Error(err)
 	var canceled *temporal.CanceledError

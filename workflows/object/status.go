@@ -3,7 +3,6 @@ package object
 import (
 	"encoding/json"
 	"fmt"
-	"slices"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -22,11 +21,12 @@ func (lc *Lifecycle) SetPhase(ctx workflow.Context, phase string) {
 	if lc.state.Phase != phase {
 		lc.state.Phase = phase
 		_ = workflow.UpsertTypedSearchAttributes(ctx, lifecycle.SAPhase.ValueSet(phase))
+		lc.markDirty(ctx)
 	}
-	lc.markDirty(ctx)
 }
 
 // SetCondition sets a condition by type (its transition time is stamped when its status changes).
+// Setting what is already there changes nothing, so nothing is written.
 func (lc *Lifecycle) SetCondition(ctx workflow.Context, c metav1.Condition) {
 	c.ObservedGeneration = lc.state.Desired
 	for i, old := range lc.state.Conditions {
@@ -36,14 +36,22 @@ func (lc *Lifecycle) SetCondition(ctx workflow.Context, c metav1.Condition) {
 			} else {
 				c.LastTransitionTime = metav1.NewTime(workflow.Now(ctx).Truncate(time.Second))
 			}
-			lc.state.Conditions[i] = c
-			lc.markDirty(ctx)
+			if !sameCondition(c, old) {
+				lc.state.Conditions[i] = c
+				lc.markDirty(ctx)
+			}
 			return
 		}
 	}
 	c.LastTransitionTime = metav1.NewTime(workflow.Now(ctx).Truncate(time.Second))
 	lc.state.Conditions = append(lc.state.Conditions, c)
 	lc.markDirty(ctx)
+}
+
+// sameCondition compares conditions field by field, times as instants (a carried time has lost its zone).
+func sameCondition(a, b metav1.Condition) bool {
+	return a.Type == b.Type && a.Status == b.Status && a.Reason == b.Reason && a.Message == b.Message &&
+		a.ObservedGeneration == b.ObservedGeneration && a.LastTransitionTime.Equal(&b.LastTransitionTime)
 }
 
 // Condition returns the condition of type t, if set.
@@ -142,8 +150,33 @@ func (lc *Lifecycle) details() string {
 	return out
 }
 
-// statusWriter mirrors the state into the object whenever it changed, one write at a time; writes that
-// pile up while one is in flight coalesce into the next.
+// written is the status as last written into the object, so a write sends only what changed.
+type written struct {
+	// workflowID is true once the workflow's ID (and UI link) is in the status.
+	workflowID bool
+	phase      string
+	step       string
+	observed   int64
+	conditions map[string]metav1.Condition
+	fields     map[string]string
+}
+
+// writtenOf is the status a state stands for, as if written.
+func writtenOf(s State) written {
+	w := written{workflowID: true, phase: s.Phase, step: s.Step, observed: s.Observed,
+		conditions: map[string]metav1.Condition{}, fields: map[string]string{}}
+	for _, c := range s.Conditions {
+		w.conditions[c.Type] = c
+	}
+	for k, v := range s.Fields {
+		w.fields[k] = string(v)
+	}
+	return w
+}
+
+// statusWriter mirrors the state into the object whenever it changed, one write at a time, each sending
+// only what differs from the status last written; writes that pile up while one is in flight coalesce
+// into the next. Nothing changed, nothing is written.
 func (lc *Lifecycle) statusWriter(ctx workflow.Context) {
 	for {
 		if err := workflow.Await(ctx, func() bool { return lc.dirty }); err != nil {
@@ -153,15 +186,23 @@ func (lc *Lifecycle) statusWriter(ctx workflow.Context) {
 		if lc.opts.NoStatus {
 			continue
 		}
+		p, ok := lc.statusPatch(ctx)
+		if !ok {
+			continue
+		}
 		lc.writing = true
-		err := workflow.ExecuteActivity(KubeActivity(ctx), kube.PatchStatus, lc.statusPatch(ctx)).Get(ctx, nil)
+		err := workflow.ExecuteActivity(KubeActivity(ctx), kube.PatchStatus, p).Get(ctx, nil)
 		lc.writing = false
 		if err != nil {
 			if ctx.Err() != nil {
 				return
 			}
+			// What was not written stays in the difference for the next write; a next run writes it all.
+			lc.state.StatusStale = true
 			workflow.GetLogger(ctx).Warn("status write failed; will write again on the next change", "object", lc.Ref.String(), "error", err)
+			continue
 		}
+		lc.wrote(p)
 	}
 }
 
@@ -170,21 +211,65 @@ func (lc *Lifecycle) flush(ctx workflow.Context) error {
 	return workflow.Await(ctx, func() bool { return !lc.dirty && !lc.writing })
 }
 
-func (lc *Lifecycle) statusPatch(ctx workflow.Context) activities.StatusPatch {
-	info := workflow.GetInfo(ctx)
-	step := lc.state.Step
-	p := activities.StatusPatch{
-		Ref:         lc.Ref,
-		Phase:       lc.state.Phase,
-		CurrentStep: &step,
-		WorkflowID:  info.WorkflowExecution.ID,
-		RunID:       info.WorkflowExecution.RunID,
-		Conditions:  slices.Clone(lc.state.Conditions),
-		Fields:      lc.state.Fields,
+// statusPatch is what differs between the state and the status last written; ok is false when nothing
+// does.
+func (lc *Lifecycle) statusPatch(ctx workflow.Context) (activities.StatusPatch, bool) {
+	w := lc.written
+	p := activities.StatusPatch{Ref: lc.Ref}
+	changed := false
+	if !w.workflowID {
+		// The link names the workflow, not a run: it stays right across continue-as-new.
+		p.WorkflowID, changed = workflow.GetInfo(ctx).WorkflowExecution.ID, true
 	}
-	if lc.state.Observed > 0 {
+	if lc.state.Phase != w.phase {
+		p.Phase, changed = lc.state.Phase, true
+	}
+	if lc.state.Step != w.step {
+		step := lc.state.Step
+		p.CurrentStep, changed = &step, true
+	}
+	if lc.state.Observed != w.observed && lc.state.Observed > 0 {
 		g := lc.state.Observed
-		p.ObservedGeneration = &g
+		p.ObservedGeneration, changed = &g, true
 	}
-	return p
+	for _, c := range lc.state.Conditions {
+		if old, ok := w.conditions[c.Type]; !ok || !sameCondition(old, c) {
+			p.Conditions, changed = append(p.Conditions, c), true
+		}
+	}
+	for _, k := range workflow.DeterministicKeys(lc.state.Fields) {
+		if v := lc.state.Fields[k]; string(v) != w.fields[k] {
+			if p.Fields == nil {
+				p.Fields = map[string]json.RawMessage{}
+			}
+			p.Fields[k], changed = v, true
+		}
+	}
+	return p, changed
+}
+
+// wrote records p as written.
+func (lc *Lifecycle) wrote(p activities.StatusPatch) {
+	w := &lc.written
+	if w.conditions == nil {
+		w.conditions, w.fields = map[string]metav1.Condition{}, map[string]string{}
+	}
+	if p.WorkflowID != "" {
+		w.workflowID = true
+	}
+	if p.Phase != "" {
+		w.phase = p.Phase
+	}
+	if p.CurrentStep != nil {
+		w.step = *p.CurrentStep
+	}
+	if p.ObservedGeneration != nil {
+		w.observed = *p.ObservedGeneration
+	}
+	for _, c := range p.Conditions {
+		w.conditions[c.Type] = c
+	}
+	for k, v := range p.Fields {
+		w.fields[k] = string(v)
+	}
 }

@@ -56,6 +56,9 @@ func (lc *Lifecycle) Desired() int64 { return lc.state.Desired }
 // Options are the options the workflow runs with.
 func (lc *Lifecycle) Options() Options { return lc.opts }
 
+// Limits are the limits this run recorded (see Limits).
+func (lc *Lifecycle) Limits() Limits { return lc.limits }
+
 // Retry returns the pending retry request, if the current reconcile was started by one.
 func (lc *Lifecycle) Retry() *lifecycle.RetrySignal { return lc.state.Retry }
 
@@ -131,13 +134,17 @@ func (lc *Lifecycle) addSignalCases(ctx workflow.Context, sel workflow.Selector)
 	})
 	sel.AddReceive(workflow.GetSignalChannel(ctx, lifecycle.SignalPause), func(c workflow.ReceiveChannel, _ bool) {
 		c.Receive(ctx, nil)
-		lc.state.Paused = true
-		lc.markDirty(ctx)
+		if !lc.state.Paused {
+			lc.state.Paused = true
+			lc.markDirty(ctx)
+		}
 	})
 	sel.AddReceive(workflow.GetSignalChannel(ctx, lifecycle.SignalResume), func(c workflow.ReceiveChannel, _ bool) {
 		c.Receive(ctx, nil)
-		lc.state.Paused = false
-		lc.markDirty(ctx)
+		if lc.state.Paused {
+			lc.state.Paused = false
+			lc.markDirty(ctx)
+		}
 	})
 	sel.AddReceive(workflow.GetSignalChannel(ctx, lifecycle.SignalRefresh), func(c workflow.ReceiveChannel, _ bool) {
 		c.Receive(ctx, nil)

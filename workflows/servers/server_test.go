@@ -20,6 +20,7 @@ import (
 	infrav1 "github.com/stackflow/stackflow/api/infrastructure/v1beta1"
 	"github.com/stackflow/stackflow/api/lifecycle"
 	"github.com/stackflow/stackflow/workflows/object"
+	"github.com/stackflow/stackflow/workflows/object/objecttest"
 )
 
 // fakeCloud is an in-memory OpenStack for the workflow logic: it keeps what exists and logs every call,
@@ -172,6 +173,7 @@ func (c *fakeCloud) leftovers() int {
 type objectHarness struct {
 	t       *testing.T
 	env     *testsuite.TestWorkflowEnvironment
+	chain   *objecttest.Chain
 	cloud   *fakeCloud
 	gen     int64
 	spec    any
@@ -183,6 +185,7 @@ type objectHarness struct {
 func newHarness(t *testing.T, spec any) *objectHarness {
 	var ts testsuite.WorkflowTestSuite
 	h := &objectHarness{t: t, env: ts.NewTestWorkflowEnvironment(), cloud: newFakeCloud(), gen: 1, spec: spec}
+	h.chain = objecttest.New(h.env)
 	h.env.RegisterActivity(&activities.Kube{})
 	h.env.OnActivity(kube.GetObject, mock.Anything, mock.Anything).Return(
 		func(context.Context, lifecycle.ObjectRef) (*activities.Object, error) {
@@ -201,11 +204,13 @@ func newHarness(t *testing.T, spec any) *objectHarness {
 
 func (h *objectHarness) at(d time.Duration, fn func()) { h.env.RegisterDelayedCallback(fn, d) }
 
+func (h *objectHarness) signal(name string, arg any) { require.NoError(h.t, h.chain.Signal(name, arg)) }
+
 func (h *objectHarness) specChange(d time.Duration, spec any) {
 	h.at(d, func() {
 		h.spec = spec
 		h.gen++
-		h.env.SignalWorkflow(lifecycle.SignalSpec, lifecycle.SpecSignal{Generation: h.gen})
+		h.signal(lifecycle.SignalSpec, lifecycle.SpecSignal{Generation: h.gen})
 	})
 }
 
@@ -233,11 +238,11 @@ func (h *objectHarness) ready() metav1.Condition {
 }
 
 func (h *objectHarness) run(kind string, deleteAt time.Duration) {
-	h.at(time.Second, func() { h.env.SignalWorkflow(lifecycle.SignalSpec, lifecycle.SpecSignal{Generation: h.gen}) })
-	h.at(deleteAt, func() { h.env.SignalWorkflow(lifecycle.SignalDelete, lifecycle.DeleteSignal{}) })
+	h.at(time.Second, func() { h.signal(lifecycle.SignalSpec, lifecycle.SpecSignal{Generation: h.gen}) })
+	h.at(deleteAt, func() { h.signal(lifecycle.SignalDelete, lifecycle.DeleteSignal{}) })
 	ref := lifecycle.ObjectRef{Group: infrastructureGroup, Version: "v1alpha1", Kind: kind, Resource: strings.ToLower(kind) + "s",
 		Namespace: "default", Name: "web", UID: "0f1e2d3c-4b5a"}
-	h.env.ExecuteWorkflow(kind, object.Input{ObjectRef: ref})
+	h.chain.Execute(kind, object.Input{ObjectRef: ref})
 	h.t.Logf("cloud log: %q; error: %+v", h.cloud.log, h.env.GetWorkflowError())
 	require.True(h.t, h.env.IsWorkflowCompleted())
 	require.NoError(h.t, h.env.GetWorkflowError())

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/stackflow/stackflow/worker"
+	"github.com/stackflow/stackflow/workflows/object"
 )
 
 func main() {
@@ -26,6 +28,20 @@ func main() {
 
 func env(name, def string) string {
 	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+func envInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil {
+		return v
+	}
+	return def
+}
+
+func envDuration(name string, def time.Duration) time.Duration {
+	if v, err := time.ParseDuration(os.Getenv(name)); err == nil {
 		return v
 	}
 	return def
@@ -43,6 +59,10 @@ func run() error {
 	flag.StringVar(&cfg.MetricsAddress, "metrics-address", env("STACKFLOW_METRICS_ADDRESS", "127.0.0.1:9465"), "address of /metrics and /healthz (empty disables)")
 	flag.StringVar(&cfg.Identity, "identity", env("POD_NAME", ""), "this worker's identity (default hostname plus a random suffix)")
 	flag.DurationVar(&cfg.StopTimeout, "stop-timeout", 30*time.Second, "how long in-flight activities may run on after SIGTERM")
+	flag.IntVar(&cfg.Limits.MaxHistory, "max-history", envInt("STACKFLOW_MAX_HISTORY", object.DefaultLimits.MaxHistory),
+		"events one run of an object workflow may hold in a long wait before it continues as new (tests shorten it)")
+	flag.DurationVar(&cfg.Limits.PollInterval, "poll-interval", envDuration("STACKFLOW_POLL_INTERVAL", object.DefaultLimits.PollInterval),
+		"longest pause between two looks at what a workflow waits for (tests shorten it)")
 	flag.Parse()
 
 	var level slog.Level
