@@ -251,6 +251,18 @@ func (r *configReconciler) statusList() []kupenstackv1alpha1.ComponentStatus {
 // Detail is the per-component status, for the status query.
 func (r *configReconciler) Detail() any { return r.statusList() }
 
+// Restore takes the components' status the previous run wrote.
+func (r *configReconciler) Restore(lc *object.Lifecycle) error {
+	var list []kupenstackv1alpha1.ComponentStatus
+	if _, err := lc.Field("components", &list); err != nil {
+		return err
+	}
+	for _, st := range list {
+		r.status[st.Name] = st
+	}
+	return nil
+}
+
 // Teardown uninstalls the releases this workflow installed, dependents first.
 func (r *configReconciler) Teardown(ctx workflow.Context, lc *object.Lifecycle) error {
 	var rec configRecord

@@ -86,6 +86,9 @@ type dataPlaneRecord struct {
 
 func (r *dataPlaneReconciler) Detail() any { return r.rec }
 
+// Restore reads the record the previous run carried.
+func (r *dataPlaneReconciler) Restore(lc *object.Lifecycle) error { return lc.Load(&r.rec) }
+
 func (r *dataPlaneReconciler) node(name string) *EDPMNode {
 	for i := range r.rec.Nodes {
 		if r.rec.Nodes[i].Name == name {

@@ -84,6 +84,9 @@ type edpmStepRecord struct {
 
 func (r *edpmNodeReconciler) Detail() any { return r.rec }
 
+// Restore reads the record the previous run carried.
+func (r *edpmNodeReconciler) Restore(lc *object.Lifecycle) error { return lc.Load(&r.rec) }
+
 func (r *edpmNodeReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycle, obj *activities.Object) error {
 	if err := lc.Load(&r.rec); err != nil {
 		return err

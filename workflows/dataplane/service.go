@@ -88,6 +88,9 @@ type edpmServiceReconciler struct {
 
 func (r *edpmServiceReconciler) Detail() any { return r.rec }
 
+// Restore reads the record the previous run carried.
+func (r *edpmServiceReconciler) Restore(lc *object.Lifecycle) error { return lc.Load(&r.rec) }
+
 func (r *edpmServiceReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycle, obj *activities.Object) error {
 	if err := lc.Load(&r.rec); err != nil {
 		return err

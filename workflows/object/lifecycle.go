@@ -42,6 +42,13 @@ type Detailer interface {
 	Detail() any
 }
 
+// Restorer is implemented by reconcilers that hold their record in memory (for Detail) between Load and
+// Save: Run calls Restore at the start of every run, so the status query shows the carried record before
+// any reconcile of the run.
+type Restorer interface {
+	Restore(lc *Lifecycle) error
+}
+
 // Compensator is implemented by reconcilers that must undo partial work when the workflow is cancelled.
 // It runs on a disconnected context, so cancellation cannot interrupt it.
 type Compensator interface {
@@ -192,6 +199,11 @@ func Run(ctx workflow.Context, in Input, r Reconciler, opts Options) error {
 		}
 	}
 	lc.state.StatusStale = false
+	if rs, ok := r.(Restorer); ok {
+		if err := rs.Restore(lc); err != nil {
+			return fmt.Errorf("restore the record of %s: %w", in.ObjectRef, err)
+		}
+	}
 	if err := lc.setupHandlers(ctx); err != nil {
 		return err
 	}

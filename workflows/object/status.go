@@ -88,6 +88,15 @@ func (lc *Lifecycle) SetField(ctx workflow.Context, key string, value any) error
 	return nil
 }
 
+// Field reads back a kind-specific status field set with SetField; ok is false when it is not set.
+func (lc *Lifecycle) Field(key string, into any) (ok bool, err error) {
+	raw, ok := lc.state.Fields[key]
+	if !ok || string(raw) == "null" {
+		return false, nil
+	}
+	return true, json.Unmarshal(raw, into)
+}
+
 // Save records the kind's own state (what it created) so it survives continue-as-new.
 func (lc *Lifecycle) Save(v any) error {
 	b, err := json.Marshal(v)

@@ -82,6 +82,9 @@ type bastionState struct {
 
 func (r *bastionReconciler) Detail() any { return r.state }
 
+// Restore reads the state the previous run carried.
+func (r *bastionReconciler) Restore(lc *object.Lifecycle) error { return lc.Load(&r.state) }
+
 func (r *bastionReconciler) saver(lc *object.Lifecycle) func(workflow.Context) error {
 	return func(ctx workflow.Context) error {
 		if err := lc.Save(r.state); err != nil {

@@ -58,6 +58,9 @@ type serverState struct {
 
 func (r *serverReconciler) Detail() any { return r.state.Instance }
 
+// Restore reads the state the previous run carried.
+func (r *serverReconciler) Restore(lc *object.Lifecycle) error { return lc.Load(&r.state) }
+
 func (r *serverReconciler) saver(lc *object.Lifecycle) func(workflow.Context) error {
 	return func(ctx workflow.Context) error {
 		if err := lc.Save(r.state); err != nil {

@@ -1,0 +1,122 @@
+package dataplane
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/mock"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/stackflow/stackflow/activities"
+	dataplanev1beta1 "github.com/stackflow/stackflow/api/dataplane/v1beta1"
+	"github.com/stackflow/stackflow/api/lifecycle"
+	"github.com/stackflow/stackflow/workflows/object"
+	"github.com/stackflow/stackflow/workflows/object/objecttest"
+)
+
+// slowStatusEnv is a test environment whose status writes take a minute, so a run that settled waits a
+// while for its last write before it continues as new: signals sent then are buffered and unread.
+func slowStatusEnv(t *testing.T, kind string, fn any, spec any) (*testsuite.TestWorkflowEnvironment, *objecttest.Chain) {
+	var ts testsuite.WorkflowTestSuite
+	env := ts.NewTestWorkflowEnvironment()
+	chain := objecttest.New(env)
+	env.RegisterActivity(&activities.Kube{})
+	raw, err := json.Marshal(spec)
+	require.NoError(t, err)
+	env.OnActivity(kube.GetObject, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, ref lifecycle.ObjectRef) (*activities.Object, error) {
+			if ref.Kind == "OpenStackDataPlaneRole" {
+				b, _ := json.Marshal(role(nil, nil).Spec)
+				return &activities.Object{Exists: true, Generation: 1, Spec: b}, nil
+			}
+			return &activities.Object{Exists: true, Generation: 1, Spec: raw}, nil
+		})
+	env.OnActivity(kube.PatchStatus, mock.Anything, mock.Anything).After(time.Minute).Return(nil)
+	env.OnActivity(kube.RemoveFinalizer, mock.Anything, mock.Anything).Return(nil)
+	env.RegisterWorkflowWithOptions(fn, workflow.RegisterOptions{Name: kind})
+	return env, chain
+}
+
+func detail(t *testing.T, chain *objecttest.Chain, into any) {
+	t.Helper()
+	st, err := chain.Status()
+	require.NoError(t, err)
+	b, err := json.Marshal(st.Detail)
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(b, into))
+}
+
+// A data plane whose node deployed settles and continues as new; a request and a report that reach it
+// while its last status write is under way (unread) are in the record the next run carries.
+func TestDataPlaneKeepsRequestsAndReportsAcrossContinueAsNew(t *testing.T) {
+	spec := dataplanev1beta1.OpenStackDataPlaneSpec{Roles: []string{"compute"}, Deploy: true}
+	env, chain := slowStatusEnv(t, "OpenStackDataPlane", OpenStackDataPlaneWorkflow, spec)
+	nodes := []string{"n1", "n2"}
+	env.OnActivity(kube.ListObjects, mock.Anything, mock.Anything).Return(
+		func(context.Context, activities.ListInput) ([]activities.ListedObject, error) {
+			var out []activities.ListedObject
+			for _, n := range nodes {
+				b, _ := json.Marshal(node(n, nil, nil).Spec)
+				out = append(out, activities.ListedObject{Ref: DataPlaneNodeRef("openstack", n), Object: activities.Object{Exists: true, Generation: 1, Spec: b}})
+			}
+			return out, nil
+		})
+	// Both nodes already deployed their generation: nothing to admit, the rollout is done at once.
+	env.OnActivity(kube.GetObjectStatus, mock.Anything, mock.Anything).Return(
+		&activities.ObjectStatus{Exists: true, Generation: 1, ObservedGeneration: 1, Phase: lifecycle.PhaseReady,
+			Fields: map[string]json.RawMessage{"deployed": json.RawMessage("true")}}, nil)
+
+	env.RegisterDelayedCallback(func() { require.NoError(t, chain.Signal(lifecycle.SignalSpec, lifecycle.SpecSignal{Generation: 1})) }, time.Second)
+	// The reconcile is done within seconds; its last status write runs until about two minutes.
+	env.RegisterDelayedCallback(func() {
+		require.Equal(t, 1, chain.Runs(), "still in the first run, writing its status")
+		require.NoError(t, chain.Signal(SignalEDPMRequest, EDPMRequest{Node: "n1", Generation: 2}))
+		require.NoError(t, chain.Signal(SignalEDPMReport, EDPMReport{Node: "n2", State: EDPMFailed, Phase: 0, Step: StepConfigureOS, Message: "host unreachable"}))
+	}, 90*time.Second)
+	env.RegisterDelayedCallback(func() {
+		require.Equal(t, 2, chain.Runs())
+		var rec dataPlaneRecord
+		detail(t, chain, &rec)
+		byName := map[string]EDPMNode{}
+		for _, n := range rec.Nodes {
+			byName[n.Name] = n
+		}
+		require.Equal(t, EDPMPending, byName["n1"].State, "the request survived: %+v", rec.Nodes)
+		require.EqualValues(t, 2, byName["n1"].Generation)
+		require.Equal(t, EDPMFailed, byName["n2"].State, "the report survived: %+v", rec.Nodes)
+		require.Equal(t, StepConfigureOS, byName["n2"].Step)
+		require.NoError(t, chain.Signal(lifecycle.SignalDelete, nil))
+	}, 10*time.Minute)
+	chain.Execute("OpenStackDataPlane", object.Input{ObjectRef: DataPlaneRef("openstack", "edpm")})
+	require.NoError(t, env.GetWorkflowError())
+}
+
+// A node that does not deploy (deploy false) settles at once; a grant that reaches it while its last
+// status write is under way is kept for the next run's admission rather than lost.
+func TestNodeKeepsAGrantAcrossContinueAsNew(t *testing.T) {
+	n := node("n1", nil, func(n *dataplanev1beta1.OpenStackDataPlaneNode) { n.Spec.Deploy = false })
+	env, chain := slowStatusEnv(t, "OpenStackDataPlaneNode", OpenStackDataPlaneNodeWorkflow, n.Spec)
+	env.OnActivity(kube.ApplyObject, mock.Anything, mock.Anything).Return("uid-inventory", nil)
+	env.OnActivity(kube.DeleteObject, mock.Anything, mock.Anything).Return(nil)
+	env.OnActivity(kube.ListObjects, mock.Anything, mock.Anything).Return([]activities.ListedObject{}, nil)
+
+	env.RegisterDelayedCallback(func() { require.NoError(t, chain.Signal(lifecycle.SignalSpec, lifecycle.SpecSignal{Generation: 1})) }, time.Second)
+	env.RegisterDelayedCallback(func() {
+		require.Equal(t, 1, chain.Runs())
+		require.NoError(t, chain.Signal(SignalEDPMGrant, EDPMGrant{DataPlane: "OpenStackDataPlane/openstack/edpm/1234"}))
+	}, 90*time.Second)
+	env.RegisterDelayedCallback(func() {
+		require.Equal(t, 2, chain.Runs())
+		var rec edpmNodeRecord
+		detail(t, chain, &rec)
+		require.NotNil(t, rec.PendingGrant, "the grant survived")
+		require.Equal(t, "OpenStackDataPlane/openstack/edpm/1234", rec.PendingGrant.DataPlane)
+		require.NoError(t, chain.Signal(lifecycle.SignalDelete, nil))
+	}, 10*time.Minute)
+	chain.Execute("OpenStackDataPlaneNode", object.Input{ObjectRef: DataPlaneNodeRef("openstack", "n1")})
+	require.NoError(t, env.GetWorkflowError())
+}
