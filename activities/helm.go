@@ -177,14 +177,14 @@ func releaseInfo(cfg *action.Configuration, name string) (ReleaseInfo, []*releas
 	return info, hist, nil
 }
 
-// ReleaseInput is one component's wanted release.
+// ReleaseInput is one component's wanted release: its chart and its stored values (by reference).
 type ReleaseInput struct {
-	Component  string         `json:"component"`
-	Release    string         `json:"release"`
-	Namespace  string         `json:"namespace"`
-	Chart      ChartRef       `json:"chart"`
-	Values     map[string]any `json:"values,omitempty"`
-	ValuesHash string         `json:"valuesHash"`
+	Component  string    `json:"component"`
+	Release    string    `json:"release"`
+	Namespace  string    `json:"namespace"`
+	Chart      ChartRef  `json:"chart"`
+	Values     ValuesRef `json:"values"`
+	ValuesHash string    `json:"valuesHash"`
 }
 
 // UpgradeResult says what UpgradeOrInstall did.
@@ -219,6 +219,10 @@ func (h *Helm) UpgradeOrInstall(ctx context.Context, in ReleaseInput) (*UpgradeR
 	if err != nil {
 		return nil, err
 	}
+	values, err := h.values(ctx, in.Values)
+	if err != nil {
+		return nil, err
+	}
 	lbls := map[string]string{ReleaseLabelValuesHash: in.ValuesHash, ReleaseLabelComponent: in.Component}
 	stop := heartbeat(ctx, 3*time.Second, func() any { return "helm " + in.Release })
 	defer stop()
@@ -238,7 +242,7 @@ func (h *Helm) UpgradeOrInstall(ctx context.Context, in ReleaseInput) (*UpgradeR
 		inst.CreateNamespace = true
 		inst.Labels = lbls
 		inst.Timeout = 5 * time.Minute
-		rel, err := inst.RunWithContext(ctx, ch, in.Values)
+		rel, err := inst.RunWithContext(ctx, ch, values)
 		if err != nil {
 			return nil, helmFailure("install", in, err)
 		}
@@ -252,7 +256,7 @@ func (h *Helm) UpgradeOrInstall(ctx context.Context, in ReleaseInput) (*UpgradeR
 	up.Labels = map[string]string{ReleaseLabelValuesHash: in.ValuesHash, ReleaseLabelComponent: in.Component, ReleaseLabelReady: "null"}
 	up.MaxHistory = 20
 	up.Timeout = 5 * time.Minute
-	rel, err := up.RunWithContext(ctx, in.Release, ch, in.Values)
+	rel, err := up.RunWithContext(ctx, in.Release, ch, values)
 	if err != nil {
 		return nil, helmFailure("upgrade", in, err)
 	}
@@ -513,7 +517,26 @@ type DiffResult struct {
 	// From and To are chart-version:values-hash of the deployed and the wanted release.
 	From string `json:"from"`
 	To   string `json:"to"`
-	Diff string `json:"diff"`
+	// Diff is at most MaxDiffBytes; Truncated says when it was cut (Lines counts the whole diff's).
+	Diff      string `json:"diff"`
+	Lines     int    `json:"lines"`
+	Truncated bool   `json:"truncated,omitempty"`
+}
+
+// MaxDiffBytes bounds one release's preview diff: previews travel through workflow history, whose
+// payloads are limited (2 MB), and a person reads the first screens anyway.
+const MaxDiffBytes = 64 << 10
+
+// boundDiff cuts d to at most max bytes at a line boundary.
+func boundDiff(d string, max int) (string, bool) {
+	if len(d) <= max {
+		return d, false
+	}
+	cut := d[:max]
+	if i := strings.LastIndexByte(cut, '\n'); i > 0 {
+		cut = cut[:i+1]
+	}
+	return cut + "... (diff truncated)\n", true
 }
 
 // Diff renders the wanted release locally and diffs it against the deployed manifest.
@@ -536,13 +559,17 @@ func (h *Helm) Diff(ctx context.Context, in ReleaseInput) (*DiffResult, error) {
 	if err != nil {
 		return nil, err
 	}
+	values, err := h.values(ctx, in.Values)
+	if err != nil {
+		return nil, err
+	}
 	inst := action.NewInstall(cfg)
 	inst.ReleaseName = in.Release
 	inst.Namespace = in.Namespace
 	inst.DryRun = true
 	inst.ClientOnly = true
 	inst.Replace = true
-	rel, err := inst.RunWithContext(ctx, ch, in.Values)
+	rel, err := inst.RunWithContext(ctx, ch, values)
 	if err != nil {
 		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("render %s (chart %s-%s): %v", in.Release, in.Chart.Name, in.Chart.Version, err), ErrRender, err)
 	}
@@ -553,6 +580,8 @@ func (h *Helm) Diff(ctx context.Context, in ReleaseInput) (*DiffResult, error) {
 	if err != nil {
 		return nil, fmt.Errorf("diff %s: %w", in.Release, err)
 	}
+	res.Lines = strings.Count(res.Diff, "\n")
+	res.Diff, res.Truncated = boundDiff(res.Diff, MaxDiffBytes)
 	return res, nil
 }
 

@@ -46,8 +46,10 @@ const (
 // Finalizer is added by the bridge to every object it serves and removed by the workflow, last.
 const Finalizer = "stackflow.io/teardown"
 
-// ObjectRef names one object of a stackflow-served kind. It is the whole input of an object workflow:
-// the workflow reads the spec through an activity, so no spec (and never a secret) is in history.
+// ObjectRef names one object of a stackflow-served kind. It is the whole input the bridge starts an
+// object workflow with: the spec enters history only as the result of the workflow's read activity,
+// once per reconcile (without status, managed fields or kubectl's last-applied copy), and is never
+// carried across continue-as-new; Secret values never enter history (workflows pass Secret references).
 type ObjectRef struct {
 	Group     string `json:"group"`
 	Version   string `json:"version"`

@@ -33,6 +33,25 @@ type PreviewRequest struct {
 	Profile *NamedProfile `json:"profile,omitempty"`
 }
 
+// MaxPreviewBytes bounds the diffs of one preview result: an update's result is one payload (2 MB at
+// most), and each diff is already bounded by activities.MaxDiffBytes.
+const MaxPreviewBytes = 1 << 20
+
+// BoundPreview keeps diffs, in order, while their total stays within max; the diffs of the components
+// after that keep their header (from, to, line count) and say they were left out.
+func BoundPreview(diffs []activities.DiffResult, max int) []activities.DiffResult {
+	out := make([]activities.DiffResult, len(diffs))
+	total := 0
+	for i, d := range diffs {
+		if total+len(d.Diff) > max {
+			d.Diff, d.Truncated = "(diff left out: the preview's diffs are bounded to "+fmt.Sprint(max>>10)+" KiB; preview this component alone)\n", true
+		}
+		total += len(d.Diff)
+		out[i] = d
+	}
+	return out
+}
+
 // PreviewResult is the plan and, per component that would roll, the rendered manifest diff.
 type PreviewResult struct {
 	Plan  RolloutPlan             `json:"plan"`
@@ -140,6 +159,9 @@ func (r *configReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycle,
 	if len(plan.Waves) > 0 {
 		lc.SetCondition(ctx, metav1.Condition{Type: ConditionComponentsReady, Status: metav1.ConditionFalse, Reason: "RollingOut",
 			Message: "rolling out " + wavesText(plan.Waves)})
+		if err := storeValues(ctx, spec.ReleaseNamespace, plan.Components(), rendered); err != nil {
+			return err
+		}
 	}
 	out := executeRollout(ctx, lc, lc.Ref.Kind, spec.ReleaseNamespace, plan, rendered, r.status, report)
 	if out.err == nil {
@@ -148,9 +170,8 @@ func (r *configReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycle,
 			if err := lc.Step(ctx, "uninstall "+name); err != nil {
 				return err
 			}
-			if err := workflow.ExecuteActivity(helmActivity(ctx, 3*time.Minute), helm.Uninstall,
-				activities.UninstallInput{Release: name, Namespace: spec.ReleaseNamespace}).Get(ctx, nil); err != nil {
-				return fmt.Errorf("uninstall %s: %w", name, err)
+			if err := uninstall(ctx, name, spec.ReleaseNamespace); err != nil {
+				return err
 			}
 			r.status[name] = kupenstackv1alpha1.ComponentStatus{Name: name, Release: name, State: ComponentDisabled, Message: "uninstalled: disabled in the profile"}
 			report()
@@ -276,12 +297,13 @@ func (r *configReconciler) Teardown(ctx workflow.Context, lc *object.Lifecycle) 
 	for i := len(waves) - 1; i >= 0; i-- {
 		var futures []workflow.Future
 		for _, name := range waves[i] {
-			futures = append(futures, workflow.ExecuteActivity(helmActivity(ctx, 3*time.Minute), helm.Uninstall,
-				activities.UninstallInput{Release: name, Namespace: rec.Namespace}))
+			f, settle := workflow.NewFuture(ctx)
+			workflow.Go(ctx, func(ctx workflow.Context) { settle.Set(nil, uninstall(ctx, name, rec.Namespace)) })
+			futures = append(futures, f)
 		}
-		for j, f := range futures {
+		for _, f := range futures {
 			if err := f.Get(ctx, nil); err != nil {
-				return fmt.Errorf("uninstall %s: %w", waves[i][j], err)
+				return err
 			}
 		}
 	}
@@ -316,19 +338,34 @@ func (r *configReconciler) preview(ctx workflow.Context, req PreviewRequest) (*P
 	res := &PreviewResult{Plan: plan}
 	var futures []workflow.Future
 	names := plan.Components()
+	if err := storeValues(ctx, spec.ReleaseNamespace, names, rendered); err != nil {
+		return nil, err
+	}
 	for _, name := range names {
 		c := rendered[name]
 		futures = append(futures, workflow.ExecuteActivity(helmActivity(ctx, 2*time.Minute), helm.Diff, activities.ReleaseInput{
-			Component: name, Release: name, Namespace: spec.ReleaseNamespace, Chart: c.Chart, Values: c.Values, ValuesHash: c.ValuesHash}))
+			Component: name, Release: name, Namespace: spec.ReleaseNamespace, Chart: c.Chart, Values: valuesRef(spec.ReleaseNamespace, c), ValuesHash: c.ValuesHash}))
 	}
+	diffs := make([]activities.DiffResult, len(futures))
 	for i, f := range futures {
-		var d activities.DiffResult
-		if err := f.Get(ctx, &d); err != nil {
+		if err := f.Get(ctx, &diffs[i]); err != nil {
 			return nil, fmt.Errorf("diff %s: %w", names[i], err)
 		}
-		res.Diffs = append(res.Diffs, d)
 	}
+	res.Diffs = BoundPreview(diffs, MaxPreviewBytes)
 	return res, nil
+}
+
+// uninstall removes a component's release and the values stored for it.
+func uninstall(ctx workflow.Context, name, namespace string) error {
+	if err := workflow.ExecuteActivity(helmActivity(ctx, 3*time.Minute), helm.Uninstall,
+		activities.UninstallInput{Release: name, Namespace: namespace}).Get(ctx, nil); err != nil {
+		return fmt.Errorf("uninstall %s: %w", name, err)
+	}
+	if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kube.PruneValues, activities.ValuesRef{Namespace: namespace, Component: name}).Get(ctx, nil); err != nil {
+		return fmt.Errorf("remove the stored values of %s: %w", name, err)
+	}
+	return nil
 }
 
 func wavesText(waves [][]string) string {

@@ -1,6 +1,7 @@
 package controlplane
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -141,4 +142,25 @@ func TestPlanRollout(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A preview is one update result: its diffs stay within the bound, in plan order, and the components
+// past it keep their header and say their diff was left out.
+func TestBoundPreview(t *testing.T) {
+	d := func(c string, n int) activities.DiffResult {
+		return activities.DiffResult{Component: c, From: "none", To: "0.1.0:h", Diff: strings.Repeat("x", n), Lines: n}
+	}
+	got := BoundPreview([]activities.DiffResult{d("keystone", 400), d("glance", 400), d("nova", 400)}, 1000)
+	require.Len(t, got, 3)
+	require.Equal(t, 400, len(got[0].Diff))
+	require.Equal(t, 400, len(got[1].Diff))
+	require.True(t, got[2].Truncated)
+	require.Contains(t, got[2].Diff, "left out")
+	require.Equal(t, "nova", got[2].Component)
+	require.Equal(t, 400, got[2].Lines, "the header still counts the lines")
+	total := 0
+	for _, x := range got {
+		total += len(x.Diff)
+	}
+	require.LessOrEqual(t, total, 1000)
 }

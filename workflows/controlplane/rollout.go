@@ -20,14 +20,15 @@ const RolloutComponentWorkflowName = "RolloutComponent"
 // ComponentRolloutInput is one component's rollout: the release, its chart and rendered values.
 type ComponentRolloutInput struct {
 	// Kind and Object name the object whose rollout this is (for search attributes).
-	Kind             string         `json:"kind"`
-	Object           string         `json:"object"`
-	Component        string         `json:"component"`
-	Namespace        string         `json:"namespace"`
-	Chart            ChartRef       `json:"chart"`
-	Values           map[string]any `json:"values,omitempty"`
-	ValuesHash       string         `json:"valuesHash"`
-	ReadinessTimeout time.Duration  `json:"readinessTimeout"`
+	Kind      string   `json:"kind"`
+	Object    string   `json:"object"`
+	Component string   `json:"component"`
+	Namespace string   `json:"namespace"`
+	Chart     ChartRef `json:"chart"`
+	// Values are the rendered values, stored by the parent (by reference: they stay out of history).
+	Values           activities.ValuesRef `json:"values"`
+	ValuesHash       string               `json:"valuesHash"`
+	ReadinessTimeout time.Duration        `json:"readinessTimeout"`
 }
 
 // ComponentRolloutResult is what a component's rollout did.
@@ -105,6 +106,10 @@ func RolloutComponentWorkflow(ctx workflow.Context, in ComponentRolloutInput) (*
 		}
 		return nil, rollBack(ctx, in, up.Previous, up.Revision, err)
 	}
+	// The values of earlier rollouts of this component are no longer needed (Helm keeps its own).
+	if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kube.PruneValues, in.Values).Get(ctx, nil); err != nil {
+		workflow.GetLogger(ctx).Warn("prune stored values", "component", in.Component, "error", err)
+	}
 	_ = workflow.UpsertTypedSearchAttributes(ctx, lifecycle.SAPhase.ValueSet(lifecycle.PhaseReady))
 	details("done", fmt.Sprintf("%s → revision %d Ready", up.Action, up.Revision))
 	return res, nil
@@ -168,6 +173,28 @@ const (
 	ComponentDisabled  = "Disabled"
 	ComponentBlocked   = "Blocked"
 )
+
+// valuesRef is where a rendered component's values are stored in namespace.
+func valuesRef(namespace string, r RenderedComponent) activities.ValuesRef {
+	return activities.ValuesRef{Namespace: namespace, Component: r.Name, Hash: r.ValuesHash}
+}
+
+// storeValues stores the rendered values of the named components (side by side), so children and
+// activities get them by reference.
+func storeValues(ctx workflow.Context, namespace string, names []string, rendered map[string]RenderedComponent) error {
+	futures := make([]workflow.Future, len(names))
+	for i, name := range names {
+		r := rendered[name]
+		futures[i] = workflow.ExecuteActivity(object.KubeActivity(ctx), kube.StoreValues,
+			activities.StoreValuesInput{Ref: valuesRef(namespace, r), Values: r.Values})
+	}
+	for i, f := range futures {
+		if err := f.Get(ctx, nil); err != nil {
+			return fmt.Errorf("store values of %s: %w", names[i], err)
+		}
+	}
+	return nil
+}
 
 // rolloutOutcome is what executing a plan gave: per component status and the first failure.
 type rolloutOutcome struct {
@@ -234,7 +261,7 @@ func executeRollout(ctx workflow.Context, lc *object.Lifecycle, kind, namespace 
 			})
 			f := workflow.ExecuteChildWorkflow(cctx, RolloutComponentWorkflowName, ComponentRolloutInput{
 				Kind: kind, Object: lc.Ref.Key(), Component: name, Namespace: namespace, Chart: r.Chart,
-				Values: r.Values, ValuesHash: r.ValuesHash, ReadinessTimeout: r.ReadinessTimeout,
+				Values: valuesRef(namespace, r), ValuesHash: r.ValuesHash, ReadinessTimeout: r.ReadinessTimeout,
 			})
 			running++
 			sel.AddFuture(f, func(f workflow.Future) {
