@@ -19,7 +19,8 @@ import (
 )
 
 // slowStatusEnv is a test environment whose status writes take a minute, so a run that settled waits a
-// while for its last write before it continues as new: signals sent then are buffered and unread.
+// while for the write under way (its first) before it continues as new: signals sent then are buffered
+// and unread.
 func slowStatusEnv(t *testing.T, kind string, fn any, spec any) (*testsuite.TestWorkflowEnvironment, *objecttest.Chain) {
 	var ts testsuite.WorkflowTestSuite
 	env := ts.NewTestWorkflowEnvironment()
@@ -71,12 +72,12 @@ func TestDataPlaneKeepsRequestsAndReportsAcrossContinueAsNew(t *testing.T) {
 			Fields: map[string]json.RawMessage{"deployed": json.RawMessage("true")}}, nil)
 
 	env.RegisterDelayedCallback(func() { require.NoError(t, chain.Signal(lifecycle.SignalSpec, lifecycle.SpecSignal{Generation: 1})) }, time.Second)
-	// The reconcile is done within seconds; its last status write runs until about two minutes.
+	// The reconcile is done within seconds; the run's first status write runs for a minute.
 	env.RegisterDelayedCallback(func() {
 		require.Equal(t, 1, chain.Runs(), "still in the first run, writing its status")
 		require.NoError(t, chain.Signal(SignalEDPMRequest, EDPMRequest{Node: "n1", Generation: 2}))
 		require.NoError(t, chain.Signal(SignalEDPMReport, EDPMReport{Node: "n2", State: EDPMFailed, Phase: 0, Step: StepConfigureOS, Message: "host unreachable"}))
-	}, 90*time.Second)
+	}, 30*time.Second)
 	env.RegisterDelayedCallback(func() {
 		require.Equal(t, 2, chain.Runs())
 		var rec dataPlaneRecord
@@ -108,7 +109,7 @@ func TestNodeKeepsAGrantAcrossContinueAsNew(t *testing.T) {
 	env.RegisterDelayedCallback(func() {
 		require.Equal(t, 1, chain.Runs())
 		require.NoError(t, chain.Signal(SignalEDPMGrant, EDPMGrant{DataPlane: "OpenStackDataPlane/openstack/edpm/1234"}))
-	}, 90*time.Second)
+	}, 30*time.Second)
 	env.RegisterDelayedCallback(func() {
 		require.Equal(t, 2, chain.Runs())
 		var rec edpmNodeRecord

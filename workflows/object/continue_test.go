@@ -68,9 +68,13 @@ type chainEnv struct {
 	patches    []activities.StatusPatch
 	activities []string
 	timers     int
+	removed    int
 }
 
-func newChainEnv(t *testing.T, r Reconciler) *chainEnv {
+func newChainEnv(t *testing.T, r Reconciler) *chainEnv { return newChainEnvWrites(t, r, 0) }
+
+// newChainEnvWrites is newChainEnv with status writes that take write.
+func newChainEnvWrites(t *testing.T, r Reconciler, write time.Duration) *chainEnv {
 	var ts testsuite.WorkflowTestSuite
 	c := &chainEnv{env: ts.NewTestWorkflowEnvironment(), gen: 1}
 	c.chain = objecttest.New(c.env)
@@ -79,9 +83,10 @@ func newChainEnv(t *testing.T, r Reconciler) *chainEnv {
 		func(context.Context, lifecycle.ObjectRef) (*activities.Object, error) {
 			return &activities.Object{Exists: true, Generation: c.gen}, nil
 		})
-	c.env.OnActivity(kube.PatchStatus, mock.Anything, mock.Anything).Return(
+	c.env.OnActivity(kube.PatchStatus, mock.Anything, mock.Anything).After(write).Return(
 		func(_ context.Context, p activities.StatusPatch) error { c.patches = append(c.patches, p); return nil })
-	c.env.OnActivity(kube.RemoveFinalizer, mock.Anything, mock.Anything).Return(nil)
+	c.env.OnActivity(kube.RemoveFinalizer, mock.Anything, mock.Anything).Return(
+		func(context.Context, lifecycle.ObjectRef) error { c.removed++; return nil })
 	c.env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, _ converter.EncodedValues) {
 		c.activities = append(c.activities, info.ActivityType.Name)
 	})
@@ -313,4 +318,20 @@ func TestLongWaitContinuesAsNewAndResumes(t *testing.T) {
 	require.EqualValues(t, 1, last.Carry.Observed, "the resumed reconcile finished the generation")
 	require.NoError(t, json.Unmarshal(last.Carry.Data, &rec))
 	require.Equal(t, 5, rec.Waited)
+}
+
+// A deletion that arrives while a settled run waits for its status write, about to continue as new,
+// is torn down in that run: the finalizer goes, last, after the status says so.
+func TestDeleteAsARunContinuesAsNewTearsDown(t *testing.T) {
+	r := &itemReconciler{work: time.Second}
+	c := newChainEnvWrites(t, r, time.Minute)
+	c.at(time.Second, func() { c.send(t, lifecycle.SignalSpec, lifecycle.SpecSignal{Generation: 1}) })
+	c.at(30*time.Second, func() {
+		require.Equal(t, 1, c.chain.Runs(), "the run waits for its first write")
+		c.send(t, lifecycle.SignalDelete, nil)
+	})
+	c.run(t)
+	require.Equal(t, 1, c.chain.Runs())
+	require.Equal(t, 1, c.removed)
+	require.Equal(t, lifecycle.PhaseDeleting, c.patches[len(c.patches)-1].Phase)
 }

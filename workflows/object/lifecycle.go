@@ -90,6 +90,9 @@ type State struct {
 	Streak int `json:"streak,omitempty"`
 	// StatusStale is set when a status write failed: the next run writes the whole status once.
 	StatusStale bool `json:"statusStale,omitempty"`
+	// Unwritten lists what of the status the previous run changed but did not write before it continued
+	// as new (so it did not wait for that write): the next run writes it, and only it.
+	Unwritten *Unwritten `json:"unwritten,omitempty"`
 }
 
 // Options tunes Run for a kind.
@@ -151,8 +154,11 @@ type Lifecycle struct {
 	cancelReconcile workflow.CancelFunc
 	// dirty is set when the state may differ from the status written (written); writing while a write
 	// is in flight.
-	dirty    bool
-	writing  bool
+	dirty   bool
+	writing bool
+	// closing is set once the run continues as new: no write starts after it (one the server would
+	// still deliver could land after the next run's).
+	closing  bool
 	written  written
 	gates    map[string]bool
 	approved map[string]string
@@ -190,7 +196,7 @@ func Run(ctx workflow.Context, in Input, r Reconciler, opts Options) error {
 		lc.state = *in.Carry
 		// The previous run flushed its status before it continued as new; search attributes carry over.
 		if !lc.state.StatusStale {
-			lc.written = writtenOf(lc.state)
+			lc.written = writtenOf(lc.state, lc.state.Unwritten)
 		}
 	} else {
 		lc.state.Phase = lifecycle.PhasePending
@@ -198,7 +204,7 @@ func Run(ctx workflow.Context, in Input, r Reconciler, opts Options) error {
 			return fmt.Errorf("search attributes of %s: %w", in.ObjectRef, err)
 		}
 	}
-	lc.state.StatusStale = false
+	lc.state.StatusStale, lc.state.Unwritten = false, nil
 	if rs, ok := r.(Restorer); ok {
 		if err := rs.Restore(lc); err != nil {
 			return fmt.Errorf("restore the record of %s: %w", in.ObjectRef, err)
@@ -247,7 +253,11 @@ func Run(ctx workflow.Context, in Input, r Reconciler, opts Options) error {
 // update handler finished, and every signal already delivered (the lifecycle's and the reconciler's own)
 // is in the state.
 func (lc *Lifecycle) continueAsNew(ctx workflow.Context, r Reconciler) error {
-	if err := lc.flush(ctx); err != nil {
+	// A write under way finishes first and none starts after (an abandoned one could land after the
+	// next run's); what is not written yet goes with the state, so the object shows a settled reconcile
+	// only once the run that holds it is there.
+	lc.closing = true
+	if err := workflow.Await(ctx, func() bool { return !lc.writing }); err != nil {
 		return lc.cancelled(ctx, r, err)
 	}
 	if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
@@ -260,7 +270,11 @@ func (lc *Lifecycle) continueAsNew(ctx workflow.Context, r Reconciler) error {
 		}
 	}
 	if lc.state.Deleting {
+		lc.closing = false
 		return lc.teardown(ctx, r)
+	}
+	if p, ok := lc.statusPatch(ctx); ok && !lc.opts.NoStatus {
+		lc.state.Unwritten = unwrittenOf(p)
 	}
 	info := workflow.GetInfo(ctx)
 	workflow.GetLogger(ctx).Debug("continue-as-new", "object", lc.Ref.String(), "history", info.GetCurrentHistoryLength(), "resume", lc.state.Resume)

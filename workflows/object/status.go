@@ -170,8 +170,30 @@ type written struct {
 	fields     map[string]string
 }
 
-// writtenOf is the status a state stands for, as if written.
-func writtenOf(s State) written {
+// Unwritten names the parts of a status a run changed and left for the next run to write.
+type Unwritten struct {
+	WorkflowID bool     `json:"workflowID,omitempty"`
+	Phase      bool     `json:"phase,omitempty"`
+	Step       bool     `json:"step,omitempty"`
+	Observed   bool     `json:"observed,omitempty"`
+	Conditions []string `json:"conditions,omitempty"`
+	Fields     []string `json:"fields,omitempty"`
+}
+
+// unwrittenOf names what a patch not yet written would write.
+func unwrittenOf(p activities.StatusPatch) *Unwritten {
+	u := &Unwritten{WorkflowID: p.WorkflowID != "", Phase: p.Phase != "", Step: p.CurrentStep != nil, Observed: p.ObservedGeneration != nil}
+	for _, c := range p.Conditions {
+		u.Conditions = append(u.Conditions, c.Type)
+	}
+	for _, k := range workflow.DeterministicKeys(p.Fields) {
+		u.Fields = append(u.Fields, k)
+	}
+	return u
+}
+
+// writtenOf is the status a carried state stands for: written, except what u names.
+func writtenOf(s State, u *Unwritten) written {
 	w := written{workflowID: true, phase: s.Phase, step: s.Step, observed: s.Observed,
 		conditions: map[string]metav1.Condition{}, fields: map[string]string{}}
 	for _, c := range s.Conditions {
@@ -179,6 +201,28 @@ func writtenOf(s State) written {
 	}
 	for k, v := range s.Fields {
 		w.fields[k] = string(v)
+	}
+	if u == nil {
+		return w
+	}
+	// A zero written value differs from the state's, so the next write sends it.
+	if u.WorkflowID {
+		w.workflowID = false
+	}
+	if u.Phase {
+		w.phase = ""
+	}
+	if u.Step {
+		w.step = "\x00"
+	}
+	if u.Observed {
+		w.observed = -1
+	}
+	for _, t := range u.Conditions {
+		delete(w.conditions, t)
+	}
+	for _, k := range u.Fields {
+		w.fields[k] = "\x00"
 	}
 	return w
 }
@@ -188,7 +232,7 @@ func writtenOf(s State) written {
 // into the next. Nothing changed, nothing is written.
 func (lc *Lifecycle) statusWriter(ctx workflow.Context) {
 	for {
-		if err := workflow.Await(ctx, func() bool { return lc.dirty }); err != nil {
+		if err := workflow.Await(ctx, func() bool { return lc.dirty && !lc.closing }); err != nil {
 			return
 		}
 		lc.dirty = false
