@@ -313,7 +313,12 @@ func TestLongWaitContinuesAsNewAndResumes(t *testing.T) {
 	require.NoError(t, json.Unmarshal(next.Carry.Data, &rec))
 	require.Equal(t, 3, rec.Waited)
 
+	// However many runs a wait took, resuming it is no loop of reconciles: no back-off.
+	next.Carry.Streak = 10
 	last, _ := runOnce(t, w, next, func(*testsuite.TestWorkflowEnvironment) {})
+	for _, c := range last.Carry.Conditions {
+		require.NotEqual(t, ConditionThrottled, c.Type, "a resumed wait backed off")
+	}
 	require.False(t, last.Carry.Resume)
 	require.EqualValues(t, 1, last.Carry.Observed, "the resumed reconcile finished the generation")
 	require.NoError(t, json.Unmarshal(last.Carry.Data, &rec))

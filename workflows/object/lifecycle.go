@@ -194,7 +194,8 @@ func Run(ctx workflow.Context, in Input, r Reconciler, opts Options) error {
 	}
 	if in.Carry != nil {
 		lc.state = *in.Carry
-		// The previous run flushed its status before it continued as new; search attributes carry over.
+		// The object holds the carried status but for what the previous run left unwritten (or all of it
+		// after a failed write); search attributes carry over.
 		if !lc.state.StatusStale {
 			lc.written = writtenOf(lc.state, lc.state.Unwritten)
 		}
@@ -217,6 +218,8 @@ func Run(ctx workflow.Context, in Input, r Reconciler, opts Options) error {
 	workflow.Go(ctx, lc.statusWriter)
 	lc.receiveSignals(ctx)
 
+	// A reconcile cut short by continue-as-new resumes at once: it is no loop of reconciles.
+	resuming := lc.state.Resume
 	busy := lc.needsReconcile()
 	if !busy {
 		lc.settled(ctx)
@@ -227,7 +230,7 @@ func Run(ctx workflow.Context, in Input, r Reconciler, opts Options) error {
 	if err != nil {
 		return lc.cancelled(ctx, r, err)
 	}
-	if !lc.state.Deleting && lc.needsReconcile() {
+	if !lc.state.Deleting && lc.needsReconcile() && !resuming {
 		if err := lc.backOff(ctx, busy); err != nil {
 			return lc.cancelled(ctx, r, err)
 		}
@@ -249,9 +252,9 @@ func Run(ctx workflow.Context, in Input, r Reconciler, opts Options) error {
 	return lc.continueAsNew(ctx, r)
 }
 
-// continueAsNew ends the run with a fresh one carrying the state: once the status is written, every
-// update handler finished, and every signal already delivered (the lifecycle's and the reconciler's own)
-// is in the state.
+// continueAsNew ends the run with a fresh one carrying the state: once no status write is under way,
+// every update handler finished, and every signal already delivered (the lifecycle's and the
+// reconciler's own) is in the state.
 func (lc *Lifecycle) continueAsNew(ctx workflow.Context, r Reconciler) error {
 	// A write under way finishes first and none starts after (an abandoned one could land after the
 	// next run's); what is not written yet goes with the state, so the object shows a settled reconcile
