@@ -50,13 +50,13 @@ type StoreValuesInput struct {
 
 // StoreValues stores the values under ref (creating the release namespace when needed). It is
 // idempotent: the name carries the hash, so an existing ConfigMap of that name already holds them.
-func (k *Kube) StoreValues(ctx context.Context, in StoreValuesInput) error {
+func (h *Helm) StoreValues(ctx context.Context, in StoreValuesInput) error {
 	b, err := json.Marshal(in.Values)
 	if err != nil {
 		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("values of %s: %v", in.Ref.Component, err), ErrInvalid, err)
 	}
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: in.Ref.Namespace}}
-	if _, err := k.Core.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+	if _, err := h.core.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return classify("create namespace "+in.Ref.Namespace, err)
 	}
 	cm := &corev1.ConfigMap{
@@ -64,7 +64,7 @@ func (k *Kube) StoreValues(ctx context.Context, in StoreValuesInput) error {
 			LabelValuesOf: in.Ref.Component, LabelValuesHash: in.Ref.Hash, "app.kubernetes.io/managed-by": "stackflow"}},
 		Data: map[string]string{ValuesConfigMapKey: string(b)},
 	}
-	if _, err := k.Core.CoreV1().ConfigMaps(in.Ref.Namespace).Create(ctx, cm, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+	if _, err := h.core.CoreV1().ConfigMaps(in.Ref.Namespace).Create(ctx, cm, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return classify("store values "+in.Ref.String(), err)
 	}
 	return nil
@@ -72,12 +72,12 @@ func (k *Kube) StoreValues(ctx context.Context, in StoreValuesInput) error {
 
 // PruneValues deletes the component's stored values other than keep's (every one when keep.Hash is
 // empty).
-func (k *Kube) PruneValues(ctx context.Context, keep ValuesRef) error {
+func (h *Helm) PruneValues(ctx context.Context, keep ValuesRef) error {
 	sel := LabelValuesOf + "=" + keep.Component
 	if keep.Hash != "" {
 		sel += "," + LabelValuesHash + "!=" + keep.Hash
 	}
-	err := k.Core.CoreV1().ConfigMaps(keep.Namespace).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: sel})
+	err := h.core.CoreV1().ConfigMaps(keep.Namespace).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: sel})
 	if err != nil && !apierrors.IsNotFound(err) {
 		return classify("prune stored values of "+keep.Component+" in "+keep.Namespace, err)
 	}

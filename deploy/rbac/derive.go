@@ -349,7 +349,7 @@ func (a *analysis) reach(roots []string) (rules, error) {
 		}
 		if _, skip := bestEffort[key]; !skip {
 			for _, c := range f.calls {
-				a.apply(rs, c)
+				a.apply(rs, c, f.recv)
 			}
 		}
 		for _, r := range f.refs {
@@ -367,8 +367,12 @@ func (a *analysis) reach(roots []string) (rules, error) {
 	return rs, errors.Join(a.errs...)
 }
 
-// apply adds the rules of one client call.
-func (a *analysis) apply(rs rules, c clientCall) {
+// helmActivities is the Helm activities' type: their own namespaced requests (stored values, the pods of
+// a release) are in the namespaces of the Helm releases, not in the namespaces stackflow serves.
+const helmActivities = Module + "/activities.Helm"
+
+// apply adds the rules of one client call made in a function of receiver recv ("" for functions).
+func (a *analysis) apply(rs rules, c clientCall, recv string) {
 	resource := func(r string) string {
 		if c.sub != "" {
 			return r + "/" + c.sub
@@ -378,7 +382,10 @@ func (a *analysis) apply(rs rules, c clientCall) {
 	switch c.client {
 	case "typed":
 		scope := Cluster
-		if c.namespaced {
+		switch {
+		case c.namespaced && recv == helmActivities:
+			scope = HelmReleases
+		case c.namespaced:
 			scope = Watched
 		}
 		rs.add(scope, c.group, resource(c.resource), c.verb)

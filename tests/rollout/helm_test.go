@@ -27,13 +27,11 @@ func TestHelmActivities(t *testing.T) {
 	require.NoError(t, err)
 	h.PollInterval = 500 * time.Millisecond
 
-	kube, err := activities.NewKube(env.REST, "", "")
-	require.NoError(t, err)
 	// Values go by reference: stored once, read by the Helm activities.
 	in := func(version string, values map[string]any) activities.ReleaseInput {
 		chart := activities.ChartRef{Repository: charts.URL, Name: "nova", Version: version}
 		ref := activities.ValuesRef{Namespace: ns, Component: "nova", Hash: controlplane.ValuesHash(chart, values)}
-		require.NoError(t, kube.StoreValues(ctx, activities.StoreValuesInput{Ref: ref, Values: values}))
+		require.NoError(t, h.StoreValues(ctx, activities.StoreValuesInput{Ref: ref, Values: values}))
 		return activities.ReleaseInput{Component: "nova", Release: "nova", Namespace: ns, Chart: chart, Values: ref, ValuesHash: ref.Hash}
 	}
 	good := in("0.1.0", map[string]any{"conf": map[string]any{"nova": map[string]any{"DEFAULT": map[string]any{"debug": "true"}}}})

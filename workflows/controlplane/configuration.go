@@ -362,7 +362,7 @@ func uninstall(ctx workflow.Context, name, namespace string) error {
 		activities.UninstallInput{Release: name, Namespace: namespace}).Get(ctx, nil); err != nil {
 		return fmt.Errorf("uninstall %s: %w", name, err)
 	}
-	if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kube.PruneValues, activities.ValuesRef{Namespace: namespace, Component: name}).Get(ctx, nil); err != nil {
+	if err := workflow.ExecuteActivity(object.KubeActivity(ctx), helm.PruneValues, activities.ValuesRef{Namespace: namespace, Component: name}).Get(ctx, nil); err != nil {
 		return fmt.Errorf("remove the stored values of %s: %w", name, err)
 	}
 	return nil

@@ -107,7 +107,7 @@ func RolloutComponentWorkflow(ctx workflow.Context, in ComponentRolloutInput) (*
 		return nil, rollBack(ctx, in, up.Previous, up.Revision, err)
 	}
 	// The values of earlier rollouts of this component are no longer needed (Helm keeps its own).
-	if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kube.PruneValues, in.Values).Get(ctx, nil); err != nil {
+	if err := workflow.ExecuteActivity(object.KubeActivity(ctx), helm.PruneValues, in.Values).Get(ctx, nil); err != nil {
 		workflow.GetLogger(ctx).Warn("prune stored values", "component", in.Component, "error", err)
 	}
 	_ = workflow.UpsertTypedSearchAttributes(ctx, lifecycle.SAPhase.ValueSet(lifecycle.PhaseReady))
@@ -185,7 +185,7 @@ func storeValues(ctx workflow.Context, namespace string, names []string, rendere
 	futures := make([]workflow.Future, len(names))
 	for i, name := range names {
 		r := rendered[name]
-		futures[i] = workflow.ExecuteActivity(object.KubeActivity(ctx), kube.StoreValues,
+		futures[i] = workflow.ExecuteActivity(object.KubeActivity(ctx), helm.StoreValues,
 			activities.StoreValuesInput{Ref: valuesRef(namespace, r), Values: r.Values})
 	}
 	for i, f := range futures {
