@@ -28,7 +28,6 @@ import (
 	sdktally "go.temporal.io/sdk/contrib/tally"
 	sdklog "go.temporal.io/sdk/log"
 	sdkworker "go.temporal.io/sdk/worker"
-	"go.temporal.io/sdk/workflow"
 	"k8s.io/client-go/rest"
 
 	"github.com/stackflow/stackflow/activities"
@@ -63,6 +62,15 @@ type Config struct {
 	// Limits bound the histories of object workflows and pace their waits; zero fields take
 	// object.DefaultLimits. Every worker of a deployment should use the same (each run records them).
 	Limits object.Limits
+	// Deployment and BuildID version the workflow worker (Temporal worker deployments): it serves only
+	// workflow tasks of its version. Deployment defaults to DefaultDeployment, BuildID to
+	// BuildIDFromBinary; with no build ID the worker is unversioned. The activity queues are never
+	// versioned: activities are idempotent adapters any build may run.
+	Deployment, BuildID string
+	// NoPromote leaves the deployment's current version alone. Otherwise a versioned worker makes its
+	// build current when it is the newer one (see shouldPromote), so workflows that auto-upgrade move to
+	// it on their next task.
+	NoPromote bool
 }
 
 func (c *Config) setDefaults() {
@@ -87,6 +95,12 @@ func (c *Config) setDefaults() {
 	}
 	if c.Log == nil {
 		c.Log = slog.Default()
+	}
+	if c.Deployment == "" {
+		c.Deployment = DefaultDeployment
+	}
+	if c.BuildID == "" {
+		c.BuildID = BuildIDFromBinary()
 	}
 }
 
@@ -131,11 +145,17 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 		log.Info("stopped")
 	}()
+	versioned := false
 	for _, q := range cfg.Queues {
-		w := sdkworker.New(c, q, sdkworker.Options{
+		opts := sdkworker.Options{
 			Identity:          cfg.Identity,
 			WorkerStopTimeout: cfg.StopTimeout,
-		})
+		}
+		if q == lifecycle.WorkflowQueue {
+			opts.DeploymentOptions = cfg.deploymentOptions()
+			versioned = opts.DeploymentOptions.UseVersioning
+		}
+		w := sdkworker.New(c, q, opts)
 		n, err := register(q, w, cfg)
 		if err != nil {
 			return fmt.Errorf("task queue %s: %w", q, err)
@@ -153,6 +173,20 @@ func Run(ctx context.Context, cfg Config) error {
 	if len(running) == 0 {
 		return errors.New("no task queue has anything registered")
 	}
+	if versioned {
+		log.Info("workflow worker versioned", "deployment", cfg.Deployment, "buildID", cfg.BuildID)
+		if !cfg.NoPromote {
+			pctx, cancel := context.WithTimeout(ctx, time.Minute)
+			current, err := promote(pctx, c, cfg)
+			cancel()
+			if err != nil {
+				return err
+			}
+			log.Info("worker deployment", "deployment", cfg.Deployment, "current", current)
+		}
+	} else if slices.Contains(cfg.Queues, lifecycle.WorkflowQueue) {
+		log.Warn("workflow worker unversioned: no build ID (set --build-id)")
+	}
 	<-ctx.Done()
 	log.Info("stopping", "timeout", cfg.StopTimeout)
 	return nil
@@ -163,11 +197,7 @@ func Run(ctx context.Context, cfg Config) error {
 func register(queue string, w sdkworker.Worker, cfg Config) (int, error) {
 	switch queue {
 	case lifecycle.WorkflowQueue:
-		defs := workflows.All()
-		for _, d := range defs {
-			w.RegisterWorkflowWithOptions(d.Fn, workflow.RegisterOptions{Name: d.Name})
-		}
-		return len(defs), nil
+		return workflows.Register(w), nil
 	case lifecycle.KubeQueue:
 		if cfg.Kube == nil {
 			return 0, errors.New("the Kubernetes activities need a kubeconfig")

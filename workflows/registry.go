@@ -7,10 +7,13 @@
 //	                        (NovaExternalCompute, OVNMetadataAgent)
 //	workflows/servers       OpenStackServer, OpenStackMachine and the OpenStackCluster bastion
 //
-// This package only lists them: All is what the worker registers.
+// This package only lists them: All is what the worker registers, and Register registers it, on a worker
+// and on the replayer of the replay test alike, so what is replayed is what runs.
 package workflows
 
 import (
+	"go.temporal.io/sdk/workflow"
+
 	"github.com/stackflow/stackflow/workflows/controlplane"
 	"github.com/stackflow/stackflow/workflows/dataplane"
 	"github.com/stackflow/stackflow/workflows/object"
@@ -25,4 +28,20 @@ func All() []object.Definition {
 		all = append(all, family...)
 	}
 	return all
+}
+
+// Registry is what workflows are registered on: a worker (go.temporal.io/sdk/worker.Worker) or a
+// workflow replayer (worker.WorkflowReplayer).
+type Registry interface {
+	RegisterWorkflowWithOptions(w any, options workflow.RegisterOptions)
+}
+
+// Register registers every workflow of All on r under its type name with its versioning behaviour, and
+// returns how many it registered.
+func Register(r Registry) int {
+	defs := All()
+	for _, d := range defs {
+		r.RegisterWorkflowWithOptions(d.Fn, workflow.RegisterOptions{Name: d.Name, VersioningBehavior: d.Versioning})
+	}
+	return len(defs)
 }

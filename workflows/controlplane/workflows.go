@@ -10,6 +10,8 @@
 package controlplane
 
 import (
+	"go.temporal.io/sdk/workflow"
+
 	"github.com/stackflow/stackflow/activities"
 	"github.com/stackflow/stackflow/workflows/object"
 )
@@ -22,12 +24,19 @@ var (
 
 // Workflows lists the family's workflows by type name.
 func Workflows() []object.Definition {
+	// Every one auto-upgrades (see object.Definition): the chart replaces workers in place, so no build
+	// outlives its pods to finish a pinned run.
 	return []object.Definition{
-		{Name: "Node", Fn: NodeWorkflow},
-		{Name: "OpenstackNode", Fn: OpenstackNodeWorkflow},
-		{Name: "OpenStackCloudConfigurationProfile", Fn: ProfileWorkflow},
-		{Name: "KupenstackConfiguration", Fn: KupenstackConfigurationWorkflow},
-		// One child per component of a configuration's rollout.
-		{Name: RolloutComponentWorkflowName, Fn: RolloutComponentWorkflow},
+		// Lives as long as its Kubernetes Node: years; it must move to every new build.
+		{Name: "Node", Fn: NodeWorkflow, Versioning: workflow.VersioningBehaviorAutoUpgrade},
+		// Lives as long as its Node too, and follows its profile's refreshes on whatever build runs.
+		{Name: "OpenstackNode", Fn: OpenstackNodeWorkflow, Versioning: workflow.VersioningBehaviorAutoUpgrade},
+		// Lives as long as the profile; idle between edits, so it upgrades at no cost.
+		{Name: "OpenStackCloudConfigurationProfile", Fn: ProfileWorkflow, Versioning: workflow.VersioningBehaviorAutoUpgrade},
+		// Lives as long as the cloud's configuration and re-renders on the build that runs it.
+		{Name: "KupenstackConfiguration", Fn: KupenstackConfigurationWorkflow, Versioning: workflow.VersioningBehaviorAutoUpgrade},
+		// One child per component of a configuration's rollout: minutes, but a release that waits to
+		// become ready can wait across an upgrade, and a pinned child would wait for a build that is gone.
+		{Name: RolloutComponentWorkflowName, Fn: RolloutComponentWorkflow, Versioning: workflow.VersioningBehaviorAutoUpgrade},
 	}
 }

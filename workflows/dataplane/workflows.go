@@ -10,6 +10,8 @@
 package dataplane
 
 import (
+	"go.temporal.io/sdk/workflow"
+
 	"github.com/stackflow/stackflow/activities"
 	"github.com/stackflow/stackflow/workflows/object"
 )
@@ -23,12 +25,17 @@ var (
 
 // Workflows lists the family's workflows by type name.
 func Workflows() []object.Definition {
+	// Every one auto-upgrades (see object.Definition): the chart replaces workers in place, so no build
+	// outlives its pods to finish a pinned run.
 	return []object.Definition{
-		{Name: "OpenStackDataPlane", Fn: OpenStackDataPlaneWorkflow},
-		{Name: "OpenStackDataPlaneRole", Fn: OpenStackDataPlaneRoleWorkflow},
-		{Name: "OpenStackDataPlaneNode", Fn: OpenStackDataPlaneNodeWorkflow},
-		// Phase 1: one workflow per service CR a node derives.
-		{Name: "NovaExternalCompute", Fn: NovaExternalComputeWorkflow},
-		{Name: "OVNMetadataAgent", Fn: OVNMetadataAgentWorkflow},
+		// Lives as long as the data plane and admits its nodes for months: it must move to new builds.
+		{Name: "OpenStackDataPlane", Fn: OpenStackDataPlaneWorkflow, Versioning: workflow.VersioningBehaviorAutoUpgrade},
+		// Lives as long as the role; idle between edits, so it upgrades at no cost.
+		{Name: "OpenStackDataPlaneRole", Fn: OpenStackDataPlaneRoleWorkflow, Versioning: workflow.VersioningBehaviorAutoUpgrade},
+		// Lives as long as the host (months) and may wait days for a Secret or its grant mid-phase.
+		{Name: "OpenStackDataPlaneNode", Fn: OpenStackDataPlaneNodeWorkflow, Versioning: workflow.VersioningBehaviorAutoUpgrade},
+		// Phase 1: one workflow per service CR a node derives, living as long as the node's service.
+		{Name: "NovaExternalCompute", Fn: NovaExternalComputeWorkflow, Versioning: workflow.VersioningBehaviorAutoUpgrade},
+		{Name: "OVNMetadataAgent", Fn: OVNMetadataAgentWorkflow, Versioning: workflow.VersioningBehaviorAutoUpgrade},
 	}
 }

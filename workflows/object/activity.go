@@ -15,9 +15,16 @@ import (
 // Definition is one workflow the worker registers; Name is its workflow type, which for object workflows
 // is the Kind it serves (the bridge starts "OpenstackNode" for an OpenstackNode). Names never change:
 // running histories and the bridge refer to them.
+//
+// Versioning is what a running workflow does when a worker of a newer build becomes current (Temporal
+// worker deployments): workflow.VersioningBehaviorAutoUpgrade moves it to the new build on its next
+// task, so every change to its code must replay its old histories (workflow.GetVersion, checked by the
+// replay test); workflow.VersioningBehaviorPinned keeps it on the build that started it, which must then
+// keep running until it finishes. Every definition says which, and why, beside it.
 type Definition struct {
-	Name string
-	Fn   any
+	Name       string
+	Fn         any
+	Versioning workflow.VersioningBehavior
 }
 
 // kube is a nil receiver used only to name the Kubernetes activities; the worker registers the real one.

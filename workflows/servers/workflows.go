@@ -5,6 +5,8 @@
 package servers
 
 import (
+	"go.temporal.io/sdk/workflow"
+
 	"github.com/stackflow/stackflow/activities"
 	"github.com/stackflow/stackflow/workflows/object"
 )
@@ -17,9 +19,14 @@ var (
 
 // Workflows lists the family's workflows by type name.
 func Workflows() []object.Definition {
+	// Every one auto-upgrades (see object.Definition): the chart replaces workers in place, so no build
+	// outlives its pods to finish a pinned run.
 	return []object.Definition{
-		{Name: KindOpenStackServer, Fn: OpenStackServerWorkflow},
-		{Name: KindOpenStackMachine, Fn: OpenStackMachineWorkflow},
-		{Name: KindOpenStackCluster, Fn: OpenStackClusterWorkflow},
+		// Lives as long as the server, whose teardown (what it recorded) may come years later.
+		{Name: KindOpenStackServer, Fn: OpenStackServerWorkflow, Versioning: workflow.VersioningBehaviorAutoUpgrade},
+		// Immutable, but lives as long as the machine for its teardown, like a server.
+		{Name: KindOpenStackMachine, Fn: OpenStackMachineWorkflow, Versioning: workflow.VersioningBehaviorAutoUpgrade},
+		// Lives as long as the cluster and replaces its bastion on spec changes on whatever build runs.
+		{Name: KindOpenStackCluster, Fn: OpenStackClusterWorkflow, Versioning: workflow.VersioningBehaviorAutoUpgrade},
 	}
 }
