@@ -168,6 +168,9 @@ type WorkerOptions struct {
 	Queues []string
 }
 
+// E2EBuildID is the build ID of the workers the tests start (see StartWorker).
+const E2EBuildID = "e2e"
+
 // StartWorker runs a worker on every queue of the run's Temporal namespace, as the chart deploys it: one
 // process per task queue, each acting as that queue's ServiceAccount. They drain for at most 5 s when
 // stopped, and crash, restart and stop together.
@@ -178,6 +181,9 @@ func (e *Env) StartWorker(t testing.TB, opts WorkerOptions) *Proc {
 		"--temporal-ui", e.Stack.TemporalUI,
 		"--identity", opts.Identity,
 		"--stop-timeout", "5s",
+		// Every build is one version in the tests (ExtraArgs may name another): runs of the same package
+		// from different checkouts share its namespace, and an older build never takes over from a newer.
+		"--build-id", E2EBuildID,
 	}, opts.ExtraArgs...)
 	queues := opts.Queues
 	if len(queues) == 0 {

@@ -11,8 +11,10 @@ kubectl=$state/bin/kubectl
 mkdir -p "$state/logs"
 ui=$(bin/stackflow-local status | sed -n 's/.*UI \(http[^ ]*\).*/\1/p')
 
+# One build ID for every checkout: a worker of an older checkout started after a newer one would not
+# become current (see the README's upgrade section) and the samples would wait for the newer one.
 STACKFLOW_KNOWN_HOSTS="$state/hosts/known_hosts" bin/stackflow-worker --kubeconfig "$KUBECONFIG" --temporal-address "$TEMPORAL_ADDRESS" --temporal-ui "$ui" \
-  >"$state/logs/worker.log" 2>&1 &
+  --build-id local >"$state/logs/worker.log" 2>&1 &
 worker=$!
 bin/stackflow-bridge --kubeconfig "$KUBECONFIG" --temporal-address "$TEMPORAL_ADDRESS" \
   >"$state/logs/bridge.log" 2>&1 &
