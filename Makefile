@@ -66,12 +66,13 @@ e2e:
 	$(GO) test -count=1 -tags teardown -timeout 5m ./tests/teardown/
 
 ## histories: record the replay corpus of workflows/ (workflows/testdata/histories) anew from the
-## end-to-end packages that run every served kind and path; the unit tests replay it (tests/e2e.Recorder)
+## end-to-end packages that run every served kind and path; the unit tests replay it (tests/e2e.Recorder).
+## HISTORY_PACKAGES=nova records one package's anew and keeps the others'.
 HISTORIES := $(CURDIR)/workflows/testdata/histories
 HISTORY_PACKAGES ?= samples servers edpm rollout bridge
 histories: packages tools build
 	$(LOCAL) up
-	rm -rf $(HISTORIES)
+	rm -rf $(addprefix $(HISTORIES)/,$(HISTORY_PACKAGES))
 	for p in $(HISTORY_PACKAGES); do \
 		STACKFLOW_RECORD_HISTORIES=$(HISTORIES) $(GO) test -count=1 -p 1 -timeout $(E2E_TIMEOUT) ./tests/$$p/ || exit 1; \
 	done
