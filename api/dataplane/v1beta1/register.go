@@ -25,9 +25,10 @@ var (
 
 // Resource names of the kinds, as the API server serves them.
 const (
-	OpenStackDataPlaneResource     = "openstackdataplanes"
-	OpenStackDataPlaneRoleResource = "openstackdataplaneroles"
-	OpenStackDataPlaneNodeResource = "openstackdataplanenodes"
+	OpenStackDataPlaneResource       = "openstackdataplanes"
+	OpenStackDataPlaneRoleResource   = "openstackdataplaneroles"
+	OpenStackDataPlaneNodeResource   = "openstackdataplanenodes"
+	OpenStackDataPlaneUpdateResource = "openstackdataplaneupdates"
 )
 
 // Resource qualifies a resource name with this package's group.
@@ -40,6 +41,7 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 		&OpenStackDataPlane{}, &OpenStackDataPlaneList{},
 		&OpenStackDataPlaneRole{}, &OpenStackDataPlaneRoleList{},
 		&OpenStackDataPlaneNode{}, &OpenStackDataPlaneNodeList{},
+		&OpenStackDataPlaneUpdate{}, &OpenStackDataPlaneUpdateList{},
 	)
 	metav1.AddToGroupVersion(scheme, SchemeGroupVersion)
 	return nil
