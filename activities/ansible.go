@@ -48,6 +48,8 @@ type Ansible struct {
 	KnownHostsFile string
 	// HeartbeatInterval paces heartbeats while a playbook runs; default 5s.
 	HeartbeatInterval time.Duration
+	// Version is the playbooks' content hash (PlaybooksVersion), reported with every run.
+	Version string
 }
 
 // NewAnsible builds the Ansible activities. With playbookDir empty, the playbooks embedded in this binary
@@ -62,6 +64,10 @@ func NewAnsible(cfg *rest.Config, playbookDir string) (*Ansible, error) {
 			return nil, err
 		}
 	}
+	version, err := PlaybooksVersion(os.DirFS(playbookDir))
+	if err != nil {
+		return nil, err
+	}
 	state, err := os.UserCacheDir()
 	if err != nil {
 		state = os.TempDir()
@@ -70,7 +76,7 @@ func NewAnsible(cfg *rest.Config, playbookDir string) (*Ansible, error) {
 	if err := os.MkdirAll(filepath.Dir(known), 0o700); err != nil {
 		return nil, fmt.Errorf("known hosts directory: %w", err)
 	}
-	return &Ansible{Core: core, PlaybookDir: playbookDir, KnownHostsFile: known}, nil
+	return &Ansible{Core: core, PlaybookDir: playbookDir, KnownHostsFile: known, Version: version}, nil
 }
 
 // ExtractPlaybooks writes the embedded playbooks into dir and returns it. With dir empty it uses a
@@ -80,20 +86,11 @@ func ExtractPlaybooks(dir string) (string, error) {
 	if dir != "" {
 		return dir, writePlaybooks(dir)
 	}
-	h := sha256.New()
-	err := fs.WalkDir(edpmansible.Playbooks, ".", func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		b, err := edpmansible.Playbooks.ReadFile(p)
-		fmt.Fprintf(h, "%s\x00%d\x00", p, len(b))
-		h.Write(b)
-		return err
-	})
+	version, err := PlaybooksVersion(edpmansible.Playbooks)
 	if err != nil {
-		return "", fmt.Errorf("hash playbooks: %w", err)
+		return "", err
 	}
-	dir = filepath.Join(os.TempDir(), "stackflow-playbooks-"+hex.EncodeToString(h.Sum(nil))[:12])
+	dir = filepath.Join(os.TempDir(), "stackflow-playbooks-"+version)
 	if _, err := os.Stat(dir); err == nil {
 		return dir, nil
 	}
@@ -114,6 +111,25 @@ func ExtractPlaybooks(dir string) (string, error) {
 		}
 	}
 	return dir, nil
+}
+
+// PlaybooksVersion is the version of a set of playbooks: the first 12 hex digits of the SHA-256 of
+// every file's path, size and content, in walk order.
+func PlaybooksVersion(fsys fs.FS) (string, error) {
+	h := sha256.New()
+	err := fs.WalkDir(fsys, ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := fs.ReadFile(fsys, p)
+		fmt.Fprintf(h, "%s\x00%d\x00", p, len(b))
+		h.Write(b)
+		return err
+	})
+	if err != nil {
+		return "", fmt.Errorf("hash playbooks: %w", err)
+	}
+	return hex.EncodeToString(h.Sum(nil))[:12], nil
 }
 
 func writePlaybooks(dir string) error {
@@ -146,6 +162,8 @@ const (
 	ErrAnsible = "AnsibleError"
 	// ErrSecretMissing is permanent for this attempt: a Secret (or key) the run needs does not exist.
 	ErrSecretMissing = "SecretMissing"
+	// ErrPlaybooksVersion is permanent: the run requires playbooks this worker does not carry.
+	ErrPlaybooksVersion = "PlaybooksVersionMismatch"
 )
 
 // SSHKeySecretKey is the key of the SSH private key in a node's SSH key Secret.
@@ -177,6 +195,9 @@ type PlaybookInput struct {
 	ExtraVars map[string]json.RawMessage `json:"extraVars,omitempty"`
 	// Files are configuration files to render and hand to the playbook as stackflow_files.
 	Files []ConfigFile `json:"files,omitempty"`
+	// PlaybooksVersion, when set, is the playbooks' version the run requires: a worker carrying other
+	// playbooks refuses it (ErrPlaybooksVersion).
+	PlaybooksVersion string `json:"playbooksVersion,omitempty"`
 }
 
 // PlaybookResult summarizes a successful run.
@@ -190,6 +211,12 @@ type PlaybookResult struct {
 	Attempt int32 `json:"attempt"`
 	// Seconds is how long ansible-playbook ran.
 	Seconds float64 `json:"seconds"`
+	// Finished is when ansible-playbook ended, by the worker's clock.
+	Finished time.Time `json:"finished"`
+	// PlaybooksVersion is the version of the playbooks that ran.
+	PlaybooksVersion string `json:"playbooksVersion,omitempty"`
+	// Outputs are the values the playbook reported: facts named stackflow_out_<name>, by name.
+	Outputs map[string]string `json:"outputs,omitempty"`
 }
 
 // PlaybookProgress is what a running playbook heartbeats.
@@ -206,6 +233,9 @@ type PlaybookProgress struct {
 func (a *Ansible) RunPlaybook(ctx context.Context, in PlaybookInput) (*PlaybookResult, error) {
 	if in.Host == "" || in.Playbook == "" || in.SSHKeySecret == "" {
 		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("playbook run needs a host, a playbook and an SSH key Secret (got host %q, playbook %q, secret %q)", in.Host, in.Playbook, in.SSHKeySecret), ErrAnsible, nil)
+	}
+	if in.PlaybooksVersion != "" && in.PlaybooksVersion != a.Version {
+		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("playbooks version %s required, this worker carries %s", in.PlaybooksVersion, a.Version), ErrPlaybooksVersion, nil)
 	}
 	playbookPath := filepath.Join(a.PlaybookDir, filepath.Base(in.Playbook))
 	if _, err := os.Stat(playbookPath); err != nil {
@@ -259,7 +289,7 @@ func (a *Ansible) RunPlaybook(ctx context.Context, in PlaybookInput) (*PlaybookR
 
 	start := time.Now()
 	stdout, stderr, runErr := a.execute(ctx, in, dir, playbookPath, invFile, keyFile, varsFile, start)
-	res := &PlaybookResult{Host: in.Host, Step: in.Step, Seconds: time.Since(start).Seconds()}
+	res := &PlaybookResult{Host: in.Host, Step: in.Step, Seconds: time.Since(start).Seconds(), Finished: time.Now(), PlaybooksVersion: a.Version}
 	if activity.IsActivity(ctx) {
 		res.Attempt = activity.GetInfo(ctx).Attempt
 	}
@@ -283,7 +313,34 @@ func (a *Ansible) RunPlaybook(ctx context.Context, in PlaybookInput) (*PlaybookR
 	if st := parsed.Stats[in.Host]; st != nil {
 		res.Ok, res.Changed, res.Skipped = st.Ok, st.Changed, st.Skipped
 	}
+	res.Outputs = PlaybookOutputs(in.Host, parsed)
 	return res, nil
+}
+
+// OutputFactPrefix starts the names of the facts through which a playbook reports values.
+const OutputFactPrefix = "stackflow_out_"
+
+// PlaybookOutputs collects the facts named stackflow_out_<name> the playbook set on host (the last
+// value of each wins).
+func PlaybookOutputs(host string, r *ansiblejson.AnsiblePlaybookJSONResults) map[string]string {
+	var out map[string]string
+	for _, play := range r.Plays {
+		for _, t := range play.Tasks {
+			h := t.Hosts[host]
+			if h == nil {
+				continue
+			}
+			for k, v := range h.AnsibleFacts {
+				if name, ok := strings.CutPrefix(k, OutputFactPrefix); ok {
+					if out == nil {
+						out = map[string]string{}
+					}
+					out[name] = fmt.Sprint(v)
+				}
+			}
+		}
+	}
+	return out
 }
 
 // ClassifyPlaybook turns ansible-playbook's JSON results into nil (the host ran every task), a

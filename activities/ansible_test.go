@@ -102,3 +102,21 @@ func TestInventoryHostVars(t *testing.T) {
 		t.Errorf("missing host: err = %v", err)
 	}
 }
+
+func TestPlaybookOutputs(t *testing.T) {
+	r, err := ansiblejson.JSONParse([]byte(`{"plays":[{"play":{"name":"p"},"tasks":[
+		{"task":{"name":"read"},"hosts":{"h1":{"stdout":"2.0"}}},
+		{"task":{"name":"report"},"hosts":{"h1":{"ansible_facts":{"stackflow_out_version":"2.0","other":"x"}}, "h2":{"ansible_facts":{"stackflow_out_version":"9"}}}},
+		{"task":{"name":"report again"},"hosts":{"h1":{"ansible_facts":{"stackflow_out_version":"2.1"}}}}]}],
+		"stats":{"h1":{"ok":3}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := PlaybookOutputs("h1", r)
+	if len(got) != 1 || got["version"] != "2.1" {
+		t.Fatalf("outputs of h1: got %v, want only version=2.1 (the host's own, last set)", got)
+	}
+	if out := PlaybookOutputs("h3", r); out != nil {
+		t.Fatalf("a host that set nothing reports nothing, got %v", out)
+	}
+}

@@ -5,6 +5,8 @@
 // Phase 0 (infrastructure): bootstrap.yml, configure-network.yml, configure-os.yml.
 // Phase 1 (services): nova-compute.yml (and nova-compute-remove.yml on teardown), ovn-metadata-agent.yml
 // (and ovn-metadata-agent-remove.yml).
+// Updates (OpenStackDataPlaneUpdate): nova-compute-checkpoint.yml, nova-compute-update.yml,
+// nova-compute-rollback.yml; vars/nova-compute.yml says where nova-compute and the update's files live.
 //
 // Every playbook runs against one host (the node) and appends one line per run to
 // /var/log/stackflow/edpm-steps.log on that host, the host's own record of what ran there. Variables
@@ -17,11 +19,16 @@
 //	                                role or node adds to a step (site-specific preparation)
 //	edpm_sysctl                     map of sysctl settings written to the host's sysctl file
 //	edpm_python                     the Python running OpenStack services (default /usr/bin/python3)
+//	stackflow_checkpoint            the name of an update's checkpoint on the host
+//	stackflow_nova_version, stackflow_nova_version_class   the release an update installs and the
+//	                                Placement resource class nova-compute reports it as
+//
+// A playbook reports values back to the worker by setting facts named stackflow_out_<name>.
 package ansible
 
 import "embed"
 
 // Playbooks holds the playbooks and their shared task files.
 //
-//go:embed *.yml tasks/*.yml callback_plugins/*.py
+//go:embed *.yml tasks/*.yml vars/*.yml callback_plugins/*.py
 var Playbooks embed.FS
