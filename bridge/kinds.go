@@ -39,6 +39,7 @@ var Served = []Kind{
 	{Kind: "OpenStackDataPlane", GVR: gvr(dataplane, "v1beta1", "openstackdataplanes")},
 	{Kind: "OpenStackDataPlaneRole", GVR: gvr(dataplane, "v1beta1", "openstackdataplaneroles")},
 	{Kind: "OpenStackDataPlaneNode", GVR: gvr(dataplane, "v1beta1", "openstackdataplanenodes")},
+	{Kind: "OpenStackDataPlaneUpdate", GVR: gvr(dataplane, "v1beta1", "openstackdataplaneupdates")},
 
 	// Nova on EDPM nodes. The Nova control-plane kinds (Nova, NovaCell, NovaAPI, …) are API only until
 	// their workflows exist: serving them would put a finalizer on objects no workflow can release.

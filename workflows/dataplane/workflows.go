@@ -6,7 +6,9 @@
 // One file per concern: node.go (what happens to one node), resolve.go (a node's effective
 // configuration, pure), dataplane.go (admission of a data plane's nodes) and planner.go (its planner,
 // pure), role.go, service.go (what every phase-1 service shares) with novacompute.go and ovn.go (the
-// services), wait.go (visible, durable waits).
+// services), wait.go (visible, durable waits); update.go (a rolling minor update of a data plane's
+// compute nodes: canary, gate, batches, drain, checkpoint and rollback) with update_plan.go (its batch
+// planner and per-node state machine, pure).
 package dataplane
 
 import (
@@ -37,5 +39,7 @@ func Workflows() []object.Definition {
 		// Phase 1: one workflow per service CR a node derives, living as long as the node's service.
 		{Name: "NovaExternalCompute", Fn: NovaExternalComputeWorkflow, Versioning: workflow.VersioningBehaviorAutoUpgrade},
 		{Name: "OVNMetadataAgent", Fn: OVNMetadataAgentWorkflow, Versioning: workflow.VersioningBehaviorAutoUpgrade},
+		// Day 2: a rolling update of a data plane's compute nodes; it may hold at its gate for days.
+		{Name: "OpenStackDataPlaneUpdate", Fn: OpenStackDataPlaneUpdateWorkflow, Versioning: workflow.VersioningBehaviorAutoUpgrade},
 	}
 }

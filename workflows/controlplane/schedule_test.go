@@ -1,0 +1,58 @@
+package controlplane
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/stackflow/stackflow/activities"
+)
+
+// TestScheduleRolloutStartsEachComponentOnItsOwnDependencies walks the control plane's nine test
+// components through a rollout where the slow mariadb holds keystone back while independent memcached
+// and rabbitmq finish: nothing waits for a whole level.
+func TestScheduleRollout(t *testing.T) {
+	names := []string{"mariadb", "rabbitmq", "memcached", "keystone", "glance", "placement", "nova", "neutron", "horizon"}
+	rendered := map[string]RenderedComponent{}
+	for _, n := range names {
+		rendered[n] = RenderedComponent{Enabled: true, ValuesHash: "h"}
+	}
+	plan, err := PlanRollout(ControlPlane, rendered, map[string]activities.ReleaseInfo{})
+	require.NoError(t, err)
+	const (
+		P = ComponentPending
+		R = ComponentDeploying
+		D = ComponentDeployed
+		F = ComponentFailed
+		B = ComponentBlocked
+	)
+	for _, tc := range []struct {
+		name    string
+		state   map[string]string
+		start   []string
+		blocked map[string]string
+	}{
+		{name: "roots first", state: map[string]string{},
+			start: []string{"mariadb", "memcached", "rabbitmq"}},
+		{name: "a component waits for all its own dependencies", state: map[string]string{"mariadb": R, "memcached": D, "rabbitmq": D}},
+		{name: "glance and placement as soon as keystone is", state: map[string]string{"mariadb": D, "memcached": D, "rabbitmq": D, "keystone": D},
+			start: []string{"glance", "placement"}},
+		{name: "neutron needs placement only, not glance", state: map[string]string{"mariadb": D, "memcached": D, "rabbitmq": D, "keystone": D, "glance": R, "placement": D},
+			start: []string{"neutron"}},
+		{name: "nova needs glance too", state: map[string]string{"mariadb": D, "memcached": D, "rabbitmq": D, "keystone": D, "glance": D, "placement": D, "neutron": R},
+			start: []string{"nova"}},
+		{name: "what runs is not started again", state: map[string]string{"mariadb": R, "memcached": R, "rabbitmq": P},
+			start: []string{"rabbitmq"}},
+		{name: "a failure blocks every dependent, directly or not, and nothing else",
+			state: map[string]string{"mariadb": D, "memcached": D, "rabbitmq": D, "keystone": D, "glance": F, "placement": D},
+			start: []string{"neutron"}, blocked: map[string]string{"nova": "glance", "horizon": "glance"}},
+		{name: "blocked components stay blocked", state: map[string]string{"mariadb": F, "keystone": B},
+			start: []string{"memcached", "rabbitmq"}, blocked: map[string]string{"glance": "mariadb", "placement": "mariadb", "nova": "mariadb", "neutron": "mariadb", "horizon": "mariadb"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := ScheduleRollout(plan, tc.state)
+			require.Equal(t, tc.start, got.Start)
+			require.Equal(t, tc.blocked, got.Blocked)
+		})
+	}
+}

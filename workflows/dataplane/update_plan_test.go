@@ -1,0 +1,216 @@
+package dataplane
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	dp "github.com/stackflow/stackflow/api/dataplane/v1beta1"
+	"github.com/stackflow/stackflow/api/lifecycle"
+)
+
+// nodesIn builds update nodes named a, b, c, … from their states ("R" stands for in flight, at drain),
+// the first canaries of them marked.
+func nodesIn(canary int, states ...string) []UpdateNode {
+	var out []UpdateNode
+	for i, s := range states {
+		n := UpdateNode{Name: string(rune('a' + i)), Canary: i < canary, State: s}
+		if s == "R" {
+			n.State, n.Next = dp.UpdateNodeDraining, UpdateStepDrain
+		}
+		out = append(out, n)
+	}
+	return out
+}
+
+func TestPlanUpdate(t *testing.T) {
+	const (
+		P = dp.UpdateNodePending
+		S = dp.UpdateNodeSucceeded
+		F = dp.UpdateNodeFailed
+		K = dp.UpdateNodeSkipped
+		R = "R"
+	)
+	cases := []struct {
+		name                      string
+		nodes                     []UpdateNode
+		policy                    UpdatePolicy
+		approved, paused, stopped bool
+		start                     []string
+		canary, gate, done        bool
+		budget                    bool
+	}{
+		{name: "the canary goes alone first", nodes: nodesIn(1, P, P, P),
+			policy: UpdatePolicy{MaxUnavailable: 2}, start: []string{"a"}, canary: true},
+		{name: "canaries are batched by maxUnavailable too", nodes: nodesIn(3, P, P, P, P),
+			policy: UpdatePolicy{MaxUnavailable: 2}, start: []string{"a", "b"}, canary: true},
+		{name: "canaries never mix with the others", nodes: nodesIn(3, S, S, P, P, P),
+			policy: UpdatePolicy{MaxUnavailable: 2}, start: []string{"c"}, canary: true},
+		{name: "a batch waits for the previous one", nodes: nodesIn(1, S, R, P, P),
+			policy: UpdatePolicy{MaxUnavailable: 2}},
+		{name: "after the canary, batches of maxUnavailable", nodes: nodesIn(1, S, P, P, P),
+			policy: UpdatePolicy{MaxUnavailable: 2}, start: []string{"b", "c"}},
+		{name: "the gate holds the first batch after the canary", nodes: nodesIn(1, S, P, P),
+			policy: UpdatePolicy{MaxUnavailable: 1, ApproveAfterCanary: true}, gate: true},
+		{name: "approved, the batch starts", nodes: nodesIn(1, S, P, P),
+			policy: UpdatePolicy{MaxUnavailable: 1, ApproveAfterCanary: true}, approved: true, start: []string{"b"}},
+		{name: "no gate without canaries", nodes: nodesIn(0, P, P),
+			policy: UpdatePolicy{MaxUnavailable: 1, ApproveAfterCanary: true}, start: []string{"a"}},
+		{name: "a failure within budget goes on", nodes: nodesIn(1, F, P),
+			policy: UpdatePolicy{MaxUnavailable: 1, MaxFailed: 1}, start: []string{"b"}},
+		{name: "over budget: nothing starts, done", nodes: nodesIn(1, F, P),
+			policy: UpdatePolicy{MaxUnavailable: 1}, budget: true, done: true},
+		{name: "over budget waits for the batch in flight", nodes: nodesIn(0, F, R, P),
+			policy: UpdatePolicy{MaxUnavailable: 2}, budget: true},
+		{name: "paused: nothing starts, done once the batch finished", nodes: nodesIn(1, S, P),
+			policy: UpdatePolicy{MaxUnavailable: 1}, paused: true, done: true},
+		{name: "stopped by a drain failure", nodes: nodesIn(1, F, P),
+			policy: UpdatePolicy{MaxUnavailable: 1, MaxFailed: 5}, stopped: true, done: true},
+		{name: "skipped nodes do not count as failed", nodes: nodesIn(1, K, K, P),
+			policy: UpdatePolicy{MaxUnavailable: 1}, start: []string{"c"}},
+		{name: "everything finished", nodes: nodesIn(1, S, K, F),
+			policy: UpdatePolicy{MaxUnavailable: 1, MaxFailed: 1}, done: true},
+		{name: "a retried canary runs again before the others", nodes: nodesIn(1, P, S, P),
+			policy: UpdatePolicy{MaxUnavailable: 2, ApproveAfterCanary: true}, approved: true, start: []string{"a"}, canary: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			plan := PlanUpdate(tc.nodes, tc.policy, tc.approved, tc.paused, tc.stopped)
+			assert.Equal(t, tc.start, plan.Start, "start")
+			assert.Equal(t, tc.canary, plan.Canary, "canary batch")
+			assert.Equal(t, tc.gate, plan.WaitGate, "gate")
+			assert.Equal(t, tc.done, plan.Done, "done")
+			assert.Equal(t, tc.budget, plan.BudgetExceeded, "budget exceeded")
+		})
+	}
+}
+
+// TestUpdateNodePaths walks a node through its steps with the given outcomes (true = the step
+// succeeded) and checks the steps it ran and how it ended.
+func TestUpdateNodePaths(t *testing.T) {
+	fail := StepOutcome{Err: errors.New("boom"), Reason: "Boom", Message: "boom"}
+	cases := []struct {
+		name     string
+		policy   UpdateNodePolicy
+		moved    int
+		outcomes map[string]bool // steps that fail; others succeed
+		steps    []string
+		result   string
+		reason   string
+		stop     bool
+	}{
+		{name: "happy path with instances", policy: UpdateNodePolicy{MigrateBack: true}, moved: 2,
+			steps:  []string{"checkpoint", "disable", "drain", "apply", "verify", "enable", "migrate back"},
+			result: dp.UpdateNodeSucceeded},
+		{name: "nothing to migrate back", policy: UpdateNodePolicy{MigrateBack: true},
+			steps:  []string{"checkpoint", "disable", "drain", "apply", "verify", "enable"},
+			result: dp.UpdateNodeSucceeded},
+		{name: "instances stay where they went", policy: UpdateNodePolicy{MigrateBack: false}, moved: 2,
+			steps:  []string{"checkpoint", "disable", "drain", "apply", "verify", "enable"},
+			result: dp.UpdateNodeSucceeded},
+		{name: "verification fails: rolled back, enabled, instances back", policy: UpdateNodePolicy{MigrateBack: true}, moved: 1,
+			outcomes: map[string]bool{"verify": false},
+			steps:    []string{"checkpoint", "disable", "drain", "apply", "verify", "rollback", "enable", "migrate back"},
+			result:   dp.UpdateNodeFailed, reason: "Boom"},
+		{name: "apply fails: rolled back", policy: UpdateNodePolicy{},
+			outcomes: map[string]bool{"apply": false},
+			steps:    []string{"checkpoint", "disable", "drain", "apply", "rollback", "enable"},
+			result:   dp.UpdateNodeFailed, reason: "Boom"},
+		{name: "rollback fails too: still enabled", policy: UpdateNodePolicy{},
+			outcomes: map[string]bool{"verify": false, "rollback": false},
+			steps:    []string{"checkpoint", "disable", "drain", "apply", "verify", "rollback", "enable"},
+			result:   dp.UpdateNodeFailed, reason: dp.ReasonRollbackFailed},
+		{name: "drain fails, policy Stop", policy: UpdateNodePolicy{DrainOnFailure: dp.DrainStop, MigrateBack: true}, moved: 1,
+			outcomes: map[string]bool{"drain": false},
+			steps:    []string{"checkpoint", "disable", "drain", "enable", "migrate back"},
+			result:   dp.UpdateNodeFailed, reason: dp.ReasonDrainFailed, stop: true},
+		{name: "drain fails, policy Skip", policy: UpdateNodePolicy{DrainOnFailure: dp.DrainSkip},
+			outcomes: map[string]bool{"drain": false},
+			steps:    []string{"checkpoint", "disable", "drain", "enable"},
+			result:   dp.UpdateNodeSkipped, reason: dp.ReasonDrainFailed},
+		{name: "drain fails, policy Fail", policy: UpdateNodePolicy{DrainOnFailure: dp.DrainFail},
+			outcomes: map[string]bool{"drain": false},
+			steps:    []string{"checkpoint", "disable", "drain", "enable"},
+			result:   dp.UpdateNodeFailed, reason: dp.ReasonDrainFailed},
+		{name: "checkpoint fails: nothing changed, nothing to undo", policy: UpdateNodePolicy{MigrateBack: true},
+			outcomes: map[string]bool{"checkpoint": false},
+			steps:    []string{"checkpoint"},
+			result:   dp.UpdateNodeFailed, reason: "Boom"},
+		{name: "disable fails: enabled again", policy: UpdateNodePolicy{},
+			outcomes: map[string]bool{"disable": false},
+			steps:    []string{"checkpoint", "disable", "enable"},
+			result:   dp.UpdateNodeFailed, reason: "Boom"},
+		{name: "migrate back fails: the update of the node still succeeded", policy: UpdateNodePolicy{MigrateBack: true}, moved: 1,
+			outcomes: map[string]bool{"migrate back": false},
+			steps:    []string{"checkpoint", "disable", "drain", "apply", "verify", "enable", "migrate back"},
+			result:   dp.UpdateNodeSucceeded},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			n := UpdateNode{Name: "a", State: dp.UpdateNodePending}
+			n.Start()
+			var ran []string
+			stop := false
+			for i := 0; n.InFlight(); i++ {
+				require.Less(t, i, 20, "the node never finishes")
+				step := n.Next
+				ran = append(ran, step)
+				if step == UpdateStepDisable {
+					for i := 0; i < tc.moved; i++ {
+						n.Servers = append(n.Servers, fmt.Sprint("server-", i))
+					}
+				}
+				out := StepOutcome{}
+				if ok, listed := tc.outcomes[step]; listed && !ok {
+					out = fail
+				}
+				if n.Advance(step, out, tc.policy) {
+					stop = true
+				}
+				if n.InFlight() {
+					assert.NotEqual(t, dp.UpdateNodePending, n.State, "an in-flight node shows what it does")
+				}
+			}
+			assert.Equal(t, tc.steps, ran)
+			assert.Equal(t, tc.result, n.State)
+			assert.Equal(t, tc.reason, n.Reason)
+			assert.Equal(t, tc.stop, stop)
+			if i := indexOf(ran, "disable"); i >= 0 {
+				assert.Contains(t, ran[i:], "enable", "a node that was disabled is always enabled again")
+			}
+		})
+	}
+}
+
+func indexOf(s []string, v string) int {
+	for i, x := range s {
+		if x == v {
+			return i
+		}
+	}
+	return -1
+}
+
+func TestSelectUpdateRetry(t *testing.T) {
+	nodes := nodesIn(1, dp.UpdateNodeSucceeded, dp.UpdateNodeFailed, dp.UpdateNodeSkipped, dp.UpdateNodeFailed)
+	nodes[3].Host = "host-d"
+	assert.Equal(t, []string{"d"}, SelectUpdateRetry(nodes, lifecycle.RetrySignal{Hosts: []string{"host-d"}}))
+	assert.Equal(t, dp.UpdateNodePending, nodes[3].State)
+	assert.Equal(t, []string{"b"}, SelectUpdateRetry(nodes, lifecycle.RetrySignal{}), "only failed nodes, not succeeded or skipped ones")
+	assert.Equal(t, dp.UpdateNodeSucceeded, nodes[0].State)
+	assert.Equal(t, dp.UpdateNodeSkipped, nodes[2].State)
+}
+
+func TestVersionClass(t *testing.T) {
+	for v, want := range map[string]string{
+		"":            "",
+		"2":           "CUSTOM_STACKFLOW_NOVA_COMPUTE_2",
+		"26.1.0-rc.2": "CUSTOM_STACKFLOW_NOVA_COMPUTE_26_1_0_RC_2",
+		"zed_b":       "CUSTOM_STACKFLOW_NOVA_COMPUTE_ZED_B",
+	} {
+		assert.Equal(t, want, VersionClass(v), v)
+	}
+}
