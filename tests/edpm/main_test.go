@@ -21,7 +21,7 @@ import (
 )
 
 // servedKinds are the kinds the tests' bridge serves.
-const servedKinds = "OpenStackDataPlane,OpenStackDataPlaneRole,OpenStackDataPlaneNode,NovaExternalCompute,OVNMetadataAgent"
+const servedKinds = "OpenStackDataPlane,OpenStackDataPlaneRole,OpenStackDataPlaneNode,NovaExternalCompute,OVNMetadataAgent,OpenStackDataPlaneUpdate"
 
 var (
 	// env is the run's stack, clients and binaries; env.Run names this run.

@@ -96,3 +96,31 @@ func CriticalPath(g controlplane.Graph, cost map[string]float64) ([]string, floa
 	}
 	return path, best[last]
 }
+
+// Span is when one component's rollout ran (any clock, in seconds).
+type Span struct{ Start, End float64 }
+
+// Handovers is, per rolled component, the time between the last of its rolled dependencies ending and
+// its own start: what the orchestration adds on a dependency edge (a root's is its start after the
+// earliest start). The critical path of the measured spans plus the handovers on it is the makespan of
+// the children; a scheduler at graph speed keeps every handover near zero.
+func Handovers(g controlplane.Graph, spans map[string]Span) map[string]float64 {
+	first := 0.0
+	seen := false
+	for _, s := range spans {
+		if !seen || s.Start < first {
+			first, seen = s.Start, true
+		}
+	}
+	out := map[string]float64{}
+	for name, s := range spans {
+		ready := first
+		for d := range g.Ancestors(name) {
+			if ds, ok := spans[d]; ok && ds.End > ready {
+				ready = ds.End
+			}
+		}
+		out[name] = s.Start - ready
+	}
+	return out
+}

@@ -42,3 +42,12 @@ func TestCriticalPath(t *testing.T) {
 	require.Equal(t, []string{"mariadb", "keystone", "placement", "nova", "horizon"}, path)
 	require.Equal(t, 19.0, length)
 }
+
+func TestHandovers(t *testing.T) {
+	// mariadb and rabbitmq end at 5 and 3; keystone (needs both) starts at 5.5: 0.5 s handed over.
+	// glance (needs keystone) starts 2 s after keystone ends; memcached starts 1 s after the first start.
+	got := Handovers(controlplane.ControlPlane, map[string]Span{
+		"mariadb": {0, 5}, "rabbitmq": {0, 3}, "memcached": {1, 2}, "keystone": {5.5, 8}, "glance": {10, 12},
+	})
+	require.Equal(t, map[string]float64{"mariadb": 0, "rabbitmq": 0, "memcached": 1, "keystone": 0.5, "glance": 2}, got)
+}

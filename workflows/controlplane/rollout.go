@@ -208,37 +208,23 @@ type rolloutOutcome struct {
 func executeRollout(ctx workflow.Context, lc *object.Lifecycle, kind, namespace string, plan RolloutPlan,
 	rendered map[string]RenderedComponent, status map[string]kupenstackv1alpha1.ComponentStatus, report func()) rolloutOutcome {
 	parentID := workflow.GetInfo(ctx).WorkflowExecution.ID
-	todo := plan.Components()
-	done := map[string]bool{}
 	var out rolloutOutcome
 	running := 0
 	stopped := false // paused-then-deleted: start nothing more
 	sel := workflow.NewSelector(ctx)
 	for {
-		var next []string
-		for _, name := range todo {
-			if _, started := status[name]; started && status[name].State != ComponentPending {
-				continue
-			}
-			ready, blocked := true, ""
-			for _, need := range plan.Needs[name] {
-				if st := status[need].State; st == ComponentFailed || st == ComponentBlocked {
-					blocked = need
-				}
-				if !done[need] {
-					ready = false
-				}
-			}
-			switch {
-			case blocked != "":
-				st := status[name]
-				st.State, st.Message = ComponentBlocked, fmt.Sprintf("not rolled out: %s did not become Ready", blocked)
-				status[name] = st
-				report()
-			case ready:
-				next = append(next, name)
-			}
+		state := make(map[string]string, len(status))
+		for name, st := range status {
+			state[name] = st.State
 		}
+		sched := ScheduleRollout(plan, state)
+		for _, name := range workflow.DeterministicKeys(sched.Blocked) {
+			st := status[name]
+			st.State, st.Message = ComponentBlocked, blockedMessage(sched.Blocked[name])
+			status[name] = st
+			report()
+		}
+		next := sched.Start
 		for _, name := range next {
 			if stopped {
 				break
@@ -276,7 +262,6 @@ func executeRollout(ctx workflow.Context, lc *object.Lifecycle, kind, namespace 
 						out.err = temporal.NewNonRetryableApplicationError(object.FailureMessage(err), object.FailureReason(err), nil)
 					}
 				} else {
-					done[name] = true
 					st.State, st.Revision, st.ChartVersion, st.ValuesHash = ComponentDeployed, int32(res.Revision), res.ChartVersion, res.ValuesHash
 					st.Message = fmt.Sprintf("%s → revision %d Ready", res.Action, res.Revision)
 					if res.Recovered != "" {

@@ -1,0 +1,171 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/gophercloud/gophercloud/v2"
+	"github.com/gophercloud/gophercloud/v2/openstack"
+	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/flavors"
+	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/servers"
+	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/services"
+	"github.com/gophercloud/gophercloud/v2/openstack/config"
+	"github.com/gophercloud/gophercloud/v2/openstack/config/clouds"
+	"github.com/gophercloud/gophercloud/v2/openstack/image/v2/images"
+	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/networks"
+	"github.com/gophercloud/gophercloud/v2/openstack/placement/v1/resourceproviders"
+
+	"github.com/stackflow/stackflow/activities"
+)
+
+// Cloud holds admin clients of the local cloud, for tests to look at what Nova and Placement say.
+type Cloud struct {
+	Compute   *gophercloud.ServiceClient
+	Placement *gophercloud.ServiceClient
+	Image     *gophercloud.ServiceClient
+	Network   *gophercloud.ServiceClient
+}
+
+// Cloud authenticates as the local cloud's admin (the stack's clouds.yaml).
+func (e *Env) Cloud(ctx context.Context) (*Cloud, error) {
+	yml, err := os.ReadFile(e.Stack.CloudsYAML)
+	if err != nil {
+		return nil, err
+	}
+	ao, eo, _, err := clouds.Parse(clouds.WithCloudsYAML(bytes.NewReader(yml)), clouds.WithCloudName(e.Stack.CloudName))
+	if err != nil {
+		return nil, fmt.Errorf("clouds.yaml: %w", err)
+	}
+	provider, err := config.NewProviderClient(ctx, ao)
+	if err != nil {
+		return nil, fmt.Errorf("authenticate: %w", err)
+	}
+	c := &Cloud{}
+	if c.Compute, err = openstack.NewComputeV2(provider, eo); err != nil {
+		return nil, err
+	}
+	c.Compute.Microversion = "2.53"
+	if c.Placement, err = openstack.NewPlacementV1(provider, eo); err != nil {
+		return nil, err
+	}
+	if c.Image, err = openstack.NewImageV2(provider, eo); err != nil {
+		return nil, err
+	}
+	if c.Network, err = openstack.NewNetworkV2(provider, eo); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// BootServer boots a server of the m1.tiny flavor with image on network, on host, and waits until it is
+// ACTIVE there.
+func (c *Cloud) BootServer(ctx context.Context, name, host, image, network string) (string, error) {
+	ipages, err := images.List(c.Image, images.ListOpts{Name: image}).AllPages(ctx)
+	if err != nil {
+		return "", err
+	}
+	imgs, err := images.ExtractImages(ipages)
+	if err != nil || len(imgs) == 0 {
+		return "", fmt.Errorf("image %s: %v", image, err)
+	}
+	npages, err := networks.List(c.Network, networks.ListOpts{Name: network}).AllPages(ctx)
+	if err != nil {
+		return "", err
+	}
+	nets, err := networks.ExtractNetworks(npages)
+	if err != nil || len(nets) == 0 {
+		return "", fmt.Errorf("network %s: %v", network, err)
+	}
+	fpages, err := flavors.ListDetail(c.Compute, flavors.ListOpts{}).AllPages(ctx)
+	if err != nil {
+		return "", err
+	}
+	flvs, err := flavors.ExtractFlavors(fpages)
+	if err != nil {
+		return "", err
+	}
+	i := slices.IndexFunc(flvs, func(f flavors.Flavor) bool { return f.Name == "m1.tiny" })
+	if i < 0 {
+		return "", fmt.Errorf("no flavor m1.tiny")
+	}
+	s, err := servers.Create(ctx, c.Compute, servers.CreateOpts{Name: name, ImageRef: imgs[0].ID, FlavorRef: flvs[i].ID,
+		Networks: []servers.Network{{UUID: nets[0].ID}}, AvailabilityZone: "nova:" + host}, nil).Extract()
+	if err != nil {
+		return "", fmt.Errorf("create server %s: %w", name, err)
+	}
+	for deadline := time.Now().Add(3 * time.Minute); ; time.Sleep(time.Second) {
+		got, err := servers.Get(ctx, c.Compute, s.ID).Extract()
+		switch {
+		case err != nil:
+		case got.Status == "ERROR":
+			return s.ID, fmt.Errorf("server %s: ERROR: %v", name, got.Fault)
+		case got.Status == "ACTIVE" && got.Host == host:
+			return s.ID, nil
+		}
+		if time.Now().After(deadline) {
+			return s.ID, fmt.Errorf("server %s not ACTIVE on %s in time", name, host)
+		}
+	}
+}
+
+// ComputeService is the host's nova-compute service.
+func (c *Cloud) ComputeService(ctx context.Context, host string) (services.Service, error) {
+	pages, err := services.List(c.Compute, services.ListOpts{Binary: "nova-compute", Host: host}).AllPages(ctx)
+	if err != nil {
+		return services.Service{}, err
+	}
+	svcs, err := services.ExtractServices(pages)
+	if err != nil || len(svcs) != 1 {
+		return services.Service{}, fmt.Errorf("compute service of %s: %d found (%v)", host, len(svcs), err)
+	}
+	return svcs[0], nil
+}
+
+// ServersOn lists the servers on host (every project).
+func (c *Cloud) ServersOn(ctx context.Context, host string) ([]servers.Server, error) {
+	pages, err := servers.List(c.Compute, servers.ListOpts{AllTenants: true, Host: host}).AllPages(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return servers.ExtractServers(pages)
+}
+
+// VersionClasses are the version resource classes host's nova-compute reports to Placement (see
+// activities.VersionClassPrefix), sorted.
+func (c *Cloud) VersionClasses(ctx context.Context, host string) ([]string, error) {
+	var body struct {
+		Hypervisors []struct {
+			ID       string `json:"id"`
+			Hostname string `json:"hypervisor_hostname"`
+		} `json:"hypervisors"`
+	}
+	if _, err := c.Compute.Get(ctx, c.Compute.ServiceURL("os-hypervisors")+"?hypervisor_hostname_pattern="+host, &body, nil); err != nil {
+		return nil, fmt.Errorf("hypervisor of %s: %w", host, err)
+	}
+	id := ""
+	for _, h := range body.Hypervisors {
+		if h.Hostname == host {
+			id = h.ID
+		}
+	}
+	if id == "" {
+		return nil, fmt.Errorf("no hypervisor %s", host)
+	}
+	inv, err := resourceproviders.GetInventories(ctx, c.Placement, id).Extract()
+	if err != nil {
+		return nil, err
+	}
+	out := []string{}
+	for rc := range inv.Inventories {
+		if strings.HasPrefix(rc, activities.VersionClassPrefix) {
+			out = append(out, rc)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
