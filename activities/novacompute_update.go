@@ -64,7 +64,7 @@ func (o *OpenStack) ComputeNodeState(ctx context.Context, in ComputeHostInput) (
 	if err != nil {
 		return nil, err
 	}
-	st := &ComputeNodeState{ServiceID: svc.ID, Status: svc.Status, DisabledReason: svc.DisabledReason, State: svc.State, UpdatedAt: svc.UpdatedAt}
+	st := stateOf(svc)
 	if st.HypervisorID, err = hypervisorOf(ctx, c.compute, in.Host); err != nil {
 		return nil, err
 	}
@@ -341,7 +341,7 @@ func (o *OpenStack) WaitComputeVersion(ctx context.Context, in VersionCheckInput
 	if err != nil {
 		return nil, err
 	}
-	st := &ComputeNodeState{ServiceID: svc.ID, Status: svc.Status, DisabledReason: svc.DisabledReason, State: svc.State, UpdatedAt: svc.UpdatedAt}
+	st := stateOf(svc)
 	notYet := func(format string, args ...any) (*ComputeNodeState, error) {
 		return nil, temporal.NewApplicationError(fmt.Sprintf(format, args...), ErrVersionNotReported)
 	}
@@ -385,6 +385,11 @@ func orNoneList(l []string) string {
 func isPermanentNotFound(err error) bool {
 	var app *temporal.ApplicationError
 	return errors.As(err, &app) && app.Type() == ErrOSNotFound
+}
+
+// stateOf is what a compute service record says.
+func stateOf(svc *services.Service) *ComputeNodeState {
+	return &ComputeNodeState{ServiceID: svc.ID, Status: svc.Status, DisabledReason: svc.DisabledReason, State: svc.State, UpdatedAt: svc.UpdatedAt}
 }
 
 // computeService is the host's nova-compute service record.

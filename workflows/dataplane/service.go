@@ -45,6 +45,21 @@ type edpmServiceSpec struct {
 	Deploy                 bool
 }
 
+// hostVars are how Ansible reaches the service's node, as the service CR says (inventory aside).
+func (s edpmServiceSpec) hostVars() map[string]json.RawMessage {
+	vars := map[string]json.RawMessage{}
+	if s.AnsibleHost != "" {
+		vars["ansible_host"], _ = json.Marshal(s.AnsibleHost)
+	}
+	if s.AnsibleUser != "" {
+		vars["ansible_user"], _ = json.Marshal(s.AnsibleUser)
+	}
+	if s.AnsiblePort != 0 {
+		vars["ansible_port"], _ = json.Marshal(s.AnsiblePort)
+	}
+	return vars
+}
+
 // edpmServiceKind plugs one kind into the runner.
 type edpmServiceKind interface {
 	// step and playbooks name the service's step and its deploy and removal playbooks.
@@ -143,16 +158,7 @@ func (r *edpmServiceReconciler) Reconcile(ctx workflow.Context, lc *object.Lifec
 		lc.SetCondition(ctx, metav1.Condition{Type: cond, Status: metav1.ConditionFalse, Reason: ReasonCustomServiceConfig, Message: err.Error()})
 		return specError(ReasonCustomServiceConfig, err)
 	}
-	hostVars := map[string]json.RawMessage{}
-	if spec.AnsibleHost != "" {
-		hostVars["ansible_host"], _ = json.Marshal(spec.AnsibleHost)
-	}
-	if spec.AnsibleUser != "" {
-		hostVars["ansible_user"], _ = json.Marshal(spec.AnsibleUser)
-	}
-	if spec.AnsiblePort != 0 {
-		hostVars["ansible_port"], _ = json.Marshal(spec.AnsiblePort)
-	}
+	hostVars := spec.hostVars()
 	in := activities.PlaybookInput{
 		Namespace: lc.Ref.Namespace, Host: host, Step: r.kind.step(), Playbook: r.kind.playbook(),
 		InventoryConfigMap: spec.InventoryConfigMapName, HostVars: hostVars, SSHKeySecret: spec.SSHKeySecretName, Files: files,

@@ -310,16 +310,7 @@ func UpdateMembers(dp dataplanev1beta1.OpenStackDataPlaneSpec, nodes, computes [
 		if c.Deleting || json.Unmarshal(c.Spec, &spec) != nil {
 			continue
 		}
-		a := nodeAccess{SSHKeySecret: spec.SSHKeySecretName, InventoryConfigMap: spec.InventoryConfigMapName, HostVars: map[string]json.RawMessage{}}
-		if spec.AnsibleHost != "" {
-			a.HostVars["ansible_host"], _ = json.Marshal(spec.AnsibleHost)
-		}
-		if spec.AnsibleUser != "" {
-			a.HostVars["ansible_user"], _ = json.Marshal(spec.AnsibleUser)
-		}
-		if spec.AnsiblePort != 0 {
-			a.HostVars["ansible_port"], _ = json.Marshal(spec.AnsiblePort)
-		}
+		a := nodeAccess{SSHKeySecret: spec.SSHKeySecretName, InventoryConfigMap: spec.InventoryConfigMapName, HostVars: spec.hostVars()}
 		access[firstNonEmpty(spec.DataplaneNodeName, c.Ref.Name)] = a
 	}
 	byName := map[string]UpdateMember{}
