@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -88,6 +89,10 @@ type updateReconciler struct {
 
 func (r *updateReconciler) Detail() any { return r.rec }
 
+// Restore reads the record the previous run carried: the status query shows the nodes before anything
+// runs, and a settled update does nothing more.
+func (r *updateReconciler) Restore(lc *object.Lifecycle) error { return lc.Load(&r.rec) }
+
 // updateSettings is the spec with its defaults resolved.
 type updateSettings struct {
 	policy UpdatePolicy
@@ -149,6 +154,17 @@ func (r *updateReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycle,
 		// step), not in the planner: a paused update is not finished.
 		plan := PlanUpdate(r.rec.Nodes, set.policy, r.rec.Approved, false, r.rec.Stopped)
 		r.writeStatus(ctx, lc, plan, "")
+		if len(plan.InFlight) > 0 {
+			// A batch the previous run left to continue as new goes on where its nodes stopped.
+			if err := r.runBatch(ctx, lc, plan.InFlight, set); err != nil {
+				return err
+			}
+			continue
+		}
+		if !plan.Done && lc.ContinueAsNewDue(ctx) {
+			// Between batches (or before the gate): the next run resumes from the record, saved on return.
+			return object.ErrContinueAsNew
+		}
 		switch {
 		case plan.WaitGate:
 			lc.SetPhase(ctx, dataplanev1beta1.ReasonAwaitingApproval)
@@ -351,7 +367,8 @@ func UpdateMembers(dp dataplanev1beta1.OpenStackDataPlaneSpec, nodes, computes [
 }
 
 // runBatch runs the nodes of a batch side by side until each is finished. A cancelled context stops
-// them between (or inside) steps; their records say where to go on.
+// them between (or inside) steps, and a run whose history is due stops each after its current step
+// (object.ErrContinueAsNew); their records say where to go on.
 func (r *updateReconciler) runBatch(ctx workflow.Context, lc *object.Lifecycle, names []string, set updateSettings) error {
 	wg := workflow.NewWaitGroup(ctx)
 	var stepErr error
@@ -359,7 +376,9 @@ func (r *updateReconciler) runBatch(ctx workflow.Context, lc *object.Lifecycle, 
 		wg.Add(1)
 		workflow.Go(ctx, func(ctx workflow.Context) {
 			defer wg.Done()
-			if err := r.runNode(ctx, lc, name, set, true); err != nil && stepErr == nil {
+			err := r.runNode(ctx, lc, name, set, true)
+			// A deletion or cancel wins over continuing as new.
+			if err != nil && (stepErr == nil || errors.Is(stepErr, object.ErrContinueAsNew)) {
 				stepErr = err
 			}
 		})
@@ -371,12 +390,16 @@ func (r *updateReconciler) runBatch(ctx workflow.Context, lc *object.Lifecycle, 
 	return stepErr
 }
 
-// runNode runs the node's remaining steps. With pausable, a pause holds it before its next step.
-func (r *updateReconciler) runNode(ctx workflow.Context, lc *object.Lifecycle, name string, set updateSettings, pausable bool) error {
+// runNode runs the node's remaining steps. With steered (a running update, not its compensation), a
+// pause holds it before its next step and a due history ends it after its current one.
+func (r *updateReconciler) runNode(ctx workflow.Context, lc *object.Lifecycle, name string, set updateSettings, steered bool) error {
 	n := r.node(name)
 	for n.InFlight() {
 		step := n.Next
-		if pausable {
+		if steered {
+			if lc.ContinueAsNewDue(ctx) {
+				return object.ErrContinueAsNew
+			}
 			if err := lc.Step(ctx, r.stepText()); err != nil {
 				return err
 			}

@@ -12,6 +12,8 @@ import (
 
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
@@ -21,6 +23,7 @@ import (
 	dp "github.com/stackflow/stackflow/api/dataplane/v1beta1"
 	"github.com/stackflow/stackflow/api/lifecycle"
 	"github.com/stackflow/stackflow/workflows/object"
+	"github.com/stackflow/stackflow/workflows/object/objecttest"
 )
 
 // fakeComputes is the update's world in memory: compute services, instances, and what each host runs.
@@ -150,16 +153,27 @@ type updateHarness struct {
 	testsuite.WorkflowTestSuite
 	t     *testing.T
 	env   *testsuite.TestWorkflowEnvironment
+	chain *objecttest.Chain
 	cloud *fakeComputes
 	spec  dp.OpenStackDataPlaneUpdateSpec
 	last  activities.StatusPatch
+	// checks counts the checks registered with at; ran those that ran.
+	checks, ran int
 }
 
 var updateRef = lifecycle.ObjectRef{Group: "dataplane.openstack.org", Version: "v1beta1", Kind: "OpenStackDataPlaneUpdate",
 	Resource: "openstackdataplaneupdates", Namespace: "openstack", Name: "to-2", UID: "0123456789abcdef"}
 
+// newUpdateHarness runs an update's workflow as a server does, run after run (objecttest.Chain).
 func newUpdateHarness(t *testing.T, spec dp.OpenStackDataPlaneUpdateSpec) *updateHarness {
-	h := &updateHarness{t: t, cloud: newFakeComputes(), spec: spec}
+	h := newUpdateRun(t, spec, newFakeComputes())
+	h.chain = objecttest.New(h.env)
+	return h
+}
+
+// newUpdateRun runs one run of an update's workflow at a time, in the world cloud.
+func newUpdateRun(t *testing.T, spec dp.OpenStackDataPlaneUpdateSpec, cloud *fakeComputes) *updateHarness {
+	h := &updateHarness{t: t, cloud: cloud, spec: spec}
 	h.env = h.NewTestWorkflowEnvironment()
 	h.env.RegisterActivity(&activities.Kube{})
 	h.env.RegisterActivity(&activities.OpenStack{})
@@ -199,13 +213,35 @@ func newUpdateHarness(t *testing.T, spec dp.OpenStackDataPlaneUpdateSpec) *updat
 	h.env.OnActivity(osActs.MigrateServers, mock.Anything, mock.Anything).Return(h.cloud.migrate)
 	h.env.OnActivity(osActs.WaitComputeVersion, mock.Anything, mock.Anything).Return(h.cloud.waitVersion)
 	h.env.RegisterWorkflowWithOptions(OpenStackDataPlaneUpdateWorkflow, workflow.RegisterOptions{Name: "OpenStackDataPlaneUpdate"})
-	h.env.RegisterDelayedCallback(func() {
-		h.env.SignalWorkflow(lifecycle.SignalSpec, lifecycle.SpecSignal{Generation: 1})
-	}, time.Second)
+	h.env.RegisterDelayedCallback(func() { h.signal(lifecycle.SignalSpec, lifecycle.SpecSignal{Generation: 1}) }, time.Second)
 	return h
 }
 
+// at runs check after d of test time; run fails the test when one never ran (the workflow ended first).
+func (h *updateHarness) at(d time.Duration, check func()) {
+	h.checks++
+	h.env.RegisterDelayedCallback(func() { h.ran++; check() }, d)
+}
+
+func (h *updateHarness) signal(name string, arg any) {
+	if h.chain != nil {
+		require.NoError(h.t, h.chain.Signal(name, arg))
+		return
+	}
+	h.env.SignalWorkflow(name, arg)
+}
+
+func (h *updateHarness) approve(gate string) {
+	cb := &testsuite.TestUpdateCallback{OnReject: func(err error) { h.t.Errorf("approve rejected: %v", err) }, OnAccept: func() {}, OnComplete: func(any, error) {}}
+	require.NoError(h.t, h.chain.Update(lifecycle.UpdateApprove, "", cb, lifecycle.ApproveRequest{Gate: gate}))
+}
+
 func (h *updateHarness) status() lifecycle.Status {
+	if h.chain != nil {
+		st, err := h.chain.Status()
+		require.NoError(h.t, err)
+		return st
+	}
 	v, err := h.env.QueryWorkflow(lifecycle.QueryStatus)
 	require.NoError(h.t, err)
 	var st lifecycle.Status
@@ -222,10 +258,13 @@ func (h *updateHarness) record() updateRecord {
 
 func (h *updateHarness) field(name string) string { return string(h.last.Fields[name]) }
 
+// run runs the update's runs until it is deleted after deleteAfter.
 func (h *updateHarness) run(deleteAfter time.Duration) {
-	h.env.RegisterDelayedCallback(func() { h.env.SignalWorkflow(lifecycle.SignalDelete, lifecycle.DeleteSignal{}) }, deleteAfter)
-	h.env.ExecuteWorkflow("OpenStackDataPlaneUpdate", object.Input{ObjectRef: updateRef})
+	h.env.RegisterDelayedCallback(func() { h.signal(lifecycle.SignalDelete, lifecycle.DeleteSignal{}) }, deleteAfter)
+	h.chain.Execute("OpenStackDataPlaneUpdate", object.Input{ObjectRef: updateRef})
 	require.True(h.t, h.env.IsWorkflowCompleted())
+	require.NoError(h.t, h.env.GetWorkflowError())
+	require.Equal(h.t, h.checks, h.ran, "checks that ran before the workflow ended")
 }
 
 func int32p(v int32) *int32 { return &v }
@@ -240,7 +279,7 @@ func TestUpdateCanaryGateThenBothNodes(t *testing.T) {
 			disabledDuringCanary = h.cloud.disabled["ha"] && h.cloud.servers["s1"] == "hb"
 		}
 	}
-	h.env.RegisterDelayedCallback(func() {
+	h.at(time.Hour, func() {
 		st := h.status()
 		require.Equal(t, dp.ReasonAwaitingApproval, st.Phase, "the gate holds the second node")
 		require.Equal(t, `"canary"`, h.field("gate"))
@@ -248,11 +287,9 @@ func TestUpdateCanaryGateThenBothNodes(t *testing.T) {
 		require.Empty(t, h.cloud.steps["hb"], "the second node waits for approval")
 		require.False(t, h.cloud.disabled["ha"])
 		require.Equal(t, "ha", h.cloud.servers["s1"], "the canary's instance came back")
-		h.env.UpdateWorkflow(lifecycle.UpdateApprove, "", &testsuite.TestUpdateCallback{
-			OnReject: func(err error) { t.Errorf("approve rejected: %v", err) }, OnAccept: func() {}, OnComplete: func(any, error) {}},
-			lifecycle.ApproveRequest{Gate: "canary"})
-	}, time.Hour)
-	h.env.RegisterDelayedCallback(func() {
+		h.approve("canary")
+	})
+	h.at(2*time.Hour, func() {
 		st := h.status()
 		require.Equal(t, lifecycle.PhaseReady, st.Phase)
 		rec := h.record()
@@ -266,7 +303,7 @@ func TestUpdateCanaryGateThenBothNodes(t *testing.T) {
 		require.Equal(t, map[string]bool{"ha": false, "hb": false}, h.cloud.disabled)
 		require.Equal(t, map[string]string{"s1": "ha", "s2": "hb"}, h.cloud.servers, "every instance is back home")
 		require.Equal(t, "2", h.field("updatedNodes"))
-	}, 2*time.Hour)
+	})
 	h.run(3 * time.Hour)
 	require.True(t, disabledDuringCanary, "the canary is disabled and drained while it updates")
 }
@@ -275,7 +312,7 @@ func TestUpdateFailedVerificationRollsBackThenRetryFinishesOnlyThatNode(t *testi
 	h := newUpdateHarness(t, dp.OpenStackDataPlaneUpdateSpec{DataPlane: "edpm",
 		NovaCompute: dp.NovaComputeUpdate{Version: "3"}})
 	h.cloud.broken["hb"] = true
-	h.env.RegisterDelayedCallback(func() {
+	h.at(time.Hour, func() {
 		st := h.status()
 		require.Equal(t, lifecycle.PhaseFailed, st.Phase)
 		var ready string
@@ -291,9 +328,9 @@ func TestUpdateFailedVerificationRollsBackThenRetryFinishesOnlyThatNode(t *testi
 		require.Equal(t, "hb", h.cloud.servers["s2"])
 		require.Equal(t, "3", h.cloud.version["ha"])
 		h.cloud.broken["hb"] = false
-		h.env.SignalWorkflow(lifecycle.SignalRetry, lifecycle.RetrySignal{})
-	}, time.Hour)
-	h.env.RegisterDelayedCallback(func() {
+		h.signal(lifecycle.SignalRetry, lifecycle.RetrySignal{})
+	})
+	h.at(2*time.Hour, func() {
 		require.Equal(t, lifecycle.PhaseReady, h.status().Phase)
 		require.Equal(t, []string{"update-checkpoint", "update-apply"}, h.cloud.steps["ha"], "the node that succeeded is not run again")
 		require.Equal(t, []string{"update-checkpoint", "update-apply", "update-rollback", "update-checkpoint", "update-apply"}, h.cloud.steps["hb"])
@@ -301,13 +338,13 @@ func TestUpdateFailedVerificationRollsBackThenRetryFinishesOnlyThatNode(t *testi
 		rec := h.record()
 		require.Equal(t, 2, rec.Nodes[1].Attempts)
 		require.Equal(t, "1", rec.Nodes[1].VersionBefore, "the retry's checkpoint is the first one, taken before anything changed")
-	}, 2*time.Hour)
+	})
 	h.run(3 * time.Hour)
 }
 
 func TestUpdateCancelFinishesTheNodeInFlightAndLeavesAllEnabled(t *testing.T) {
-	h := newUpdateHarness(t, dp.OpenStackDataPlaneUpdateSpec{DataPlane: "edpm",
-		NovaCompute: dp.NovaComputeUpdate{Version: "2"}, Strategy: dp.UpdateStrategy{Canary: int32p(0)}})
+	h := newUpdateRun(t, dp.OpenStackDataPlaneUpdateSpec{DataPlane: "edpm",
+		NovaCompute: dp.NovaComputeUpdate{Version: "2"}, Strategy: dp.UpdateStrategy{Canary: int32p(0)}}, newFakeComputes())
 	cancelled := false
 	h.cloud.during = func(e string) {
 		if e == "move s1 hb" && !cancelled {
@@ -325,4 +362,65 @@ func TestUpdateCancelFinishesTheNodeInFlightAndLeavesAllEnabled(t *testing.T) {
 	require.Equal(t, "1", h.cloud.version["hb"], "no other node started")
 	require.Equal(t, "ha", h.cloud.servers["s1"])
 	require.Contains(t, h.field("nodeStates"), `"state":"Pending"`)
+}
+
+// An update whose run's history is due while a batch runs stops each node after its current step and
+// continues as new; the next run goes on from each node's next step (none runs twice) and finishes. The
+// settled update then does nothing: no activity, no timer, no status write, until it is deleted.
+func TestUpdateContinuesAsNewMidBatchAndResumes(t *testing.T) {
+	spec := dp.OpenStackDataPlaneUpdateSpec{DataPlane: "edpm", NovaCompute: dp.NovaComputeUpdate{Version: "2"},
+		Strategy: dp.UpdateStrategy{Canary: int32p(0), MaxUnavailable: int32p(1)}}
+	cloud := newFakeComputes()
+	first := newUpdateRun(t, spec, cloud)
+	cloud.during = func(e string) {
+		if e == "update-apply ha" {
+			first.env.RegisterDelayedCallback(func() { first.env.SetContinueAsNewSuggested(true) }, 0)
+		}
+	}
+	first.env.ExecuteWorkflow("OpenStackDataPlaneUpdate", object.Input{ObjectRef: updateRef})
+	next, ok := objecttest.Carried(first.env.GetWorkflowError())
+	require.True(t, ok, "the first run continues as new: %v", first.env.GetWorkflowError())
+	require.True(t, next.Carry.Resume, "cut short, the update resumes in the next run")
+	var rec updateRecord
+	require.NoError(t, json.Unmarshal(next.Carry.Data, &rec))
+	require.Len(t, rec.Nodes, 2)
+	require.Equal(t, UpdateStepVerify, rec.Nodes[0].Next, "a stopped after its apply step, in flight")
+	require.Equal(t, dp.UpdateNodePending, rec.Nodes[1].State, "b waits for the next batch")
+
+	cloud.during = nil
+	second := newUpdateRun(t, spec, cloud)
+	second.env.ExecuteWorkflow("OpenStackDataPlaneUpdate", next)
+	settled, ok := objecttest.Carried(second.env.GetWorkflowError())
+	require.True(t, ok, "the settled run continues as new: %v", second.env.GetWorkflowError())
+	require.False(t, settled.Carry.Resume)
+	require.EqualValues(t, 1, settled.Carry.Observed)
+	require.Equal(t, lifecycle.PhaseReady, settled.Carry.Phase)
+	for _, host := range []string{"ha", "hb"} {
+		require.Equal(t, []string{"update-checkpoint", "update-apply"}, cloud.steps[host], "each playbook ran once on %s", host)
+		require.Equal(t, "2", cloud.version[host])
+		require.False(t, cloud.disabled[host])
+	}
+	require.Equal(t, map[string]string{"s1": "ha", "s2": "hb"}, cloud.servers, "every instance is back home")
+
+	idle := newUpdateRun(t, spec, cloud)
+	var acts []string
+	idle.env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, _ converter.EncodedValues) {
+		acts = append(acts, info.ActivityType.Name)
+	})
+	// The settled run continued as new without waiting for its last status write; the next run writes
+	// what it left, once, and nothing more.
+	var leftover []string
+	if settled.Carry.Unwritten != nil {
+		leftover = []string{"PatchStatus"}
+	}
+	idle.env.RegisterDelayedCallback(func() {
+		require.Equal(t, leftover, acts, "a settled update runs nothing but the write its last run left")
+		acts = nil
+		idle.signal(lifecycle.SignalDelete, lifecycle.DeleteSignal{})
+	}, time.Hour)
+	idle.env.ExecuteWorkflow("OpenStackDataPlaneUpdate", settled)
+	require.NoError(t, idle.env.GetWorkflowError())
+	require.NotContains(t, acts, "RunPlaybook", "deleting a finished update changes no node")
+	require.NotContains(t, acts, "SetComputeService")
+	require.Contains(t, acts, "RemoveFinalizer")
 }
