@@ -60,22 +60,9 @@ func (o *OpenStack) ComputeNodeState(ctx context.Context, in ComputeHostInput) (
 	if err != nil {
 		return nil, err
 	}
-	svc, err := computeService(ctx, c.compute, in.Host)
+	st, err := readComputeNode(ctx, c, in.Host)
 	if err != nil {
 		return nil, err
-	}
-	st := stateOf(svc)
-	if st.HypervisorID, err = hypervisorOf(ctx, c.compute, in.Host); err != nil {
-		return nil, err
-	}
-	if st.HypervisorID != "" {
-		pl, err := c.placementAPI()
-		if err != nil {
-			return nil, err
-		}
-		if st.VersionClasses, err = versionClasses(ctx, pl, st.HypervisorID); err != nil {
-			return nil, err
-		}
 	}
 	list, err := serversOn(ctx, c.compute, in.Host)
 	if err != nil {
@@ -337,32 +324,21 @@ func (o *OpenStack) WaitComputeVersion(ctx context.Context, in VersionCheckInput
 	if err != nil {
 		return nil, err
 	}
-	svc, err := computeService(ctx, c.compute, in.Host)
+	st, err := readComputeNode(ctx, c, in.Host)
 	if err != nil {
 		return nil, err
 	}
-	st := stateOf(svc)
 	notYet := func(format string, args ...any) (*ComputeNodeState, error) {
 		return nil, temporal.NewApplicationError(fmt.Sprintf(format, args...), ErrVersionNotReported)
 	}
-	if svc.UpdatedAt.Before(in.Since) {
-		return notYet("nova-compute on %s has not reported since its restart at %s (last report %s)", in.Host, in.Since.UTC().Format(time.RFC3339), svc.UpdatedAt.UTC().Format(time.RFC3339))
+	if st.UpdatedAt.Before(in.Since) {
+		return notYet("nova-compute on %s has not reported since its restart at %s (last report %s)", in.Host, in.Since.UTC().Format(time.RFC3339), st.UpdatedAt.UTC().Format(time.RFC3339))
 	}
-	if svc.State != "up" {
-		return notYet("nova-compute on %s is %s", in.Host, svc.State)
-	}
-	if st.HypervisorID, err = hypervisorOf(ctx, c.compute, in.Host); err != nil {
-		return nil, err
+	if st.State != "up" {
+		return notYet("nova-compute on %s is %s", in.Host, st.State)
 	}
 	if st.HypervisorID == "" {
 		return notYet("nova-compute on %s is up but Nova lists no hypervisor for it", in.Host)
-	}
-	pl, err := c.placementAPI()
-	if err != nil {
-		return nil, err
-	}
-	if st.VersionClasses, err = versionClasses(ctx, pl, st.HypervisorID); err != nil {
-		return nil, err
 	}
 	want := []string{}
 	if in.Class != "" {
@@ -388,6 +364,27 @@ func isPermanentNotFound(err error) bool {
 }
 
 // stateOf is what a compute service record says.
+// readComputeNode reads what Nova and Placement say of a host's compute: its service, its hypervisor
+// and, once it has one, the version classes its provider reports.
+func readComputeNode(ctx context.Context, c *osClients, host string) (*ComputeNodeState, error) {
+	svc, err := computeService(ctx, c.compute, host)
+	if err != nil {
+		return nil, err
+	}
+	st := stateOf(svc)
+	if st.HypervisorID, err = hypervisorOf(ctx, c.compute, host); err != nil || st.HypervisorID == "" {
+		return st, err
+	}
+	pl, err := c.placementAPI()
+	if err != nil {
+		return nil, err
+	}
+	if st.VersionClasses, err = versionClasses(ctx, pl, st.HypervisorID); err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
 func stateOf(svc *services.Service) *ComputeNodeState {
 	return &ComputeNodeState{ServiceID: svc.ID, Status: svc.Status, DisabledReason: svc.DisabledReason, State: svc.State, UpdatedAt: svc.UpdatedAt}
 }
