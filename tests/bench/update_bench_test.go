@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"go.temporal.io/api/enums/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -160,70 +159,73 @@ type updateBenchNode struct {
 	total, playbooks, migrations, verify, nova float64
 }
 
-// updateBenchSplit reads the update's history and attributes every activity with a host to that node.
+// updateBenchSplit reads the update's history, every run of it (the update continues as new as it goes
+// and once settled), and attributes every activity with a host to that node.
 func updateBenchSplit(ctx context.Context, env *e2e.Env, wfID string) (map[string]*updateBenchNode, error) {
 	type sched struct {
 		kind, host string
 		at         time.Time
 	}
-	scheduled := map[int64]sched{}
-	started := map[int64]time.Time{}
+	runs, err := e2e.Runs(ctx, env.Temporal, wfID)
+	if err != nil {
+		return nil, err
+	}
 	nodes := map[string]*updateBenchNode{}
-	iter := env.Temporal.GetWorkflowHistory(ctx, wfID, "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	for iter.HasNext() {
-		ev, err := iter.Next()
-		if err != nil {
-			return nil, err
-		}
-		at := ev.GetEventTime().AsTime()
-		switch {
-		case ev.GetActivityTaskScheduledEventAttributes() != nil:
-			a := ev.GetActivityTaskScheduledEventAttributes()
-			var in struct {
-				Host    string   `json:"host"`
-				From    string   `json:"from"`
-				Targets []string `json:"targets"`
-			}
-			if p := a.GetInput().GetPayloads(); len(p) > 0 {
-				_ = json.Unmarshal(p[0].GetData(), &in)
-			}
-			host := in.Host
-			if host == "" {
-				host = in.From
-			}
-			if host == "" && len(in.Targets) == 1 {
-				host = in.Targets[0]
-			}
-			scheduled[ev.GetEventId()] = sched{kind: a.GetActivityType().GetName(), host: host, at: at}
-		case ev.GetActivityTaskStartedEventAttributes() != nil:
-			started[ev.GetActivityTaskStartedEventAttributes().GetScheduledEventId()] = at
-		case ev.GetActivityTaskCompletedEventAttributes() != nil:
-			a := ev.GetActivityTaskCompletedEventAttributes()
-			s := scheduled[a.GetScheduledEventId()]
-			if s.host == "" {
-				continue
-			}
-			n := nodes[s.host]
-			if n == nil {
-				n = &updateBenchNode{first: s.at}
-				nodes[s.host] = n
-			}
-			if s.at.Before(n.first) {
-				n.first = s.at
-			}
-			if at.After(n.last) {
-				n.last = at
-			}
-			ran := at.Sub(started[a.GetScheduledEventId()]).Seconds()
-			switch s.kind {
-			case "RunPlaybook":
-				n.playbooks += ran
-			case "MigrateServers":
-				n.migrations += ran
-			case "WaitComputeVersion":
-				n.verify += at.Sub(s.at).Seconds()
-			default:
-				n.nova += at.Sub(s.at).Seconds()
+	for _, events := range runs {
+		// Event IDs restart with each run.
+		scheduled := map[int64]sched{}
+		started := map[int64]time.Time{}
+		for _, ev := range events {
+			at := ev.GetEventTime().AsTime()
+			switch {
+			case ev.GetActivityTaskScheduledEventAttributes() != nil:
+				a := ev.GetActivityTaskScheduledEventAttributes()
+				var in struct {
+					Host    string   `json:"host"`
+					From    string   `json:"from"`
+					Targets []string `json:"targets"`
+				}
+				if p := a.GetInput().GetPayloads(); len(p) > 0 {
+					_ = json.Unmarshal(p[0].GetData(), &in)
+				}
+				host := in.Host
+				if host == "" {
+					host = in.From
+				}
+				if host == "" && len(in.Targets) == 1 {
+					host = in.Targets[0]
+				}
+				scheduled[ev.GetEventId()] = sched{kind: a.GetActivityType().GetName(), host: host, at: at}
+			case ev.GetActivityTaskStartedEventAttributes() != nil:
+				started[ev.GetActivityTaskStartedEventAttributes().GetScheduledEventId()] = at
+			case ev.GetActivityTaskCompletedEventAttributes() != nil:
+				a := ev.GetActivityTaskCompletedEventAttributes()
+				s := scheduled[a.GetScheduledEventId()]
+				if s.host == "" {
+					continue
+				}
+				n := nodes[s.host]
+				if n == nil {
+					n = &updateBenchNode{first: s.at}
+					nodes[s.host] = n
+				}
+				if s.at.Before(n.first) {
+					n.first = s.at
+				}
+				if at.After(n.last) {
+					n.last = at
+				}
+				ran := at.Sub(started[a.GetScheduledEventId()]).Seconds()
+				switch s.kind {
+				case "RunPlaybook":
+					n.playbooks += ran
+				case "MigrateServers":
+					n.migrations += ran
+				case "WaitComputeVersion":
+					n.verify += at.Sub(s.at).Seconds()
+				default:
+					n.nova += at.Sub(s.at).Seconds()
+				}
 			}
 		}
 	}
