@@ -291,6 +291,10 @@ func (r *configReconciler) Teardown(ctx workflow.Context, lc *object.Lifecycle) 
 		return err
 	}
 	waves, err := ControlPlane.Waves(rec.Releases)
+	// changed in day 2: a configuration that recorded no release removes none (teardownWaves)
+	if len(rec.Releases) == 0 && workflow.GetVersion(ctx, "teardown-recorded-only", workflow.DefaultVersion, 1) == 1 {
+		waves, err = teardownWaves(rec)
+	}
 	if err != nil {
 		return err
 	}
@@ -308,6 +312,15 @@ func (r *configReconciler) Teardown(ctx workflow.Context, lc *object.Lifecycle) 
 		}
 	}
 	return nil
+}
+
+// teardownWaves orders the releases a configuration recorded into waves (uninstalled last wave first).
+// A configuration that never planned a rollout (its profile failed, say) recorded none and removes none.
+func teardownWaves(rec configRecord) ([][]string, error) {
+	if len(rec.Releases) == 0 {
+		return nil, nil
+	}
+	return ControlPlane.Waves(rec.Releases)
 }
 
 // preview renders the configuration's default profile (or a candidate spec standing in for one

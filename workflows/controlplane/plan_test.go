@@ -164,3 +164,14 @@ func TestBoundPreview(t *testing.T) {
 	}
 	require.LessOrEqual(t, total, 1000)
 }
+
+// Teardown removes what a configuration recorded, and nothing when it recorded nothing (Waves of no
+// list would be every component, in no namespace).
+func TestTeardownWaves(t *testing.T) {
+	none, err := teardownWaves(configRecord{})
+	require.NoError(t, err)
+	require.Empty(t, none)
+	waves, err := teardownWaves(configRecord{Namespace: "openstack", Releases: []string{"keystone", "mariadb"}})
+	require.NoError(t, err)
+	require.Equal(t, [][]string{{"mariadb"}, {"keystone"}}, waves)
+}
