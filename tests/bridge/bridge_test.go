@@ -218,7 +218,9 @@ func TestSpecEditSignalsSameWorkflow(t *testing.T) {
 	waitObserved(t, ctx, name, 1, "control")
 	d, err := env.Temporal.DescribeWorkflowExecution(ctx, id, "")
 	require.NoError(t, err)
-	firstRun := d.WorkflowExecutionInfo.Execution.RunId
+	// A settled run continues as new, so runs change; the chain (its first run) must not.
+	chain := d.WorkflowExecutionInfo.GetFirstRunId()
+	require.NotEmpty(t, chain)
 
 	u, err = env.Dyn.Resource(osknodes).Patch(ctx, name, types.MergePatchType, []byte(`{"spec":{"type":"compute"}}`), metav1.PatchOptions{})
 	require.NoError(t, err)
@@ -227,7 +229,7 @@ func TestSpecEditSignalsSameWorkflow(t *testing.T) {
 
 	d, err = env.Temporal.DescribeWorkflowExecution(ctx, id, "")
 	require.NoError(t, err)
-	assert.Equal(t, firstRun, d.WorkflowExecutionInfo.Execution.RunId, "the edit went to the running workflow, not a new run")
+	assert.Equal(t, chain, d.WorkflowExecutionInfo.GetFirstRunId(), "the edit went to the running workflow, not a new chain of runs")
 	assert.Equal(t, enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, d.WorkflowExecutionInfo.Status)
 	var st lifecycle.Status
 	v, err := env.Temporal.QueryWorkflow(ctx, id, "", lifecycle.QueryStatus)
