@@ -203,7 +203,7 @@ func TestBurstAcrossBridgeCrashOneWorkflowPerObject(t *testing.T) {
 	deleteAndWait(t, osknodes, names, 3*time.Minute)
 }
 
-// A spec edit reaches the same workflow run as generation N+1; observedGeneration follows.
+// A spec edit reaches the same workflow (its chain of runs) as generation N+1; observedGeneration follows.
 func TestSpecEditSignalsSameWorkflow(t *testing.T) {
 	startWorker(t, env.Run+"-w-edit")
 	startBridge(t, env.Run+"-b-edit", "e2e-"+env.Run+"-edit")
