@@ -69,6 +69,10 @@ type edpmNodeRecord struct {
 	DataPlane string `json:"dataPlane,omitempty"`
 	// PendingGrant is a data plane's grant that arrived as a run continued as new, not yet used.
 	PendingGrant *EDPMGrant `json:"pendingGrant,omitempty"`
+	// Held is the grant the node deploys under until it reports success or failure: its data plane
+	// counts it running meanwhile and answers no second request, so a run that continued as new (or
+	// restarted its reconcile) mid-deployment goes on under it instead of asking again.
+	Held *EDPMGrant `json:"held,omitempty"`
 }
 
 // edpmStepRecord is one step's last outcome.
@@ -176,6 +180,9 @@ func (r *edpmNodeReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycl
 			return
 		}
 		rep := EDPMReport{Node: lc.Ref.Name, Host: cfg.HostName, State: state, Phase: phase, Step: step, Message: msg, Generation: gen}
+		if state != EDPMRunning {
+			r.rec.Held = nil
+		}
 		if state == EDPMRunning {
 			// Progress is informative: the step does not wait for its delivery.
 			workflow.SignalExternalWorkflow(ctx, dp, "", SignalEDPMReport, rep)
@@ -318,9 +325,14 @@ func (r *edpmNodeReconciler) admission(ctx workflow.Context, lc *object.Lifecycl
 		return dpID, nil
 	}
 	admitted := func(g EDPMGrant) (string, error) {
+		r.rec.Held = &g
 		lc.SetCondition(ctx, metav1.Condition{Type: conditionDataPlaneAdmitted, Status: metav1.ConditionTrue, Reason: "Admitted",
 			Message: fmt.Sprintf("admitted by OpenStackDataPlane %s", dp.Ref.Name)})
 		return g.DataPlane, nil
+	}
+	if h := r.rec.Held; h != nil && h.DataPlane == dpID &&
+		workflow.GetVersion(ctx, "edpm-node-held-grant", workflow.DefaultVersion, 1) == 1 {
+		return admitted(*h)
 	}
 	if g := r.rec.PendingGrant; g != nil {
 		// A grant that came as the previous run continued as new.

@@ -1,0 +1,125 @@
+package dataplane
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/mock"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/stackflow/stackflow/activities"
+	dataplanev1beta1 "github.com/stackflow/stackflow/api/dataplane/v1beta1"
+	"github.com/stackflow/stackflow/api/lifecycle"
+	"github.com/stackflow/stackflow/workflows/object"
+	"github.com/stackflow/stackflow/workflows/object/objecttest"
+)
+
+// heldNode is what a data plane and a service CR do for a node under test, across the node's runs.
+type heldNode struct {
+	dpID      string
+	requests  int
+	succeeded int
+	// serviceReady says whether the node's service CR has deployed.
+	serviceReady bool
+}
+
+// run is one run of the node's workflow with the world of h: the data plane grants the first request
+// only (later ones come from a node it counts running), the service CR deploys when h says so.
+func (h *heldNode) run(t *testing.T, script func(env *testsuite.TestWorkflowEnvironment)) *testsuite.TestWorkflowEnvironment {
+	var ts testsuite.WorkflowTestSuite
+	env := ts.NewTestWorkflowEnvironment()
+	env.RegisterActivity(&activities.Kube{})
+	env.RegisterActivity(&activities.Ansible{})
+	env.RegisterWorkflowWithOptions(OpenStackDataPlaneNodeWorkflow, workflow.RegisterOptions{Name: "OpenStackDataPlaneNode"})
+
+	cell1 := map[string]string{dataplanev1beta1.NovaCellAnnotation: "cell1"}
+	nodeSpec, err := json.Marshal(node("n1", nil, nil).Spec)
+	require.NoError(t, err)
+	roleSpec, err := json.Marshal(role(cell1, nil).Spec)
+	require.NoError(t, err)
+	dpRef := DataPlaneRef("openstack", "edpm")
+	dpRef.UID = "1234abcd-0000"
+	h.dpID = lifecycle.WorkflowID(dpRef)
+
+	env.OnActivity(kube.GetObject, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, ref lifecycle.ObjectRef) (*activities.Object, error) {
+			if ref.Kind == "OpenStackDataPlaneRole" {
+				return &activities.Object{Exists: true, Generation: 1, Spec: roleSpec, Annotations: cell1}, nil
+			}
+			return &activities.Object{Exists: true, Generation: 1, Spec: nodeSpec}, nil
+		})
+	env.OnActivity(kube.PatchStatus, mock.Anything, mock.Anything).Return(nil)
+	env.OnActivity(kube.RemoveFinalizer, mock.Anything, mock.Anything).Return(nil)
+	env.OnActivity(kube.ApplyObject, mock.Anything, mock.Anything).Return("uid-derived", nil)
+	env.OnActivity(kube.DeleteObject, mock.Anything, mock.Anything).Return(nil)
+	env.OnActivity(kube.CheckSecret, mock.Anything, mock.Anything).Return(&activities.SecretPresence{Exists: true}, nil)
+	env.OnActivity(kube.ListObjects, mock.Anything, mock.Anything).Return(
+		[]activities.ListedObject{{Ref: dpRef, Object: activities.Object{Exists: true, Generation: 1}}}, nil)
+	env.OnActivity(ansibleActs.RunPlaybook, mock.Anything, mock.Anything).Return(&activities.PlaybookResult{Ok: 1}, nil)
+	env.OnActivity(kube.GetObjectStatus, mock.Anything, mock.Anything).Return(
+		func(context.Context, activities.StatusInput) (*activities.ObjectStatus, error) {
+			if !h.serviceReady {
+				return &activities.ObjectStatus{Exists: true, Generation: 1, Phase: "Deploying"}, nil
+			}
+			return &activities.ObjectStatus{Exists: true, Generation: 1, ObservedGeneration: 1, Phase: lifecycle.PhaseReady,
+				Conditions: []metav1.Condition{{Type: lifecycle.ConditionReady, Status: metav1.ConditionTrue, ObservedGeneration: 1}},
+				Fields:     map[string]json.RawMessage{"deployed": json.RawMessage("true")}}, nil
+		})
+	env.OnSignalExternalWorkflow(mock.Anything, h.dpID, mock.Anything, mock.Anything, mock.Anything).Return(
+		func(_, _, _, signal string, arg any) error {
+			switch signal {
+			case SignalEDPMRequest:
+				h.requests++
+				if h.requests == 1 {
+					env.RegisterDelayedCallback(func() {
+						env.SignalWorkflow(SignalEDPMGrant, EDPMGrant{DataPlane: h.dpID})
+					}, time.Second)
+				}
+			case SignalEDPMReport:
+				if rep, ok := arg.(EDPMReport); ok && rep.State == EDPMSucceeded {
+					h.succeeded++
+				}
+			}
+			return nil
+		})
+	env.OnSignalExternalWorkflow(mock.Anything, mock.Anything, mock.Anything, mock.Anything, mock.Anything).Return(nil)
+	script(env)
+	return env
+}
+
+// A node admitted by its data plane waits in phase 1 until the server suggests continue-as-new. Its data
+// plane counts it running and answers no second request, so the next run must go on under the grant
+// the node holds: it asks once, finishes once its service deploys, reports success, and holds no grant.
+func TestNodeKeepsItsGrantThroughContinueAsNewInPhaseOne(t *testing.T) {
+	h := &heldNode{}
+	first := h.run(t, func(env *testsuite.TestWorkflowEnvironment) {
+		env.RegisterDelayedCallback(func() { env.SignalWorkflow(lifecycle.SignalSpec, lifecycle.SpecSignal{Generation: 1}) }, time.Second)
+		env.RegisterDelayedCallback(func() { env.SetContinueAsNewSuggested(true) }, 30*time.Minute)
+	})
+	first.ExecuteWorkflow("OpenStackDataPlaneNode", object.Input{ObjectRef: DataPlaneNodeRef("openstack", "n1")})
+	next, ok := objecttest.Carried(first.GetWorkflowError())
+	require.True(t, ok, "the first run continues as new: %v", first.GetWorkflowError())
+	require.True(t, next.Carry.Resume, "cut short in phase 1, the node resumes in the next run")
+	require.Equal(t, 1, h.requests)
+	require.Zero(t, h.succeeded)
+
+	second := h.run(t, func(env *testsuite.TestWorkflowEnvironment) {
+		env.RegisterDelayedCallback(func() { h.serviceReady = true }, 10*time.Minute)
+		// Whatever happened, the node is deleted in the end, so a stuck run cannot hang the test.
+		env.RegisterDelayedCallback(func() { env.SignalWorkflow(lifecycle.SignalDelete, nil) }, 5*time.Hour)
+	})
+	second.ExecuteWorkflow("OpenStackDataPlaneNode", next)
+	settled, ok := objecttest.Carried(second.GetWorkflowError())
+	require.True(t, ok, "the node deploys and its settled run continues as new: %v", second.GetWorkflowError())
+	require.Equal(t, 1, h.requests, "the node asked its data plane once")
+	require.Equal(t, 1, h.succeeded, "the node deployed under its grant and said so")
+	var rec edpmNodeRecord
+	require.NoError(t, json.Unmarshal(settled.Carry.Data, &rec))
+	require.Nil(t, rec.Held, "a deployed node holds no grant")
+	require.EqualValues(t, 1, rec.DeployedGeneration)
+}
