@@ -212,6 +212,7 @@ type UpdateNodeState struct {
 // +kubebuilder:resource:shortName=osdpupdate,categories=stackflow;openstack
 // +kubebuilder:printcolumn:name="Data-Plane",type=string,JSONPath=`.spec.dataPlane`
 // +kubebuilder:printcolumn:name="Version",type=string,JSONPath=`.spec.novaCompute.version`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="Nodes",type=integer,JSONPath=`.status.nodes`
 // +kubebuilder:printcolumn:name="Updated",type=integer,JSONPath=`.status.updatedNodes`
