@@ -92,8 +92,12 @@ type DB struct {
 	User     string
 	Database string
 	// PasswordKey is the key of the password in the instance's Secret.
-	PasswordKey string
+	PasswordKey SecretKey
 }
+
+// SecretKey names a key of the instance's Secret: a reference the pod's init container resolves, never
+// the value.
+type SecretKey string
 
 // Instance is one service instance, resolved from its CR: what its ConfigMaps, Deployment and Jobs are
 // rendered from. It holds names of Secrets and keys, never values.
@@ -110,8 +114,8 @@ type Instance struct {
 	CustomServiceConfig string
 	// Secret holds the passwords (PasswordKey of each DB, ServicePasswordKey, MetadataSecretKey).
 	Secret             string
-	ServicePasswordKey string
-	MetadataSecretKey  string
+	ServicePasswordKey SecretKey
+	MetadataSecretKey  SecretKey
 	ServiceUser        string
 	KeystoneAuthURL    string
 	// TransportURLSecret holds transport_url; empty for services without a message bus.
@@ -136,7 +140,9 @@ func ScriptsName(name string) string { return name + "-scripts" }
 
 // secretRef is the credential template's reference to a Secret key: ${raw:SECRET/KEY} is the value as
 // is, ${url:SECRET/KEY} the value escaped for a URL's user-info.
-func secretRef(mode, secret, key string) string { return "${" + mode + ":" + secret + "/" + key + "}" }
+func secretRef(mode, secret string, key SecretKey) string {
+	return "${" + mode + ":" + secret + "/" + string(key) + "}"
+}
 
 func (in Instance) dbURL(db *DB) string {
 	port := db.Port
