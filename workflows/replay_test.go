@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/log"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/stackflow/stackflow/bridge"
 	"github.com/stackflow/stackflow/workflows"
+	"github.com/stackflow/stackflow/workflows/object"
 )
 
 // corpus is the replay corpus: histories the end-to-end tests recorded (`make histories`, see
@@ -31,36 +33,11 @@ func TestReplayRecordedHistories(t *testing.T) {
 	if len(files) == 0 {
 		t.Fatalf("no recorded history under %s: record them with `make histories`", corpus)
 	}
-	replayer, err := worker.NewWorkflowReplayerWithOptions(worker.WorkflowReplayerOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	workflows.Register(replayer)
-	// Replay logs every step of every workflow; a failure is in the error it returns.
-	quiet := log.NewStructuredLogger(slog.New(slog.DiscardHandler))
 	covered := map[string]bool{}
 	for _, f := range files {
 		rel, _ := filepath.Rel(corpus, f)
 		t.Run(rel, func(t *testing.T) {
-			r, err := os.Open(f)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer r.Close()
-			h, err := client.HistoryFromJSON(r, client.HistoryJSONOptions{})
-			if err != nil {
-				t.Fatalf("read %s: %v", f, err)
-			}
-			if len(h.Events) == 0 {
-				t.Fatalf("%s holds no event", f)
-			}
-			start := h.Events[0].GetWorkflowExecutionStartedEventAttributes()
-			covered[start.GetWorkflowType().GetName()] = true
-			// Replay as the run it was: workflows derive IDs from their own (a rollout's children).
-			orig := workflow.Execution{ID: start.GetWorkflowId(), RunID: start.GetOriginalExecutionRunId()}
-			if err := replayer.ReplayWorkflowHistoryWithOptions(quiet, h, worker.ReplayWorkflowHistoryOptions{OriginalExecution: orig}); err != nil {
-				t.Errorf("replay %s: %v", f, err)
-			}
+			covered[replayFile(t, newReplayer(t), f)] = true
 		})
 	}
 	for _, name := range mustReplay() {
@@ -74,6 +51,62 @@ func TestReplayRecordedHistories(t *testing.T) {
 			t.Logf("not recorded yet: %s (%s)", name, why)
 		}
 	}
+}
+
+// TestReplayTakesRecordedLimits replays the corpus on a worker whose limits differ from every recorded
+// run's (the shortest history a run may reach, the shortest waits): each run replays with the limits it
+// recorded, so a worker started with other flags (--max-history, --poll-interval) never changes the
+// commands of a run under way. Were the limits read from the worker on replay, every run would be due to
+// continue as new at once and fail here.
+func TestReplayTakesRecordedLimits(t *testing.T) {
+	files := corpusFiles(t)
+	if len(files) == 0 {
+		t.Fatalf("no recorded history under %s", corpus)
+	}
+	object.SetLimits(object.Limits{MaxHistory: 1, PollInterval: time.Millisecond, Burst: 1, MaxBackoff: time.Millisecond})
+	defer object.SetLimits(object.DefaultLimits)
+	replayer := newReplayer(t)
+	for _, f := range files {
+		rel, _ := filepath.Rel(corpus, f)
+		t.Run(rel, func(t *testing.T) { replayFile(t, replayer, f) })
+	}
+}
+
+// newReplayer is a replayer with every workflow registered exactly as the worker registers it.
+func newReplayer(t *testing.T) worker.WorkflowReplayer {
+	t.Helper()
+	replayer, err := worker.NewWorkflowReplayerWithOptions(worker.WorkflowReplayerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	workflows.Register(replayer)
+	return replayer
+}
+
+// replayFile replays the recorded run in file f and returns its workflow type.
+func replayFile(t *testing.T, replayer worker.WorkflowReplayer, f string) string {
+	t.Helper()
+	r, err := os.Open(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	h, err := client.HistoryFromJSON(r, client.HistoryJSONOptions{})
+	if err != nil {
+		t.Fatalf("read %s: %v", f, err)
+	}
+	if len(h.Events) == 0 {
+		t.Fatalf("%s holds no event", f)
+	}
+	start := h.Events[0].GetWorkflowExecutionStartedEventAttributes()
+	// Replay as the run it was: workflows derive IDs from their own (a rollout's children).
+	orig := workflow.Execution{ID: start.GetWorkflowId(), RunID: start.GetOriginalExecutionRunId()}
+	// Replay logs every step of every workflow; a failure is in the error it returns.
+	quiet := log.NewStructuredLogger(slog.New(slog.DiscardHandler))
+	if err := replayer.ReplayWorkflowHistoryWithOptions(quiet, h, worker.ReplayWorkflowHistoryOptions{OriginalExecution: orig}); err != nil {
+		t.Errorf("replay %s: %v", f, err)
+	}
+	return start.GetWorkflowType().GetName()
 }
 
 // notRecordedYet are the workflows the corpus does not hold yet, each with the reason; each is a gap to

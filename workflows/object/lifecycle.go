@@ -285,6 +285,14 @@ func (lc *Lifecycle) continueAsNew(ctx workflow.Context, r Reconciler) error {
 }
 
 // recordLimits takes the worker's limits once per run, recorded in history so replay uses the same.
+//
+// It stays unguarded on purpose. GetVersion answers DefaultVersion alike for a run recorded with this
+// marker and for a run from before it, so a guard could keep only one kind replaying, and every run
+// since short histories (the replay corpus, every run on a deployment since) holds the marker. The runs
+// from before it do not replay on this code with or without a guard: their Run upserted search
+// attributes first in every run and reconciled in a loop within one run. They were started by
+// unversioned builds; re-run them on the current build from their first task (`temporal workflow reset
+// --type FirstWorkflowTask`; signals are reapplied, activities adopt what exists).
 func (lc *Lifecycle) recordLimits(ctx workflow.Context) error {
 	v := workflow.SideEffect(ctx, func(workflow.Context) any { return workerLimits })
 	if err := v.Get(&lc.limits); err != nil {
