@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"runtime/debug"
 	"time"
 
 	"go.temporal.io/sdk/client"
 	sdkworker "go.temporal.io/sdk/worker"
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // DefaultDeployment is the worker deployment stackflow's workflow workers belong to.
@@ -85,35 +87,56 @@ func shouldPromote(info client.WorkerDeploymentInfo, mine string) (bool, error) 
 	return !ok || mineAt.After(curAt), nil
 }
 
+// promoteBackoff paces promotion attempts: quick at first (the server refuses a version until it has
+// seen the worker's pollers), then slower, about five minutes in all.
+var promoteBackoff = wait.Backoff{Duration: 500 * time.Millisecond, Factor: 1.5, Jitter: 0.2, Steps: 14}
+
+// promoteAttempt bounds one attempt, so a call lost on a busy server is retried rather than waited on.
+const promoteAttempt = 15 * time.Second
+
 // promote makes this worker's version current in its deployment when it is the newer build (see
-// shouldPromote), retrying until the server has seen this worker's pollers (it refuses a version without
-// them) or ctx ends. It returns the version that is current when it is done.
-func promote(ctx context.Context, c client.Client, cfg Config) (string, error) {
+// shouldPromote), retrying with promoteBackoff until it is done or ctx ends. It returns the version that
+// is current when it is done.
+func promote(ctx context.Context, c client.Client, cfg Config, log *slog.Logger) (string, error) {
 	h := c.WorkerDeploymentClient().GetHandle(cfg.Deployment)
+	var current string
 	var last error
-	for {
-		desc, err := h.Describe(ctx, client.WorkerDeploymentDescribeOptions{})
-		if err == nil {
-			var ok bool
-			if ok, err = shouldPromote(desc.Info, cfg.BuildID); err == nil {
-				if !ok {
-					return desc.Info.RoutingConfig.CurrentVersion.BuildID, nil
-				}
-				_, err = h.SetCurrentVersion(ctx, client.WorkerDeploymentSetCurrentVersionOptions{
-					BuildID:       cfg.BuildID,
-					ConflictToken: desc.ConflictToken,
-					Identity:      cfg.Identity,
-				})
-				if err == nil {
-					return cfg.BuildID, nil
-				}
-			}
+	err := wait.ExponentialBackoffWithContext(ctx, promoteBackoff, func(ctx context.Context) (bool, error) {
+		actx, cancel := context.WithTimeout(ctx, promoteAttempt)
+		defer cancel()
+		current, last = promoteOnce(actx, h, cfg)
+		if last != nil {
+			log.Debug("promotion attempt", "deployment", cfg.Deployment, "buildID", cfg.BuildID, "error", last)
 		}
-		last = err
-		select {
-		case <-ctx.Done():
-			return "", fmt.Errorf("make build %s current in worker deployment %s: %w", cfg.BuildID, cfg.Deployment, errors.Join(ctx.Err(), last))
-		case <-time.After(500 * time.Millisecond):
-		}
+		return last == nil, nil
+	})
+	if err != nil {
+		return "", fmt.Errorf("make build %s current in worker deployment %s: %w", cfg.BuildID, cfg.Deployment, errors.Join(err, last))
 	}
+	return current, nil
+}
+
+// promoteOnce is one attempt of promote: the current version when this build should not or need not
+// take over, or this build once the server made it current. A conflict (another worker changed the
+// routing since the describe) is an error like any other: the next attempt describes again.
+func promoteOnce(ctx context.Context, h client.WorkerDeploymentHandle, cfg Config) (string, error) {
+	desc, err := h.Describe(ctx, client.WorkerDeploymentDescribeOptions{})
+	if err != nil {
+		return "", err
+	}
+	ok, err := shouldPromote(desc.Info, cfg.BuildID)
+	if err != nil {
+		return "", err
+	}
+	if !ok {
+		return desc.Info.RoutingConfig.CurrentVersion.BuildID, nil
+	}
+	if _, err := h.SetCurrentVersion(ctx, client.WorkerDeploymentSetCurrentVersionOptions{
+		BuildID:       cfg.BuildID,
+		ConflictToken: desc.ConflictToken,
+		Identity:      cfg.Identity,
+	}); err != nil {
+		return "", err
+	}
+	return cfg.BuildID, nil
 }

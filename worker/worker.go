@@ -176,13 +176,16 @@ func Run(ctx context.Context, cfg Config) error {
 	if versioned {
 		log.Info("workflow worker versioned", "deployment", cfg.Deployment, "buildID", cfg.BuildID)
 		if !cfg.NoPromote {
-			pctx, cancel := context.WithTimeout(ctx, time.Minute)
-			current, err := promote(pctx, c, cfg)
-			cancel()
-			if err != nil {
-				return err
-			}
-			log.Info("worker deployment", "deployment", cfg.Deployment, "current", current)
+			// In the background: a busy server must not stop a worker that already serves its version's
+			// tasks (it did: the promotion's one minute ran out while 1,000 workflows started at once).
+			go func() {
+				current, err := promote(ctx, c, cfg, log)
+				if err != nil {
+					log.Error("build not made current: promote it by hand (README, Upgrading)", "deployment", cfg.Deployment, "buildID", cfg.BuildID, "error", err)
+					return
+				}
+				log.Info("worker deployment", "deployment", cfg.Deployment, "current", current)
+			}()
 		}
 	} else if slices.Contains(cfg.Queues, lifecycle.WorkflowQueue) {
 		log.Warn("workflow worker unversioned: no build ID (set --build-id)")
