@@ -1,0 +1,428 @@
+package edpm
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/servers"
+	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/services"
+	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+	sdkpb "go.temporal.io/api/sdk/v1"
+	"go.temporal.io/sdk/client"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/stackflow/stackflow/api/lifecycle"
+	"github.com/stackflow/stackflow/deploy/local"
+	"github.com/stackflow/stackflow/tests/e2e"
+)
+
+var gvrUpdate = schema.GroupVersionResource{Group: "dataplane.openstack.org", Version: "v1beta1", Resource: "openstackdataplaneupdates"}
+
+// siteProviderConfig is a site's own provider config on one host: it names the compute node's provider
+// ($COMPUTE_NODE) like the update's version file does, and nova-compute refuses to start with two
+// definitions of one provider. It is the update that breaks nova-compute's configuration on that host.
+const siteProviderConfig = `meta:
+  schema_version: '1.0'
+providers:
+  - identification:
+      uuid: '$COMPUTE_NODE'
+    traits:
+      additional: [CUSTOM_SITE_RACK_B]
+`
+
+// TestRollingUpdateOfComputes runs two updates of a data plane of two computes (fake driver) carrying
+// three servers. The first: the canary is disabled in Nova and drained while it updates (the worker is
+// killed with SIGKILL during its drain), its servers wait on the other compute and come back, the gate
+// holds the second node until approved, and the second node's update playbook survives a SIGKILL too;
+// both end enabled, reporting the new version, every server where it was. The second update breaks
+// nova-compute on one host (a provider config the site left there): that node is rolled back to its
+// checkpoint (old version running, enabled), the update fails naming it and why, and a retry after the
+// site's file is gone updates that node only.
+func TestRollingUpdateOfComputes(t *testing.T) {
+	start := time.Now()
+	ctx := context.Background()
+	h0, h1 := host(t, "edpm-compute-0"), host(t, "edpm-compute-1")
+	resetHost(t, h0)
+	resetHost(t, h1)
+	startBridge(t)
+	w := startWorker(t)
+	hostA, hostB := env.Run+"-up-0", env.Run+"-up-1"
+
+	create(t, gvrCell, `
+apiVersion: nova.openstack.org/v1beta1
+kind: NovaCell
+metadata: {name: cell1}
+spec: {cellName: cell1, secret: osp-secret, keystoneAuthURL: http://198.51.100.1:5000/v3, cellDatabaseHostname: 127.0.0.1, transportURLSecret: cell1-transport}
+`)
+	create(t, gvrRole, `
+apiVersion: dataplane.openstack.org/v1beta1
+kind: OpenStackDataPlaneRole
+metadata:
+  name: upd
+  annotations: {nova.openstack.org/cell: cell1}
+spec:
+  dataPlane: upd
+  preProvisioned: true
+  nodeTemplate: {ansibleUser: root, ansibleSSHPrivateKeySecret: edpm-ssh-key, managementNetwork: ctlplane}
+`)
+	create(t, gvrDP, `
+apiVersion: dataplane.openstack.org/v1beta1
+kind: OpenStackDataPlane
+metadata: {name: upd}
+spec: {roles: [upd], deploy: true, maxConcurrency: 2}
+`)
+	for i, h := range []local.TestHost{h0, h1} {
+		create(t, gvrNode, fmt.Sprintf(`
+apiVersion: dataplane.openstack.org/v1beta1
+kind: OpenStackDataPlaneNode
+metadata: {name: upd-%d}
+spec: {role: upd, hostName: %s, ansibleHost: %s, deploy: true}
+`, i, []string{hostA, hostB}[i], h.Address))
+	}
+	for _, node := range []string{"upd-0", "upd-1"} {
+		waitFor(t, "NovaExternalCompute "+node, 3*time.Minute, func() (bool, string) {
+			return get(t, gvrNEC, node) != nil, summary(get(t, gvrNEC, node))
+		})
+		patch := fmt.Sprintf(`{"spec":{"customServiceConfig":%q}}`, customConfig)
+		_, err := env.Dyn.Resource(gvrNEC).Namespace(ns).Patch(ctx, node, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+		require.NoError(t, err)
+	}
+	waitFor(t, "data plane upd deployed", 15*time.Minute, func() (bool, string) {
+		d := get(t, gvrDP, "upd")
+		c := condition(d, "Deployed")
+		return c != nil && c.Status == metav1.ConditionTrue, summary(d)
+	})
+	t.Logf("two computes deployed in %.0fs", time.Since(start).Seconds())
+
+	cc, err := env.Cloud(ctx)
+	require.NoError(t, err)
+	s1, s2 := bootServer(t, cc, env.Run+"-s1", hostA), bootServer(t, cc, env.Run+"-s2", hostA)
+	s3 := bootServer(t, cc, env.Run+"-s3", hostB)
+	home := map[string]string{s1: hostA, s2: hostA, s3: hostB}
+
+	// First update: canary, gate, kill -9 during the canary's drain and during the second's playbook.
+	u1 := create(t, gvrUpdate, `
+apiVersion: dataplane.openstack.org/v1beta1
+kind: OpenStackDataPlaneUpdate
+metadata: {name: to-2}
+spec:
+  dataPlane: upd
+  novaCompute:
+    version: "2"
+    customServiceConfig: |
+      [DEFAULT]
+      reserved_host_memory_mb = 128
+  strategy: {canary: 1, maxUnavailable: 1, approveAfterCanary: true}
+  drain: {timeout: 4m}
+`)
+	u1ID := workflowID("OpenStackDataPlaneUpdate", gvrUpdate, u1)
+	// What Nova shows while the canary updates, sampled from the compute API until the gate.
+	watch := watchCanary(cc, hostA, []string{s1, s2})
+	migrating := false
+	waitFor(t, "the canary draining", 5*time.Minute, func() (bool, string) {
+		on, err := cc.ServersOn(ctx, hostA)
+		require.NoError(t, err)
+		for _, s := range on {
+			migrating = migrating || s.TaskState == "migrating"
+		}
+		st := nodeState(t, "to-2", "upd-0")
+		return migrating || st["step"] == "drain", fmt.Sprintf("%v migrating=%v", st, migrating)
+	})
+	svcA := computeService(t, cc, hostA)
+	require.Equal(t, "disabled", svcA.Status, "the canary takes no new instance while it is drained")
+	require.Contains(t, svcA.DisabledReason, "stackflow update "+ns+"/to-2")
+	require.Equal(t, "enabled", computeService(t, cc, hostB).Status)
+	w.Kill9()
+	time.Sleep(2 * time.Second)
+	w.Start()
+
+	waitFor(t, "the gate holding the second node", 5*time.Minute, func() (bool, string) {
+		u := get(t, gvrUpdate, "to-2")
+		return str(u, "status", "gate") == "canary", summary(u)
+	})
+	samples := watch()
+	require.NotEmpty(t, samples, "the canary was seen updating")
+	for _, smp := range samples {
+		require.Equal(t, "disabled", smp.service, "disabled in Nova while it updates (%s)", smp.state)
+		require.Equal(t, []string{hostB, hostB}, smp.hosts, "its instances wait on the other compute (%s)", smp.state)
+	}
+	u := get(t, gvrUpdate, "to-2")
+	require.Equal(t, "AwaitingApproval", str(u, "status", "phase"))
+	require.Equal(t, "Succeeded", nodeState(t, "to-2", "upd-0")["state"])
+	require.Equal(t, "Pending", nodeState(t, "to-2", "upd-1")["state"])
+	require.Equal(t, "enabled", computeService(t, cc, hostA).Status)
+	require.Equal(t, "enabled", computeService(t, cc, hostB).Status)
+	require.Equal(t, hostA, serverHost(t, cc, s1), "the canary's instances came back")
+	require.Equal(t, hostA, serverHost(t, cc, s2))
+	require.Equal(t, []string{"CUSTOM_STACKFLOW_NOVA_COMPUTE_2"}, versionClasses(t, cc, hostA), "nova-compute reports the new version")
+	require.Empty(t, versionClasses(t, cc, hostB), "the second node is untouched")
+	if migrating {
+		require.Greater(t, activityAttempts(t, u1ID, "MigrateServers"), 1, "the drain went on in a new attempt after the crash")
+	}
+	require.Contains(t, kubectlGet(t, "osdpupdate", "to-2"), "canary", "kubectl shows the gate")
+	meta, err := env.Temporal.QueryWorkflow(ctx, u1ID, "", "__temporal_workflow_metadata")
+	require.NoError(t, err)
+	// The metadata query answers a protobuf message (the SDK's own), which the data converter decodes
+	// only into that type.
+	var md sdkpb.WorkflowMetadata
+	require.NoError(t, meta.Get(&md))
+	require.Contains(t, md.GetCurrentDetails(), "waiting for approval of gate", "the Temporal UI shows where the update is")
+
+	res, err := env.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: u1ID, UpdateName: lifecycle.UpdateApprove,
+		Args: []any{lifecycle.ApproveRequest{Gate: "canary", By: "e2e"}}, WaitForStage: client.WorkflowUpdateStageCompleted})
+	require.NoError(t, err)
+	require.NoError(t, res.Get(ctx, nil))
+
+	waitFor(t, "the second node's update playbook running", 5*time.Minute, func() (bool, string) {
+		out, _ := exec.Command("pgrep", "-f", "nova-compute-update.yml").Output()
+		return len(strings.TrimSpace(string(out))) > 0, fmt.Sprint(nodeState(t, "to-2", "upd-1"))
+	})
+	w.Kill9()
+	time.Sleep(2 * time.Second)
+	w.Start()
+
+	waitFor(t, "update to-2 Ready", 10*time.Minute, func() (bool, string) {
+		u := get(t, gvrUpdate, "to-2")
+		c := condition(u, lifecycle.ConditionReady)
+		return c != nil && c.Status == metav1.ConditionTrue, summary(u)
+	})
+	for _, node := range []string{"upd-0", "upd-1"} {
+		st := nodeState(t, "to-2", node)
+		require.Equal(t, "Succeeded", st["state"], node)
+		require.Equal(t, "2", st["versionAfter"], node)
+	}
+	require.Equal(t, "2", fmt.Sprint(nodeState(t, "to-2", "upd-0")["instancesMoved"]))
+	require.Equal(t, "2", fmt.Sprint(nodeState(t, "to-2", "upd-0")["instancesReturned"]))
+	requireAllEnabledAndHome(t, cc, home, hostA, hostB)
+	for _, h := range []string{hostA, hostB} {
+		require.Equal(t, []string{"CUSTOM_STACKFLOW_NOVA_COMPUTE_2"}, versionClasses(t, cc, h), h)
+	}
+	for _, h := range []local.TestHost{h0, h1} {
+		require.Equal(t, "2\n", hostFile(h, "etc/stackflow/nova-compute.version"), h.Name)
+		require.Contains(t, hostFile(h, "etc/nova/nova.conf.d/50-stackflow-update.conf"), "reserved_host_memory_mb = 128")
+	}
+	t.Logf("first update done at %.0fs", time.Since(start).Seconds())
+	runs, err := e2e.Runs(ctx, env.Temporal, u1ID)
+	require.NoError(t, err)
+	longest := 0
+	for _, r := range runs {
+		longest = max(longest, len(r))
+	}
+	t.Logf("update to-2: %d runs, longest %d events", len(runs), longest)
+
+	// Second update: nova-compute cannot start with it on the second host.
+	site := filepath.Join(h1.Root, "etc", "nova", "provider_config", "site.yaml")
+	require.NoError(t, os.WriteFile(site, []byte(siteProviderConfig), 0o644))
+	u2 := create(t, gvrUpdate, `
+apiVersion: dataplane.openstack.org/v1beta1
+kind: OpenStackDataPlaneUpdate
+metadata: {name: to-3}
+spec:
+  dataPlane: upd
+  novaCompute: {version: "3"}
+  strategy: {canary: 0, maxUnavailable: 1}
+`)
+	waitFor(t, "update to-3 Failed", 10*time.Minute, func() (bool, string) {
+		u := get(t, gvrUpdate, "to-3")
+		return str(u, "status", "phase") == lifecycle.PhaseFailed, summary(u)
+	})
+	ready := condition(get(t, gvrUpdate, "to-3"), lifecycle.ConditionReady)
+	require.Equal(t, "VerificationFailed", ready.Reason)
+	require.Contains(t, ready.Message, "upd-1 (VerificationFailed at apply")
+	require.Contains(t, ready.Message, "nova-compute exited at start", "the reason")
+	require.Contains(t, ready.Message, "multiple definitions", "nova-compute's own last words")
+	require.Equal(t, "Succeeded", nodeState(t, "to-3", "upd-0")["state"])
+	failed := nodeState(t, "to-3", "upd-1")
+	require.Equal(t, "Failed", failed["state"])
+	require.Equal(t, "2", failed["versionAfter"], "rolled back to its checkpoint")
+	require.Contains(t, failed["message"], "rolled back to its checkpoint")
+	require.Equal(t, "up", computeService(t, cc, hostB).State)
+	require.Equal(t, []string{"CUSTOM_STACKFLOW_NOVA_COMPUTE_2"}, versionClasses(t, cc, hostB), "nova-compute runs the old version again")
+	require.Equal(t, "2\n", hostFile(h1, "etc/stackflow/nova-compute.version"))
+	require.Equal(t, []string{"CUSTOM_STACKFLOW_NOVA_COMPUTE_3"}, versionClasses(t, cc, hostA))
+	requireAllEnabledAndHome(t, cc, home, hostA, hostB)
+
+	// The site's file goes; the retry updates the failed node only.
+	require.NoError(t, os.Remove(site))
+	u2ID := workflowID("OpenStackDataPlaneUpdate", gvrUpdate, u2)
+	require.NoError(t, env.Temporal.SignalWorkflow(ctx, u2ID, "", lifecycle.SignalRetry, lifecycle.RetrySignal{}))
+	waitFor(t, "update to-3 Ready after the retry", 10*time.Minute, func() (bool, string) {
+		u := get(t, gvrUpdate, "to-3")
+		c := condition(u, lifecycle.ConditionReady)
+		return c != nil && c.Status == metav1.ConditionTrue, summary(u)
+	})
+	require.Equal(t, "1", fmt.Sprint(nodeState(t, "to-3", "upd-0")["attempts"]), "the node that succeeded is not run again")
+	require.Equal(t, "2", fmt.Sprint(nodeState(t, "to-3", "upd-1")["attempts"]))
+	require.Equal(t, 2, stepLog(h0)["update-apply"], "one update playbook per update on the first host")
+	require.Equal(t, 2, stepLog(h1)["update-apply"], "the failed run never finished; the first update's and the retry's did")
+	require.Equal(t, 1, stepLog(h1)["update-rollback"])
+	require.Zero(t, stepLog(h0)["update-rollback"])
+	for _, h := range []string{hostA, hostB} {
+		require.Equal(t, []string{"CUSTOM_STACKFLOW_NOVA_COMPUTE_3"}, versionClasses(t, cc, h), h)
+	}
+	requireAllEnabledAndHome(t, cc, home, hostA, hostB)
+	t.Logf("scenario done in %.0fs", time.Since(start).Seconds())
+}
+
+// canarySample is what Nova showed once while the canary was updating.
+type canarySample struct {
+	state   string
+	service string
+	hosts   []string
+}
+
+// watchCanary samples, while the canary (node upd-0 of update to-2) is Updating or Verifying, its
+// compute service's status and where the servers ids are; the returned function stops and returns them.
+func watchCanary(c *e2e.Cloud, canary string, ids []string) func() []canarySample {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan []canarySample)
+	go func() {
+		var out []canarySample
+		defer func() { done <- out }()
+		for ctx.Err() == nil {
+			time.Sleep(500 * time.Millisecond)
+			u, err := env.Dyn.Resource(gvrUpdate).Namespace(ns).Get(ctx, "to-2", metav1.GetOptions{})
+			if err != nil {
+				continue
+			}
+			state := ""
+			raw, _, _ := unstructured.NestedSlice(u.Object, "status", "nodeStates")
+			for _, e := range raw {
+				if m, ok := e.(map[string]any); ok && m["name"] == "upd-0" {
+					state = fmt.Sprint(m["state"])
+				}
+			}
+			if state != "Updating" && state != "Verifying" {
+				continue
+			}
+			svc, err := c.ComputeService(ctx, canary)
+			if err != nil {
+				continue
+			}
+			smp := canarySample{state: state, service: svc.Status}
+			for _, id := range ids {
+				if s, err := serversGet(ctx, c, id); err == nil {
+					smp.hosts = append(smp.hosts, s)
+				}
+			}
+			out = append(out, smp)
+		}
+	}()
+	return func() []canarySample {
+		cancel()
+		return <-done
+	}
+}
+
+func serversGet(ctx context.Context, c *e2e.Cloud, id string) (string, error) {
+	s, err := servers.Get(ctx, c.Compute, id).Extract()
+	if err != nil {
+		return "", err
+	}
+	return s.Host, nil
+}
+
+// nodeState is one node's entry in an update's status.nodeStates.
+func nodeState(t *testing.T, update, node string) map[string]any {
+	t.Helper()
+	raw, _, _ := unstructured.NestedSlice(get(t, gvrUpdate, update).Object, "status", "nodeStates")
+	for _, e := range raw {
+		if m, ok := e.(map[string]any); ok && m["name"] == node {
+			return m
+		}
+	}
+	return map[string]any{}
+}
+
+// requireAllEnabledAndHome checks that no compute is left disabled and no server was lost: each exists,
+// ACTIVE, on its own host.
+func requireAllEnabledAndHome(t *testing.T, c *e2e.Cloud, home map[string]string, hosts ...string) {
+	t.Helper()
+	for _, h := range hosts {
+		svc := computeService(t, c, h)
+		require.Equal(t, "enabled", svc.Status, "%s left disabled (%s)", h, svc.DisabledReason)
+	}
+	for id, h := range home {
+		s, err := servers.Get(context.Background(), c.Compute, id).Extract()
+		require.NoError(t, err, "server %s lost", id)
+		require.Equal(t, "ACTIVE", s.Status, id)
+		require.Equal(t, h, s.Host, id)
+	}
+}
+
+func computeService(t *testing.T, c *e2e.Cloud, host string) services.Service {
+	t.Helper()
+	svc, err := c.ComputeService(context.Background(), host)
+	require.NoError(t, err)
+	return svc
+}
+
+func serverHost(t *testing.T, c *e2e.Cloud, id string) string {
+	t.Helper()
+	s, err := servers.Get(context.Background(), c.Compute, id).Extract()
+	require.NoError(t, err)
+	return s.Host
+}
+
+// bootServer boots a server on host; it is deleted when the test ends.
+func bootServer(t *testing.T, c *e2e.Cloud, name, host string) string {
+	t.Helper()
+	id, err := c.BootServer(context.Background(), name, host, env.Stack.OpenStack.Image, env.Stack.OpenStack.TenantNetwork)
+	if id != "" {
+		t.Cleanup(func() { _ = servers.Delete(context.Background(), c.Compute, id).ExtractErr() })
+	}
+	require.NoError(t, err)
+	return id
+}
+
+func versionClasses(t *testing.T, c *e2e.Cloud, host string) []string {
+	t.Helper()
+	out, err := c.VersionClasses(context.Background(), host)
+	require.NoError(t, err)
+	return out
+}
+
+// activityAttempts is the highest attempt of an activity type that started in any run of a workflow
+// (event IDs restart with each run, so each run is read on its own).
+func activityAttempts(t *testing.T, wfID, activityType string) int {
+	t.Helper()
+	runs, err := e2e.Runs(context.Background(), env.Temporal, wfID)
+	require.NoError(t, err)
+	highest := 0
+	for _, events := range runs {
+		scheduled := map[int64]bool{}
+		for _, ev := range events {
+			if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil && a.GetActivityType().GetName() == activityType {
+				scheduled[ev.GetEventId()] = true
+			}
+			if ev.GetEventType() == enumspb.EVENT_TYPE_ACTIVITY_TASK_STARTED {
+				a := ev.GetActivityTaskStartedEventAttributes()
+				if scheduled[a.GetScheduledEventId()] {
+					highest = max(highest, int(a.GetAttempt()))
+				}
+			}
+		}
+	}
+	return highest
+}
+
+// kubectlGet is `kubectl get RESOURCE NAME` in the run's namespace, as a person sees it.
+func kubectlGet(t *testing.T, resource, name string) string {
+	t.Helper()
+	cmd := exec.Command(env.Stack.Path("bin", "kubectl"), "get", resource, name, "-n", ns)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+env.Stack.Kubeconfig)
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "kubectl: %s", out)
+	t.Logf("kubectl get %s %s:\n%s", resource, name, out)
+	return string(out)
+}
