@@ -28,16 +28,24 @@ import (
 
 var gvrUpdate = schema.GroupVersionResource{Group: "dataplane.openstack.org", Version: "v1beta1", Resource: "openstackdataplaneupdates"}
 
-// siteProviderConfig is a site's own provider config on one host: it names the compute node's provider
-// ($COMPUTE_NODE) like the update's version file does, and nova-compute refuses to start with two
-// definitions of one provider. It is the update that breaks nova-compute's configuration on that host.
-const siteProviderConfig = `meta:
-  schema_version: '1.0'
-providers:
-  - identification:
-      uuid: '$COMPUTE_NODE'
-    traits:
-      additional: [CUSTOM_SITE_RACK_B]
+// siteLogging is the logging configuration a site keeps on its hosts (Python's fileConfig format, to
+// stderr, which nova-compute's log collects). The second update points nova-compute at it
+// (log_config_append); a host without it cannot start nova-compute with that update's configuration.
+const siteLogging = `[loggers]
+keys = root
+[handlers]
+keys = stderr
+[formatters]
+keys = plain
+[logger_root]
+level = INFO
+handlers = stderr
+[handler_stderr]
+class = StreamHandler
+args = (sys.stderr,)
+formatter = plain
+[formatter_plain]
+format = %(asctime)s %(process)d %(levelname)s %(name)s %(message)s
 `
 
 // TestRollingUpdateOfComputes runs two updates of a data plane of two computes (fake driver) carrying
@@ -45,9 +53,10 @@ providers:
 // killed with SIGKILL during its drain), its servers wait on the other compute and come back, the gate
 // holds the second node until approved, and the second node's update playbook survives a SIGKILL too;
 // both end enabled, reporting the new version, every server where it was. The second update breaks
-// nova-compute on one host (a provider config the site left there): that node is rolled back to its
-// checkpoint (old version running, enabled), the update fails naming it and why, and a retry after the
-// site's file is gone updates that node only.
+// nova-compute's configuration on one host (its configuration layer names a logging configuration the
+// site put on the first host only): that node is rolled back to its checkpoint (the previous layer, old
+// version running, enabled), the update fails naming it and why, and a retry once the file is there
+// updates that node only.
 func TestRollingUpdateOfComputes(t *testing.T) {
 	start := time.Now()
 	ctx := context.Background()
@@ -220,16 +229,20 @@ spec:
 	}
 	t.Logf("update to-2: %d runs, longest %d events", len(runs), longest)
 
-	// Second update: nova-compute cannot start with it on the second host.
-	site := filepath.Join(h1.Root, "etc", "nova", "provider_config", "site.yaml")
-	require.NoError(t, os.WriteFile(site, []byte(siteProviderConfig), 0o644))
+	// Second update: nova-compute cannot start with its configuration on the second host.
+	logging := filepath.Join("etc", "nova", "site-logging.conf")
+	require.NoError(t, os.WriteFile(filepath.Join(h0.Root, logging), []byte(siteLogging), 0o644))
 	u2 := create(t, gvrUpdate, `
 apiVersion: dataplane.openstack.org/v1beta1
 kind: OpenStackDataPlaneUpdate
 metadata: {name: to-3}
 spec:
   dataPlane: upd
-  novaCompute: {version: "3"}
+  novaCompute:
+    version: "3"
+    customServiceConfig: |
+      [DEFAULT]
+      log_config_append = /etc/nova/site-logging.conf
   strategy: {canary: 0, maxUnavailable: 1}
 `)
 	waitFor(t, "update to-3 Failed", 10*time.Minute, func() (bool, string) {
@@ -240,7 +253,8 @@ spec:
 	require.Equal(t, "VerificationFailed", ready.Reason)
 	require.Contains(t, ready.Message, "upd-1 (VerificationFailed at apply")
 	require.Contains(t, ready.Message, "nova-compute exited at start", "the reason")
-	require.Contains(t, ready.Message, "multiple definitions", "nova-compute's own last words")
+	require.Contains(t, ready.Message, "Error loading logging config", "nova-compute's own last words")
+	require.Contains(t, ready.Message, "rolled back to its checkpoint")
 	require.Equal(t, "Succeeded", nodeState(t, "to-3", "upd-0")["state"])
 	failed := nodeState(t, "to-3", "upd-1")
 	require.Equal(t, "Failed", failed["state"])
@@ -249,11 +263,13 @@ spec:
 	require.Equal(t, "up", computeService(t, cc, hostB).State)
 	require.Equal(t, []string{"CUSTOM_STACKFLOW_NOVA_COMPUTE_2"}, versionClasses(t, cc, hostB), "nova-compute runs the old version again")
 	require.Equal(t, "2\n", hostFile(h1, "etc/stackflow/nova-compute.version"))
+	require.Contains(t, hostFile(h1, "etc/nova/nova.conf.d/50-stackflow-update.conf"), "reserved_host_memory_mb = 128", "the previous update's layer is back")
+	require.NotContains(t, hostFile(h1, "etc/nova/nova.conf.d/50-stackflow-update.conf"), "log_config_append")
 	require.Equal(t, []string{"CUSTOM_STACKFLOW_NOVA_COMPUTE_3"}, versionClasses(t, cc, hostA))
 	requireAllEnabledAndHome(t, cc, home, hostA, hostB)
 
-	// The site's file goes; the retry updates the failed node only.
-	require.NoError(t, os.Remove(site))
+	// The site puts its file on the second host too; the retry updates the failed node only.
+	require.NoError(t, os.WriteFile(filepath.Join(h1.Root, logging), []byte(siteLogging), 0o644))
 	u2ID := workflowID("OpenStackDataPlaneUpdate", gvrUpdate, u2)
 	require.NoError(t, env.Temporal.SignalWorkflow(ctx, u2ID, "", lifecycle.SignalRetry, lifecycle.RetrySignal{}))
 	waitFor(t, "update to-3 Ready after the retry", 10*time.Minute, func() (bool, string) {

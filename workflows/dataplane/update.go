@@ -80,8 +80,10 @@ type nodeAccess struct {
 }
 
 type updateReconciler struct {
-	rec  updateRecord
-	spec dataplanev1beta1.OpenStackDataPlaneUpdateSpec
+	rec updateRecord
+	// firstFailure is UpdateNodePolicy.KeepFirstFailure, decided once per run (see firstFailureVersion).
+	firstFailure bool
+	spec         dataplanev1beta1.OpenStackDataPlaneUpdateSpec
 	// uid names the update's checkpoints on the hosts; ns is the update's namespace.
 	uid string
 	ns  string
@@ -105,7 +107,8 @@ func (r *updateReconciler) settings() updateSettings {
 	s := r.spec.Strategy
 	out := updateSettings{
 		policy: UpdatePolicy{MaxUnavailable: 1, ApproveAfterCanary: s.ApproveAfterCanary},
-		node:   UpdateNodePolicy{DrainOnFailure: firstNonEmpty(r.spec.Drain.OnFailure, dataplanev1beta1.DrainStop), MigrateBack: true},
+		node: UpdateNodePolicy{DrainOnFailure: firstNonEmpty(r.spec.Drain.OnFailure, dataplanev1beta1.DrainStop), MigrateBack: true,
+			KeepFirstFailure: r.firstFailure},
 		canary: 1,
 		drain:  DefaultDrainTimeout,
 	}
@@ -132,6 +135,7 @@ func (r *updateReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycle,
 		return err
 	}
 	defer func() { _ = lc.Save(r.rec) }()
+	r.firstFailureVersion(ctx)
 	set := r.settings()
 	if len(r.rec.Nodes) == 0 {
 		if err := lc.Step(ctx, "resolve the nodes of data plane "+r.spec.DataPlane); err != nil {
@@ -207,17 +211,30 @@ func (r *updateReconciler) finish(ctx workflow.Context, lc *object.Lifecycle, pl
 				break
 			}
 		}
-		if plan.BudgetExceeded {
+		if plan.BudgetExceeded && !set.node.KeepFirstFailure {
 			reason = dataplanev1beta1.ReasonMaxFailuresReached
 		}
 		msg := fmt.Sprintf("%d of %d node(s) failed (failure budget %d): %s; %d not started; send the retry signal to re-run the failed nodes",
 			len(names), len(r.rec.Nodes), set.policy.MaxFailed, text, plan.Pending)
+		if set.node.KeepFirstFailure && plan.BudgetExceeded {
+			// The first failed node's reason is the update's: the exhausted budget is why the others did
+			// not start, which the message says.
+			msg = fmt.Sprintf("%d of %d node(s) failed, more than the failure budget (%d) allows: %s; %d not started; send the retry signal to re-run the failed nodes",
+				len(names), len(r.rec.Nodes), set.policy.MaxFailed, text, plan.Pending)
+		}
 		lc.SetCondition(ctx, metav1.Condition{Type: dataplanev1beta1.ConditionUpdated, Status: metav1.ConditionFalse, Reason: reason, Message: msg})
 		return temporal.NewNonRetryableApplicationError(msg, reason, nil)
 	}
 	lc.SetCondition(ctx, metav1.Condition{Type: dataplanev1beta1.ConditionUpdated, Status: metav1.ConditionTrue, Reason: "Updated",
 		Message: fmt.Sprintf("%d node(s) run nova-compute %s, %d skipped", plan.Succeeded, r.spec.NovaCompute.Version, plan.Skipped)})
 	return nil
+}
+
+// firstFailureVersion decides whether a node keeps its first failure and the update ends with that
+// failure's reason rather than MaxFailuresReached: changed after runs were recorded that took the last
+// failure, which replay as they ran.
+func (r *updateReconciler) firstFailureVersion(ctx workflow.Context) {
+	r.firstFailure = workflow.GetVersion(ctx, "update-first-failure", workflow.DefaultVersion, 1) == 1
 }
 
 func (r *updateReconciler) load(lc *object.Lifecycle, obj *activities.Object) error {
@@ -504,7 +521,9 @@ func (r *updateReconciler) runStep(ctx workflow.Context, lc *object.Lifecycle, n
 		n.Returned = len(res.Moved)
 		if err != nil {
 			out := fail("", err)
-			out.Message = n.Message + "; " + out.Message
+			if !set.node.KeepFirstFailure {
+				out.Message = n.Message + "; " + out.Message
+			}
 			return out
 		}
 	}
@@ -614,6 +633,7 @@ func (r *updateReconciler) Compensate(ctx workflow.Context, lc *object.Lifecycle
 		}
 	}
 	r.ns = lc.Ref.Namespace
+	r.firstFailureVersion(ctx)
 	set := r.settings()
 	var inFlight []string
 	for _, n := range r.rec.Nodes {

@@ -99,6 +99,11 @@ type UpdateNodePolicy struct {
 	DrainOnFailure string
 	// MigrateBack returns drained instances to the node once it is enabled again.
 	MigrateBack bool
+	// KeepFirstFailure keeps the failure that decided a node's result as its failed step, reason and
+	// message: a later step's failure (rollback, enable, migrate back) is appended to the message, and
+	// a failed rollback only raises the reason to RollbackFailed. Off for runs recorded before it
+	// (workflow.GetVersion "update-first-failure"), where the last failure replaced the first.
+	KeepFirstFailure bool
 }
 
 // Advance records how the node's current step ended and moves it to its next step. It returns true
@@ -108,7 +113,13 @@ type UpdateNodePolicy struct {
 // that changed the node's files after its checkpoint goes through rollback when it fails.
 func (n *UpdateNode) Advance(step string, out StepOutcome, p UpdateNodePolicy) (stop bool) {
 	ok := out.Err == nil
-	if !ok {
+	switch {
+	case ok:
+	case p.KeepFirstFailure && (n.Failed != "" || step == UpdateStepMigrateBack && n.Result == dataplanev1beta1.UpdateNodeSucceeded):
+		// The node failed before (the step that sent it down this path), which stays its cause; or it
+		// was updated, and instances that stay elsewhere do not make it fail.
+		n.Message += "; " + out.Message
+	default:
 		n.Failed, n.Reason, n.Message = step, out.Reason, out.Message
 	}
 	next := ""
@@ -164,9 +175,13 @@ func (n *UpdateNode) Advance(step string, out StepOutcome, p UpdateNodePolicy) (
 		if ok {
 			n.Message += "; rolled back to its checkpoint"
 		} else {
-			// The failure that caused the rollback stays the node's reason; the rollback's own failure
-			// is appended, and the node is still enabled: a compute that is down is never scheduled to.
-			n.Failed, n.Reason = UpdateStepRollback, dataplanev1beta1.ReasonRollbackFailed
+			// The node is not at its checkpoint: it needs a person, which the reason says; the failure
+			// that caused the rollback stays its failed step and leads its message. It is still enabled:
+			// a compute that is down is never scheduled to.
+			n.Reason = dataplanev1beta1.ReasonRollbackFailed
+			if !p.KeepFirstFailure {
+				n.Failed = UpdateStepRollback
+			}
 		}
 	case UpdateStepEnable:
 		// Instances that were on the node come back, also after a drain that moved only some of them.

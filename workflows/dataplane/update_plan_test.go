@@ -3,6 +3,7 @@ package dataplane
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -180,6 +181,54 @@ func TestUpdateNodePaths(t *testing.T) {
 			assert.Equal(t, tc.stop, stop)
 			if i := indexOf(ran, "disable"); i >= 0 {
 				assert.Contains(t, ran[i:], "enable", "a node that was disabled is always enabled again")
+			}
+		})
+	}
+}
+
+// TestUpdateNodeKeepsItsFirstFailure: the failure that sent a node down its failure path stays its
+// failed step, reason and message; what fails after it is appended.
+func TestUpdateNodeKeepsItsFirstFailure(t *testing.T) {
+	cases := []struct {
+		name            string
+		fails           []string
+		failed, reason  string
+		message         []string
+		result          string
+		migrateBackFail bool
+	}{
+		{name: "verify fails, the rest works", fails: []string{"verify"},
+			failed: "verify", reason: dp.ReasonVerificationFailed, message: []string{"verify said no", "rolled back to its checkpoint"}, result: dp.UpdateNodeFailed},
+		{name: "apply fails, rollback fails too", fails: []string{"apply", "rollback"},
+			failed: "apply", reason: dp.ReasonRollbackFailed, message: []string{"apply said no", "rollback said no"}, result: dp.UpdateNodeFailed},
+		{name: "verify fails, migrate back fails", fails: []string{"verify", "migrate back"},
+			failed: "verify", reason: dp.ReasonVerificationFailed, message: []string{"verify said no", "rolled back", "migrate back said no"}, result: dp.UpdateNodeFailed},
+		{name: "updated, migrate back fails", fails: []string{"migrate back"},
+			failed: "", reason: "", message: []string{"migrate back said no"}, result: dp.UpdateNodeSucceeded},
+	}
+	p := UpdateNodePolicy{MigrateBack: true, KeepFirstFailure: true}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			n := UpdateNode{Name: "a", State: dp.UpdateNodePending, Servers: []string{"s"}}
+			n.Start()
+			for i := 0; n.InFlight(); i++ {
+				require.Less(t, i, 20, "the node never finishes")
+				step := n.Next
+				out := StepOutcome{}
+				if slices.Contains(tc.fails, step) {
+					reason := ""
+					if step == UpdateStepVerify || step == UpdateStepApply {
+						reason = dp.ReasonVerificationFailed
+					}
+					out = StepOutcome{Err: errors.New("no"), Reason: reason, Message: step + " said no"}
+				}
+				n.Advance(step, out, p)
+			}
+			assert.Equal(t, tc.result, n.State)
+			assert.Equal(t, tc.failed, n.Failed)
+			assert.Equal(t, tc.reason, n.Reason)
+			for _, m := range tc.message {
+				assert.Contains(t, n.Message, m)
 			}
 		})
 	}

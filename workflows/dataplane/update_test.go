@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -321,8 +322,10 @@ func TestUpdateFailedVerificationRollsBackThenRetryFinishesOnlyThatNode(t *testi
 				ready = c.Reason + ": " + c.Message
 			}
 		}
+		require.True(t, strings.HasPrefix(ready, dp.ReasonVerificationFailed+": "), "the node's reason is the update's, not the exhausted budget: %s", ready)
 		require.Contains(t, ready, "b (VerificationFailed at apply")
 		require.Contains(t, ready, "nova-compute exited at start")
+		require.Contains(t, ready, "rolled back to its checkpoint")
 		require.Equal(t, "1", h.cloud.version["hb"], "rolled back: the old version runs")
 		require.False(t, h.cloud.disabled["hb"], "rolled back and enabled")
 		require.Equal(t, "hb", h.cloud.servers["s2"])
