@@ -112,8 +112,7 @@ func replayFile(t *testing.T, replayer worker.WorkflowReplayer, f string) string
 // notRecordedYet are the workflows the corpus does not hold yet, each with the reason; each is a gap to
 // close by recording, not a place to park a failure, and the test fails once one of them is recorded.
 var notRecordedYet = map[string]string{
-	"Node":                     "tests/samples starts no Node workflow (they outlive its runs); record tests/bridge, which does",
-	"OpenStackDataPlaneUpdate": "the data-plane update's end-to-end test is not on main yet",
+	"Node": "tests/samples starts no Node workflow (they outlive its runs); record tests/bridge, which does",
 }
 
 // mustReplay lists the workflow types the corpus must cover: every kind the bridge serves, and every
