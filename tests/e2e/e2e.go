@@ -188,17 +188,41 @@ func (e *Env) DataConverter() (converter.DataConverter, error) {
 
 // build compiles one binary of this tree into e.Bin.
 func (e *Env) build(ctx context.Context, binary string) error {
+	return e.BuildTagged(ctx, binary, binary)
+}
+
+// BuildTagged compiles binary (Bridge or Worker) of this tree with the build tags into e.Bin under the
+// file name name: another build of the same tree (the upgrade test's second worker build, say).
+func (e *Env) BuildTagged(ctx context.Context, binary, name string, tags ...string) error {
 	pkg, ok := packages[binary]
 	if !ok {
 		return fmt.Errorf("e2e: unknown binary %q", binary)
 	}
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(e.Bin, binary), pkg)
+	args := []string{"build", "-o", filepath.Join(e.Bin, name)}
+	if len(tags) > 0 {
+		args = append(args, "-tags", strings.Join(tags, ","))
+	}
+	cmd := exec.CommandContext(ctx, "go", append(args, pkg)...)
 	cmd.Dir = e.Stack.RepoRoot
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("build %s: %w", pkg, err)
+		return fmt.Errorf("build %s with tags %v: %w", pkg, tags, err)
 	}
 	return nil
+}
+
+// ServeCharts serves the project's charts (deploy/charts, packaged into the run's scratch directory,
+// with the extra chart versions) on a free port of 127.0.0.1 until its Close.
+func (e *Env) ServeCharts(extraVersions ...string) (*local.ChartServer, error) {
+	repoDir := filepath.Join(e.Dir, "charts")
+	if err := os.MkdirAll(repoDir, 0o755); err != nil {
+		return nil, err
+	}
+	cs, err := local.ServeCharts(filepath.Join(e.Stack.RepoRoot, "deploy", "charts"), repoDir, extraVersions...)
+	if err != nil {
+		return nil, fmt.Errorf("chart repository: %w", err)
+	}
+	return cs, nil
 }
 
 // Close closes the Temporal client and removes the scratch directory. Processes are stopped by their

@@ -16,6 +16,7 @@ import (
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/stackflow/stackflow/api/temporalconn"
@@ -39,15 +40,109 @@ func (c ClearText) String() string {
 // trace. Search attributes and IDs are not payloads and are not looked at. It returns the findings and
 // the number of runs scanned.
 func ScanHistories(ctx context.Context, c client.Client, namespace string, since time.Time, values []string) ([]ClearText, int, error) {
-	return scanHistories(ctx, c, namespace, since, values, nil)
+	s, err := scanHistories(ctx, c, namespace, since, values, nil)
+	return s.Found, s.Runs, err
 }
 
-// scanHistories is ScanHistories that also hands each run's whole history to also, when not nil, so one
-// read of every history serves the scan and the recording of a replay corpus.
+// ScanRuns scans every run the package started so far (see Scan): sizes, payloads, non-determinism
+// errors and the Forbidden values.
+func (e *Env) ScanRuns(ctx context.Context) (Scan, error) {
+	return scanHistories(ctx, e.Temporal, e.TemporalNamespace, e.started, e.Forbidden(), nil)
+}
+
+// MaxPayload is the size every payload stackflow writes into Temporal stays under (encoded, as the
+// server stores it): far below the server's limit (2 MiB), so no object's spec, values or diff can
+// reach it.
+const MaxPayload = 256 << 10
+
+// Scan is what one pass over a namespace's histories found.
+type Scan struct {
+	// Found are the forbidden values readable in clear.
+	Found []ClearText
+	// Runs is the number of runs read.
+	Runs int
+	// Largest is the largest run by bytes (the sum of its events' encoded sizes), LongestEvents the
+	// largest by events; LargestPayload the largest payload of any event.
+	Largest, Longest RunSize
+	LargestPayload   PayloadSize
+	// Oversized are the payloads of MaxPayload bytes or more.
+	Oversized []PayloadSize
+	// Nondeterministic are the workflow tasks that failed with a non-determinism error: a run's history
+	// no longer replays on the code that ran it.
+	Nondeterministic []string
+}
+
+// RunSize is the size of one run's history.
+type RunSize struct {
+	WorkflowID, RunID string
+	Events, Bytes     int
+}
+
+func (r RunSize) String() string {
+	return fmt.Sprintf("%d events, %d bytes (%s run %s)", r.Events, r.Bytes, r.WorkflowID, r.RunID)
+}
+
+// PayloadSize is the size of one payload of a run's event.
+type PayloadSize struct {
+	WorkflowID, RunID string
+	EventID           int64
+	EventType         string
+	Bytes             int
+}
+
+func (p PayloadSize) String() string {
+	return fmt.Sprintf("%d bytes in %s (run %s) event %d %s", p.Bytes, p.WorkflowID, p.RunID, p.EventID, p.EventType)
+}
+
+// Check is an error naming every payload of MaxPayload bytes or more and every non-determinism error
+// the scan found, or nil.
+func (s Scan) Check() error {
+	var errs []error
+	for _, p := range s.Oversized {
+		errs = append(errs, fmt.Errorf("payload of %s is %d KiB or more", p, MaxPayload>>10))
+	}
+	for _, n := range s.Nondeterministic {
+		errs = append(errs, fmt.Errorf("non-determinism: %s", n))
+	}
+	return errors.Join(errs...)
+}
+
+// add accounts one run's history.
+func (s *Scan) add(wid, rid string, events []*historypb.HistoryEvent, values []string) {
+	s.Runs++
+	size := RunSize{WorkflowID: wid, RunID: rid, Events: len(events)}
+	for _, ev := range events {
+		size.Bytes += proto.Size(ev)
+		for _, v := range clearValues(ev, values) {
+			s.Found = append(s.Found, ClearText{WorkflowID: wid, RunID: rid, EventID: ev.GetEventId(), EventType: ev.GetEventType().String(), Value: v})
+		}
+		visit(ev.ProtoReflect(), true, func(p *commonpb.Payload) {
+			ps := PayloadSize{WorkflowID: wid, RunID: rid, EventID: ev.GetEventId(), EventType: ev.GetEventType().String(), Bytes: proto.Size(p)}
+			if ps.Bytes > s.LargestPayload.Bytes {
+				s.LargestPayload = ps
+			}
+			if ps.Bytes >= MaxPayload {
+				s.Oversized = append(s.Oversized, ps)
+			}
+		}, nil)
+		if f := ev.GetWorkflowTaskFailedEventAttributes(); f != nil && f.GetCause() == enumspb.WORKFLOW_TASK_FAILED_CAUSE_NON_DETERMINISTIC_ERROR {
+			s.Nondeterministic = append(s.Nondeterministic, fmt.Sprintf("%s (run %s) event %d: %s", wid, rid, ev.GetEventId(), f.GetFailure().GetMessage()))
+		}
+	}
+	if size.Bytes > s.Largest.Bytes {
+		s.Largest = size
+	}
+	if size.Events > s.Longest.Events {
+		s.Longest = size
+	}
+}
+
+// scanHistories is ScanHistories that also measures every run and payload and looks for non-determinism
+// errors (see Scan), and hands each run's whole history to also, when not nil, so one read of every
+// history serves the scan and the recording of a replay corpus.
 func scanHistories(ctx context.Context, c client.Client, namespace string, since time.Time, values []string,
-	also func(context.Context, []*historypb.HistoryEvent) error) ([]ClearText, int, error) {
-	var found []ClearText
-	runs := 0
+	also func(context.Context, []*historypb.HistoryEvent) error) (Scan, error) {
+	var s Scan
 	var token []byte
 	for {
 		resp, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
@@ -57,33 +152,28 @@ func scanHistories(ctx context.Context, c client.Client, namespace string, since
 			NextPageToken: token,
 		})
 		if err != nil {
-			return nil, runs, fmt.Errorf("list workflows of %s: %w", namespace, err)
+			return s, fmt.Errorf("list workflows of %s: %w", namespace, err)
 		}
 		for _, x := range resp.Executions {
-			runs++
 			wid, rid := x.GetExecution().GetWorkflowId(), x.GetExecution().GetRunId()
 			it := c.GetWorkflowHistory(ctx, wid, rid, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 			var events []*historypb.HistoryEvent
 			for it.HasNext() {
 				ev, err := it.Next()
 				if err != nil {
-					return nil, runs, fmt.Errorf("history of %s: %w", wid, err)
+					return s, fmt.Errorf("history of %s: %w", wid, err)
 				}
-				for _, v := range clearValues(ev, values) {
-					found = append(found, ClearText{WorkflowID: wid, RunID: rid, EventID: ev.GetEventId(), EventType: ev.GetEventType().String(), Value: v})
-				}
-				if also != nil {
-					events = append(events, ev)
-				}
+				events = append(events, ev)
 			}
+			s.add(wid, rid, events, values)
 			if also != nil {
 				if err := also(ctx, events); err != nil {
-					return nil, runs, fmt.Errorf("history of %s (run %s): %w", wid, rid, err)
+					return s, fmt.Errorf("history of %s (run %s): %w", wid, rid, err)
 				}
 			}
 		}
 		if token = resp.NextPageToken; len(token) == 0 {
-			return found, runs, nil
+			return s, nil
 		}
 	}
 }
@@ -91,7 +181,14 @@ func scanHistories(ctx context.Context, c client.Client, namespace string, since
 // clearValues returns the values readable in the payloads and failure texts of one event.
 func clearValues(ev *historypb.HistoryEvent, values []string) []string {
 	var texts [][]byte
-	collectTexts(ev.ProtoReflect(), &texts)
+	visit(ev.ProtoReflect(), false, func(p *commonpb.Payload) {
+		texts = append(texts, p.GetData())
+		for _, v := range p.GetMetadata() {
+			texts = append(texts, v)
+		}
+	}, func(f *failurepb.Failure) {
+		texts = append(texts, []byte(f.GetMessage()), []byte(f.GetStackTrace()))
+	})
 	var out []string
 	for _, v := range values {
 		for _, t := range texts {
@@ -110,39 +207,38 @@ var (
 	searchAttributesName = (&commonpb.SearchAttributes{}).ProtoReflect().Descriptor().FullName()
 )
 
-// collectTexts walks a message and gathers the bytes of every Payload (data and metadata values) and
-// every Failure's message and stack trace, skipping search attributes (indexed, never encoded).
-func collectTexts(m protoreflect.Message, out *[][]byte) {
+// visit walks a message and calls payload for every Payload in it and failure (when not nil) for every
+// Failure; search attributes (indexed, never encoded) are left out unless withSearchAttributes.
+func visit(m protoreflect.Message, withSearchAttributes bool, payload func(*commonpb.Payload), failure func(*failurepb.Failure)) {
 	switch m.Descriptor().FullName() {
 	case searchAttributesName:
-		return
-	case payloadName:
-		p := m.Interface().(*commonpb.Payload)
-		*out = append(*out, p.GetData())
-		for _, v := range p.GetMetadata() {
-			*out = append(*out, v)
+		if !withSearchAttributes {
+			return
 		}
+	case payloadName:
+		payload(m.Interface().(*commonpb.Payload))
 		return
 	case failureName:
-		f := m.Interface().(*failurepb.Failure)
-		*out = append(*out, []byte(f.GetMessage()), []byte(f.GetStackTrace()))
+		if failure != nil {
+			failure(m.Interface().(*failurepb.Failure))
+		}
 	}
 	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
 		switch {
 		case fd.Kind() != protoreflect.MessageKind && fd.Kind() != protoreflect.GroupKind:
 		case fd.IsList():
 			for i := 0; i < v.List().Len(); i++ {
-				collectTexts(v.List().Get(i).Message(), out)
+				visit(v.List().Get(i).Message(), withSearchAttributes, payload, failure)
 			}
 		case fd.IsMap():
 			if fd.MapValue().Kind() == protoreflect.MessageKind {
 				v.Map().Range(func(_ protoreflect.MapKey, mv protoreflect.Value) bool {
-					collectTexts(mv.Message(), out)
+					visit(mv.Message(), withSearchAttributes, payload, failure)
 					return true
 				})
 			}
 		default:
-			collectTexts(v.Message(), out)
+			visit(v.Message(), withSearchAttributes, payload, failure)
 		}
 		return true
 	})
@@ -192,19 +288,27 @@ func (e *Env) RunTests(m *testing.M) int {
 	if rec != nil {
 		also = rec.Add
 	}
-	found, runs, err := scanHistories(ctx, e.Temporal, e.TemporalNamespace, e.started, values, also)
+	scan, err := scanHistories(ctx, e.Temporal, e.TemporalNamespace, e.started, values, also)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "history scan:", err)
 		return 1
 	}
-	if len(found) > 0 {
-		for _, f := range found {
-			fmt.Fprintln(os.Stderr, "history scan:", f)
-		}
-		fmt.Fprintf(os.Stderr, "history scan: %d spec values readable in %d runs of namespace %s\n", len(found), runs, e.TemporalNamespace)
+	runs := scan.Runs
+	fmt.Printf("history sizes: %d runs of namespace %s; largest run %s; longest run %s; largest payload %s\n",
+		runs, e.TemporalNamespace, scan.Largest, scan.Longest, scan.LargestPayload)
+	if err := scan.Check(); err != nil {
+		fmt.Fprintln(os.Stderr, "history scan:", err)
 		return 1
 	}
-	fmt.Printf("history scan: %d runs of namespace %s, none holds any of %d spec values in clear\n", runs, e.TemporalNamespace, len(values))
+	if len(scan.Found) > 0 {
+		for _, f := range scan.Found {
+			fmt.Fprintln(os.Stderr, "history scan:", f)
+		}
+		fmt.Fprintf(os.Stderr, "history scan: %d spec values readable in %d runs of namespace %s\n", len(scan.Found), runs, e.TemporalNamespace)
+		return 1
+	}
+	fmt.Printf("history scan: %d runs of namespace %s, none holds any of %d spec values in clear, none failed a workflow task on non-determinism, every payload under %d KiB\n",
+		runs, e.TemporalNamespace, len(values), MaxPayload>>10)
 	if rec != nil {
 		files, size, err := rec.Write()
 		if err != nil {

@@ -1,10 +1,12 @@
 package e2e
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 	commonpb "go.temporal.io/api/common/v1"
+	enumspb "go.temporal.io/api/enums/v1"
 	failurepb "go.temporal.io/api/failure/v1"
 	historypb "go.temporal.io/api/history/v1"
 
@@ -48,4 +50,50 @@ func must[T any](v T, err error) T {
 		panic(err)
 	}
 	return v
+}
+
+func TestScanMeasuresRunsAndFindsWhatBreaksUpgrades(t *testing.T) {
+	payload := func(n int) *commonpb.Payloads {
+		return &commonpb.Payloads{Payloads: []*commonpb.Payload{{Metadata: map[string][]byte{"encoding": []byte("binary/plain")}, Data: make([]byte, n)}}}
+	}
+	scheduled := func(n int) *historypb.HistoryEvent {
+		return &historypb.HistoryEvent{EventId: 5, EventType: enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED, Attributes: &historypb.HistoryEvent_ActivityTaskScheduledEventAttributes{
+			ActivityTaskScheduledEventAttributes: &historypb.ActivityTaskScheduledEventAttributes{Input: payload(n)}}}
+	}
+	taskFailed := func(cause enumspb.WorkflowTaskFailedCause) *historypb.HistoryEvent {
+		return &historypb.HistoryEvent{EventId: 7, EventType: enumspb.EVENT_TYPE_WORKFLOW_TASK_FAILED, Attributes: &historypb.HistoryEvent_WorkflowTaskFailedEventAttributes{
+			WorkflowTaskFailedEventAttributes: &historypb.WorkflowTaskFailedEventAttributes{Cause: cause, Failure: &failurepb.Failure{Message: "[TMPRL1100] nondeterministic workflow"}}}}
+	}
+	for _, tc := range []struct {
+		name              string
+		runs              [][]*historypb.HistoryEvent
+		largestPayload    int
+		longest           int
+		oversized, nondet int
+	}{
+		{"small runs", [][]*historypb.HistoryEvent{{scheduled(10)}, {scheduled(100), scheduled(20)}}, 100, 2, 0, 0},
+		{"a payload of 256 KiB", [][]*historypb.HistoryEvent{{scheduled(10)}, {scheduled(MaxPayload)}}, MaxPayload, 1, 1, 0},
+		{"just under 256 KiB", [][]*historypb.HistoryEvent{{scheduled(MaxPayload - 64)}}, MaxPayload - 64, 1, 0, 0},
+		{"a worker killed mid-task", [][]*historypb.HistoryEvent{{scheduled(1), taskFailed(enumspb.WORKFLOW_TASK_FAILED_CAUSE_WORKFLOW_WORKER_UNHANDLED_FAILURE)}}, 1, 2, 0, 0},
+		{"non-determinism", [][]*historypb.HistoryEvent{{scheduled(1)}, {taskFailed(enumspb.WORKFLOW_TASK_FAILED_CAUSE_NON_DETERMINISTIC_ERROR)}}, 1, 1, 0, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var s Scan
+			for i, r := range tc.runs {
+				s.add("wf", fmt.Sprint(i), r, nil)
+			}
+			require.Equal(t, len(tc.runs), s.Runs)
+			// A payload's encoded size holds its data and its metadata.
+			require.InDelta(t, tc.largestPayload, s.LargestPayload.Bytes, 64)
+			require.Equal(t, tc.longest, s.Longest.Events)
+			require.GreaterOrEqual(t, s.Largest.Bytes, s.LargestPayload.Bytes)
+			require.Len(t, s.Oversized, tc.oversized)
+			require.Len(t, s.Nondeterministic, tc.nondet)
+			if tc.oversized+tc.nondet == 0 {
+				require.NoError(t, s.Check())
+			} else {
+				require.Error(t, s.Check())
+			}
+		})
+	}
 }

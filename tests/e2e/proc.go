@@ -166,6 +166,8 @@ type WorkerOptions struct {
 	ExtraArgs []string
 	// Queues the worker serves; every task queue when empty.
 	Queues []string
+	// Binary is the worker's file in Env.Bin (see BuildTagged); Worker when empty.
+	Binary string
 }
 
 // E2EBuildID is the build ID of the workers the tests start (see StartWorker).
@@ -194,7 +196,11 @@ func (e *Env) StartWorker(t testing.TB, opts WorkerOptions) *Proc {
 		account := rbac.WorkerAccount(q)
 		parts = append(parts, ProcPart{Suffix: strings.TrimPrefix(account, "worker"), Args: []string{"--queues", q}, Account: account})
 	}
-	return e.StartProc(t, ProcSpec{Name: opts.Identity, Binary: Worker, Args: args, Env: opts.Env, Parts: parts})
+	binary := opts.Binary
+	if binary == "" {
+		binary = Worker
+	}
+	return e.StartProc(t, ProcSpec{Name: opts.Identity, Binary: binary, Args: args, Env: opts.Env, Parts: parts})
 }
 
 // BridgeOptions tune a bridge replica for a test.

@@ -9,7 +9,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -39,14 +38,9 @@ func mainErr(m *testing.M) int {
 	}
 	defer env.Close()
 
-	repoDir := filepath.Join(env.Dir, "charts")
-	if err := os.MkdirAll(repoDir, 0o755); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	charts, err = local.ServeCharts(filepath.Join(env.Stack.RepoRoot, "deploy", "charts"), repoDir, "0.1.1")
+	charts, err = env.ServeCharts("0.1.1")
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "chart repository:", err)
+		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	defer charts.Close()
