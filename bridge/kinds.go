@@ -41,8 +41,16 @@ var Served = []Kind{
 	{Kind: "OpenStackDataPlaneNode", GVR: gvr(dataplane, "v1beta1", "openstackdataplanenodes")},
 	{Kind: "OpenStackDataPlaneUpdate", GVR: gvr(dataplane, "v1beta1", "openstackdataplaneupdates")},
 
-	// Nova on EDPM nodes. The Nova control-plane kinds (Nova, NovaCell, NovaAPI, …) are API only until
-	// their workflows exist: serving them would put a finalizer on objects no workflow can release.
+	// The Nova control plane: one Nova creates its cells and services; each is also served on its own.
+	{Kind: "Nova", GVR: gvr(nova, "v1beta1", "novas")},
+	{Kind: "NovaCell", GVR: gvr(nova, "v1beta1", "novacells")},
+	{Kind: "NovaAPI", GVR: gvr(nova, "v1beta1", "novaapis")},
+	{Kind: "NovaScheduler", GVR: gvr(nova, "v1beta1", "novaschedulers")},
+	{Kind: "NovaConductor", GVR: gvr(nova, "v1beta1", "novaconductors")},
+	{Kind: "NovaMetadata", GVR: gvr(nova, "v1beta1", "novametadata")},
+	{Kind: "NovaNoVNCProxy", GVR: gvr(nova, "v1beta1", "novanovncproxies")},
+
+	// Nova on EDPM nodes.
 	{Kind: "NovaExternalCompute", GVR: gvr(nova, "v1beta1", "novaexternalcomputes")},
 
 	// Neutron agents on EDPM nodes.
@@ -55,7 +63,7 @@ var Served = []Kind{
 }
 
 // NotYetServed are kinds stackflow installs CRDs for but does not serve yet (no workflow).
-var NotYetServed = []string{"Nova", "NovaCell", "NovaAPI", "NovaScheduler", "NovaConductor", "NovaMetadata", "NovaNoVNCProxy"}
+var NotYetServed = []string{}
 
 // API groups of the served kinds.
 const (

@@ -244,7 +244,19 @@ func register(queue string, w sdkworker.Worker, cfg Config) (int, error) {
 			return 0, fmt.Errorf("openstack activities: %w", err)
 		}
 		w.RegisterActivity(osa)
-		return 1, nil
+		// The Nova control plane's databases and message buses are OpenStack infrastructure; their
+		// administrators' credentials are in Secrets too.
+		db, err := activities.NewDatabase(cfg.Kube)
+		if err != nil {
+			return 0, fmt.Errorf("database activities: %w", err)
+		}
+		w.RegisterActivity(db)
+		mb, err := activities.NewMessageBus(cfg.Kube)
+		if err != nil {
+			return 0, fmt.Errorf("message-bus activities: %w", err)
+		}
+		w.RegisterActivity(mb)
+		return 3, nil
 	}
 	return 0, fmt.Errorf("unknown task queue %q", queue)
 }

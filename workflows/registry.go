@@ -6,6 +6,7 @@
 //	workflows/dataplane     EDPM nodes, roles, data planes and the phase-1 services on them
 //	                        (NovaExternalCompute, OVNMetadataAgent)
 //	workflows/servers       OpenStackServer, OpenStackMachine and the OpenStackCluster bastion
+//	workflows/nova          the Nova control plane: Nova, NovaCell and the service CRs
 //
 // This package only lists them: All is what the worker registers, and Register registers it, on a worker
 // and on the replayer of the replay test alike, so what is replayed is what runs.
@@ -16,6 +17,7 @@ import (
 
 	"github.com/stackflow/stackflow/workflows/controlplane"
 	"github.com/stackflow/stackflow/workflows/dataplane"
+	"github.com/stackflow/stackflow/workflows/nova"
 	"github.com/stackflow/stackflow/workflows/object"
 	"github.com/stackflow/stackflow/workflows/servers"
 )
@@ -24,7 +26,7 @@ import (
 // name (the Kind for object workflows).
 func All() []object.Definition {
 	var all []object.Definition
-	for _, family := range [][]object.Definition{controlplane.Workflows(), dataplane.Workflows(), servers.Workflows()} {
+	for _, family := range [][]object.Definition{controlplane.Workflows(), dataplane.Workflows(), servers.Workflows(), nova.Workflows()} {
 		all = append(all, family...)
 	}
 	return all

@@ -257,7 +257,7 @@ func (in Instance) Secrets() []string {
 	for _, opts := range c {
 		for _, v := range opts {
 			for _, ref := range templateRefs(v) {
-				seen[ref] = true
+				seen[ref[0]] = true
 			}
 		}
 	}
@@ -269,9 +269,9 @@ func (in Instance) Secrets() []string {
 	return out
 }
 
-// templateRefs are the Secret names a template value refers to.
-func templateRefs(v string) []string {
-	var out []string
+// templateRefs are the Secret names and keys a template value refers to.
+func templateRefs(v string) [][2]string {
+	var out [][2]string
 	for {
 		i := strings.Index(v, "${")
 		if i < 0 {
@@ -283,8 +283,8 @@ func templateRefs(v string) []string {
 		}
 		ref := v[i+2 : i+j]
 		if _, rest, ok := strings.Cut(ref, ":"); ok {
-			if secret, _, ok := strings.Cut(rest, "/"); ok {
-				out = append(out, secret)
+			if secret, key, ok := strings.Cut(rest, "/"); ok {
+				out = append(out, [2]string{secret, key})
 			}
 		}
 		v = v[i+j+1:]

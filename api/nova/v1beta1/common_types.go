@@ -116,10 +116,24 @@ type DatabaseAccess struct {
 	// +kubebuilder:validation:MaxLength=64
 	// +kubebuilder:validation:Pattern=`^[a-zA-Z0-9_]+$`
 	Database string `json:"database,omitempty"`
+	// AdminSecret names a Secret (same namespace) with the server's administrator credentials (keys
+	// username, password). When set, the Nova creates the database and its user (default: the database's
+	// name) with a generated password; when unset, both exist and the password is in the service Secret.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	AdminSecret string `json:"adminSecret,omitempty"`
 }
 
 // MessageBusAccess names the Secret holding a message bus's transport URL (key transport_url).
 type MessageBusAccess struct {
+	// AdminSecret names a Secret (same namespace) with the broker's administrator access (keys
+	// management_url, username, password, amqp_host, amqp_port). When set, the Nova creates a vhost and a
+	// user with a generated password and writes transportURLSecret itself.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	AdminSecret string `json:"adminSecret,omitempty"`
 	// TransportURLSecret names the Secret (same namespace) holding transport_url.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
@@ -138,4 +152,23 @@ type ServiceStatus struct {
 	// ConfigMaps names the service's <name>-config-data and <name>-scripts ConfigMaps.
 	// +optional
 	ConfigMaps []string `json:"configMaps,omitempty"`
+	// InputHashes is the hash of each input of the configuration (config-data, scripts, secret/<name>):
+	// when Hash changes, the ones that differ say why.
+	// +optional
+	InputHashes map[string]string `json:"inputHashes,omitempty"`
+}
+
+// DatabaseNames name the databases (schemas) a service reaches, when not the defaults.
+type DatabaseNames struct {
+	// APIDatabaseName is the API database's name.
+	// +optional
+	// +kubebuilder:default=nova_api
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:Pattern=`^[a-zA-Z0-9_]+$`
+	APIDatabaseName string `json:"apiDatabaseName,omitempty"`
+	// CellDatabaseName is the cell database's name; nova_<cellName> (hyphens as underscores) when unset.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:Pattern=`^[a-zA-Z0-9_]+$`
+	CellDatabaseName string `json:"cellDatabaseName,omitempty"`
 }

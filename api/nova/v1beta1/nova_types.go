@@ -54,6 +54,9 @@ type NovaCellTemplate struct {
 // +kubebuilder:validation:XValidation:rule="self.cellTemplates.all(c, c == 'cell0' || has(self.cellTemplates[c].cellMessageBus))",message="every cell but cell0 needs cellMessageBus",fieldPath=".cellTemplates"
 type NovaSpec struct {
 	NovaServiceAuth `json:",inline"`
+	// NodeSelector places every service whose template sets none.
+	// +optional
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
 	// APIDatabase is the API database (nova_api).
 	APIDatabase DatabaseAccess `json:"apiDatabase"`
 	// APIMessageBus is the top-level message bus (API, scheduler, superconductor).
@@ -138,6 +141,7 @@ type NovaList struct {
 // +kubebuilder:validation:XValidation:rule="self.cellName != 'cell0' || !self.?noVNCProxyServiceTemplate.?enabled.orValue(false)",message="cell0 has no console proxy",fieldPath=".noVNCProxyServiceTemplate.enabled"
 type NovaCellSpec struct {
 	NovaServiceAuth `json:",inline"`
+	DatabaseNames   `json:",inline"`
 	// CellName is the cell's name in Nova's cell mappings.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=40

@@ -10,6 +10,7 @@ import (
 type NovaAPISpec struct {
 	NovaServiceBase `json:",inline"`
 	NovaServiceAuth `json:",inline"`
+	DatabaseNames   `json:",inline"`
 	// APIDatabaseHostname is the API database server's DNS name or IP address.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
@@ -75,6 +76,7 @@ type NovaAPIList struct {
 type NovaSchedulerSpec struct {
 	NovaServiceBase `json:",inline"`
 	NovaServiceAuth `json:",inline"`
+	DatabaseNames   `json:",inline"`
 	// APIDatabaseHostname is the API database server's DNS name or IP address.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
@@ -133,6 +135,7 @@ type NovaSchedulerList struct {
 type NovaConductorSpec struct {
 	NovaServiceBase `json:",inline"`
 	NovaServiceAuth `json:",inline"`
+	DatabaseNames   `json:",inline"`
 	// CellName is the cell the conductor serves.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=63
@@ -211,6 +214,7 @@ type NovaConductorList struct {
 type NovaMetadataSpec struct {
 	NovaServiceBase `json:",inline"`
 	NovaServiceAuth `json:",inline"`
+	DatabaseNames   `json:",inline"`
 	// CellName is the cell served by a per-cell metadata service; empty for the global one.
 	// +optional
 	// +kubebuilder:validation:MaxLength=63
@@ -284,6 +288,7 @@ type NovaMetadataList struct {
 type NovaNoVNCProxySpec struct {
 	NovaServiceBase `json:",inline"`
 	NovaServiceAuth `json:",inline"`
+	DatabaseNames   `json:",inline"`
 	// CellName is the cell whose consoles the proxy serves.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=63

@@ -1,0 +1,431 @@
+package nova
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/stackflow/stackflow/activities"
+	"github.com/stackflow/stackflow/api/lifecycle"
+	novav1beta1 "github.com/stackflow/stackflow/api/nova/v1beta1"
+	"github.com/stackflow/stackflow/workflows/object"
+)
+
+// NovaWorkflow serves a Nova: the whole control plane. It hands one Secret down (<nova>-secret: the
+// service password copied from spec.secret, generated database and message-bus passwords), creates the
+// databases and users (in the database server of every apiDatabase/cellDatabase naming an adminSecret)
+// and vhosts and users (on the broker of every message bus naming one, writing its transportURLSecret),
+// then cell0 (its superconductor migrates the API database), then the API, scheduler, global metadata
+// service and the other cells side by side. A cell removed from cellTemplates is torn down once no
+// NovaExternalCompute uses it (until then the Nova says which do): unmapped, its database, user and vhost
+// removed.
+func NovaWorkflow(ctx workflow.Context, in object.Input) error {
+	return object.Run(ctx, in, &novaReconciler{}, object.Options{})
+}
+
+// novaRecord is what a Nova created, for teardown: every database and vhost is recorded before it is
+// created, so a crash in between leaves nothing the teardown does not know of.
+type novaRecord struct {
+	Cells     []string                            `json:"cells,omitempty"`
+	Services  []string                            `json:"services,omitempty"`
+	Databases map[string]activities.DatabaseInput `json:"databases,omitempty"`
+	Vhosts    map[string]activities.VhostInput    `json:"vhosts,omitempty"`
+}
+
+type novaReconciler struct{}
+
+// HandedDownSecret is the Secret a Nova gives its cells and services.
+func HandedDownSecret(nova string) string { return nova + "-secret" }
+
+// Keys of the handed-down Secret.
+const (
+	KeyService     = "NovaPassword"
+	KeyAPIDatabase = "NovaAPIDatabasePassword"
+	KeyMetadata    = "MetadataSecret"
+)
+
+// CellDatabaseKey is the key of a cell's database password in the handed-down Secret.
+func CellDatabaseKey(cell string) string { return "NovaCellDatabasePassword-" + cell }
+
+// NovaPlan is what a Nova spec resolves to. Pure (NovaPlanFor), so it is tested on tables.
+type NovaPlan struct {
+	Databases map[string]activities.DatabaseInput
+	// Copied are the database passwords that come from spec.secret (unmanaged databases): handed-down
+	// key → key of spec.secret.
+	Copied map[string]string
+	Vhosts map[string]activities.VhostInput
+	// Cells are the NovaCell specs by cell name; Services the other children by kind/name.
+	Cells    map[string]novav1beta1.NovaCellSpec
+	Services map[string]any
+}
+
+// NovaPlanFor resolves a Nova's spec; it refuses specs it cannot serve (two managed databases of one
+// server sharing a user).
+func NovaPlanFor(ref lifecycle.ObjectRef, s novav1beta1.NovaSpec) (*NovaPlan, error) {
+	ns, name := ref.Namespace, ref.Name
+	secret := HandedDownSecret(name)
+	p := &NovaPlan{Databases: map[string]activities.DatabaseInput{}, Copied: map[string]string{}, Vhosts: map[string]activities.VhostInput{},
+		Cells: map[string]novav1beta1.NovaCellSpec{}, Services: map[string]any{}}
+	sel := s.PasswordSelectors
+	addDB := func(id string, a novav1beta1.DatabaseAccess, defDB, key, userKey string) string {
+		db := firstNonEmpty(a.Database, defDB)
+		user := firstNonEmpty(a.User, db)
+		if a.AdminSecret == "" {
+			p.Copied[key] = userKey
+		} else {
+			p.Databases[id] = activities.DatabaseInput{
+				Server:   activities.DatabaseServer{Host: a.Hostname, Port: a.Port, Namespace: ns, AdminSecret: a.AdminSecret},
+				Database: db, User: user, Password: activities.SecretKeyRef{Namespace: ns, Name: secret, Key: key},
+				Owner: owner(ref)}
+		}
+		return db
+	}
+	apiDBName := addDB("api", s.APIDatabase, "nova_api", KeyAPIDatabase, firstNonEmpty(sel.APIDatabase, "NovaAPIDatabasePassword"))
+	addBus := func(id string, b novav1beta1.MessageBusAccess) {
+		if b.AdminSecret == "" {
+			return
+		}
+		vhost := ns + "-" + name + "-" + id
+		p.Vhosts[id] = activities.VhostInput{Server: activities.MessageBusServer{Namespace: ns, AdminSecret: b.AdminSecret}, Vhost: vhost, User: vhost,
+			Password:     activities.SecretKeyRef{Namespace: ns, Name: secret, Key: "MessageBusPassword-" + id},
+			TransportURL: activities.SecretKeyRef{Namespace: ns, Name: b.TransportURLSecret, Key: "transport_url"}, Owner: owner(ref)}
+	}
+	addBus("api", s.APIMessageBus)
+	auth := s.NovaServiceAuth
+	auth.Secret = secret
+	withSelector := func(base novav1beta1.NovaServiceBase) novav1beta1.NovaServiceBase {
+		if len(base.NodeSelector) == 0 {
+			base.NodeSelector = s.NodeSelector
+		}
+		return base
+	}
+	apiUser := firstNonEmpty(s.APIDatabase.User, apiDBName)
+	for _, cell := range slices.Sorted(func(yield func(string) bool) {
+		for c := range s.CellTemplates {
+			if !yield(c) {
+				return
+			}
+		}
+	}) {
+		t := s.CellTemplates[cell]
+		key := CellDatabaseKey(cell)
+		// Unmanaged cells all read the one cell password key of spec.secret.
+		db := addDB("cell-"+cell, t.CellDatabase, CellDatabaseName(cell), key, firstNonEmpty(sel.CellDatabase, "NovaCellDatabasePassword"))
+		transport := s.APIMessageBus.TransportURLSecret
+		if cell != novav1beta1.Cell0Name && t.CellMessageBus != nil {
+			transport = t.CellMessageBus.TransportURLSecret
+			addBus(cell, *t.CellMessageBus)
+		}
+		cauth := auth
+		cauth.PasswordSelectors = novav1beta1.PasswordSelectors{Service: KeyService, APIDatabase: KeyAPIDatabase, CellDatabase: key, MetadataSecret: KeyMetadata}
+		p.Cells[cell] = novav1beta1.NovaCellSpec{
+			NovaServiceAuth: cauth, DatabaseNames: novav1beta1.DatabaseNames{APIDatabaseName: apiDBName, CellDatabaseName: db},
+			CellName: cell, CellDatabaseHostname: t.CellDatabase.Hostname, CellDatabaseUser: firstNonEmpty(t.CellDatabase.User, db),
+			// Every cell gets the API database's address for its mapping Job; hasAPIAccess alone gives
+			// its services upcalls.
+			APIDatabaseHostname: s.APIDatabase.Hostname, APIDatabaseUser: apiUser, HasAPIAccess: t.HasAPIAccess,
+			TransportURLSecret: transport, ConductorServiceTemplate: withSelector(t.ConductorServiceTemplate),
+			MetadataServiceTemplate:   novav1beta1.NovaMetadataTemplate{Enabled: t.MetadataServiceTemplate.Enabled, NovaServiceBase: withSelector(t.MetadataServiceTemplate.NovaServiceBase)},
+			NoVNCProxyServiceTemplate: novav1beta1.NovaNoVNCProxyTemplate{Enabled: t.NoVNCProxyServiceTemplate.Enabled, NovaServiceBase: withSelector(t.NoVNCProxyServiceTemplate.NovaServiceBase)},
+		}
+	}
+	// Two managed databases of one server cannot share a user: each has its own password.
+	users := map[string]string{}
+	for _, id := range slices.Sorted(func(yield func(string) bool) {
+		for k := range p.Databases {
+			if !yield(k) {
+				return
+			}
+		}
+	}) {
+		d := p.Databases[id]
+		k := d.Server.Host + "/" + d.User
+		if other, ok := users[k]; ok {
+			return nil, specError(ReasonInvalidSpec, fmt.Sprintf("databases %s and %s on %s both name user %s: give each its own user", other, id, d.Server.Host, d.User))
+		}
+		users[k] = id
+	}
+	apiAuth := auth
+	apiAuth.PasswordSelectors = novav1beta1.PasswordSelectors{Service: KeyService, APIDatabase: KeyAPIDatabase, MetadataSecret: KeyMetadata}
+	names := novav1beta1.DatabaseNames{APIDatabaseName: apiDBName}
+	p.Services[KindNovaAPI+"/"+name+"-api"] = novav1beta1.NovaAPISpec{NovaServiceBase: withSelector(s.APIServiceTemplate), NovaServiceAuth: apiAuth, DatabaseNames: names,
+		APIDatabaseHostname: s.APIDatabase.Hostname, APIDatabaseUser: apiUser, TransportURLSecret: s.APIMessageBus.TransportURLSecret}
+	p.Services[KindNovaScheduler+"/"+name+"-scheduler"] = novav1beta1.NovaSchedulerSpec{NovaServiceBase: withSelector(s.SchedulerServiceTemplate), NovaServiceAuth: apiAuth, DatabaseNames: names,
+		APIDatabaseHostname: s.APIDatabase.Hostname, APIDatabaseUser: apiUser, TransportURLSecret: s.APIMessageBus.TransportURLSecret}
+	if m := s.MetadataServiceTemplate; m.Enabled == nil || *m.Enabled {
+		p.Services[KindNovaMetadata+"/"+name+"-metadata"] = novav1beta1.NovaMetadataSpec{NovaServiceBase: withSelector(m.NovaServiceBase), NovaServiceAuth: apiAuth, DatabaseNames: names,
+			APIDatabaseHostname: s.APIDatabase.Hostname, APIDatabaseUser: apiUser, TransportURLSecret: s.APIMessageBus.TransportURLSecret}
+	}
+	return p, nil
+}
+
+func cellCR(nova, cell string) string { return nova + "-" + cell }
+
+func (r *novaReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycle, obj *activities.Object) error {
+	var s novav1beta1.NovaSpec
+	if err := json.Unmarshal(obj.Spec, &s); err != nil {
+		return specError(ReasonInvalidSpec, fmt.Sprintf("spec of %s: %v", lc.Ref, err))
+	}
+	plan, err := NovaPlanFor(lc.Ref, s)
+	if err != nil {
+		lc.SetCondition(ctx, metav1.Condition{Type: ConditionInputsReady, Status: metav1.ConditionFalse, Reason: ReasonInvalidSpec, Message: object.FailureMessage(err)})
+		return err
+	}
+	var rec novaRecord
+	if err := lc.Load(&rec); err != nil {
+		return err
+	}
+	if rec.Databases == nil {
+		rec.Databases, rec.Vhosts = map[string]activities.DatabaseInput{}, map[string]activities.VhostInput{}
+	}
+	ns, name := lc.Ref.Namespace, lc.Ref.Name
+	secret := HandedDownSecret(name)
+
+	// The user's Secret, then the one handed down.
+	if err := lc.Step(ctx, "secrets"); err != nil {
+		return err
+	}
+	svcKey := firstNonEmpty(s.PasswordSelectors.Service, "NovaPassword")
+	err = poll(ctx, lc, ConditionInputsReady, func(ctx workflow.Context) (bool, string, error) {
+		var p activities.SecretPresence
+		keys := []string{svcKey}
+		for _, k := range plan.Copied {
+			if !slices.Contains(keys, k) {
+				keys = append(keys, k)
+			}
+		}
+		slices.Sort(keys)
+		if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kube.CheckSecret, activities.SecretCheck{Namespace: ns, Name: s.Secret, Keys: keys}).Get(ctx, &p); err != nil {
+			return false, "", err
+		}
+		if !p.Ready() {
+			lc.SetCondition(ctx, metav1.Condition{Type: ConditionInputsReady, Status: metav1.ConditionFalse, Reason: ReasonSecretMissing,
+				Message: fmt.Sprintf("waiting for Secret %s/%s with key(s) %s", ns, s.Secret, strings.Join(keys, ", "))})
+			return false, "", nil
+		}
+		return true, "", nil
+	})
+	if err != nil {
+		return err
+	}
+	copyKeys := map[string]string{KeyService: svcKey, KeyMetadata: firstNonEmpty(s.PasswordSelectors.MetadataSecret, "MetadataSecret")}
+	for k, v := range plan.Copied {
+		copyKeys[k] = v
+	}
+	if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kube.CopySecretKeys, activities.CopySecretKeysInput{
+		From: activities.SecretKeyRef{Namespace: ns, Name: s.Secret}, Keys: copyKeys, Optional: []string{KeyMetadata},
+		To: activities.SecretKeyRef{Namespace: ns, Name: secret}, Owner: owner(lc.Ref)}).Get(ctx, nil); err != nil {
+		return fmt.Errorf("hand down Secret %s: %w", secret, err)
+	}
+	if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kube.GenerateSecretKey, activities.SecretKeyRef{Namespace: ns, Name: secret, Key: KeyMetadata}, owner(lc.Ref)).Get(ctx, nil); err != nil {
+		return fmt.Errorf("metadata secret: %w", err)
+	}
+	lc.SetCondition(ctx, metav1.Condition{Type: ConditionInputsReady, Status: metav1.ConditionTrue, Reason: "SecretsPresent", Message: "Secret " + secret + " handed down"})
+
+	// Databases and message buses: recorded first, created second.
+	if err := lc.Step(ctx, "databases"); err != nil {
+		return err
+	}
+	for _, id := range workflow.DeterministicKeys(plan.Databases) {
+		rec.Databases[id] = plan.Databases[id]
+	}
+	for _, id := range workflow.DeterministicKeys(plan.Vhosts) {
+		rec.Vhosts[id] = plan.Vhosts[id]
+	}
+	if err := lc.Save(rec); err != nil {
+		return err
+	}
+	for _, id := range workflow.DeterministicKeys(plan.Databases) {
+		d := plan.Databases[id]
+		if err := workflow.ExecuteActivity(infraActivity(ctx), dbs.EnsureDatabase, d).Get(ctx, nil); err != nil {
+			lc.SetCondition(ctx, metav1.Condition{Type: ConditionDatabaseReady, Status: metav1.ConditionFalse, Reason: object.FailureReason(err), Message: object.FailureMessage(err)})
+			return fmt.Errorf("database %s: %w", d.Database, err)
+		}
+	}
+	lc.SetCondition(ctx, metav1.Condition{Type: ConditionDatabaseReady, Status: metav1.ConditionTrue, Reason: "Created", Message: fmt.Sprintf("%d database(s) and user(s) in place", len(plan.Databases))})
+	if err := lc.Step(ctx, "message buses"); err != nil {
+		return err
+	}
+	for _, id := range workflow.DeterministicKeys(plan.Vhosts) {
+		v := plan.Vhosts[id]
+		if err := workflow.ExecuteActivity(infraActivity(ctx), buses.EnsureVhost, v).Get(ctx, nil); err != nil {
+			lc.SetCondition(ctx, metav1.Condition{Type: ConditionMessageBusReady, Status: metav1.ConditionFalse, Reason: object.FailureReason(err), Message: object.FailureMessage(err)})
+			return fmt.Errorf("vhost %s: %w", v.Vhost, err)
+		}
+	}
+	lc.SetCondition(ctx, metav1.Condition{Type: ConditionMessageBusReady, Status: metav1.ConditionTrue, Reason: "Created", Message: fmt.Sprintf("%d vhost(s) in place", len(plan.Vhosts))})
+
+	// cell0 first: its superconductor migrates the API database everything else needs.
+	if err := lc.Step(ctx, "cell0"); err != nil {
+		return err
+	}
+	rec.Cells = addOnce(rec.Cells, novav1beta1.Cell0Name)
+	if err := lc.Save(rec); err != nil {
+		return err
+	}
+	if err := applyChild(ctx, lc, KindNovaCell, cellCR(name, novav1beta1.Cell0Name), plan.Cells[novav1beta1.Cell0Name]); err != nil {
+		return err
+	}
+	if _, err := waitChildren(ctx, lc, ConditionCellsReady, []lifecycle.ObjectRef{novaRef(KindNovaCell, ns, cellCR(name, novav1beta1.Cell0Name))}); err != nil {
+		return err
+	}
+
+	if err := lc.Step(ctx, "services and cells"); err != nil {
+		return err
+	}
+	var refs []lifecycle.ObjectRef
+	for _, cell := range workflow.DeterministicKeys(plan.Cells) {
+		if cell == novav1beta1.Cell0Name {
+			continue
+		}
+		rec.Cells = addOnce(rec.Cells, cell)
+		if err := lc.Save(rec); err != nil {
+			return err
+		}
+		if err := applyChild(ctx, lc, KindNovaCell, cellCR(name, cell), plan.Cells[cell]); err != nil {
+			return err
+		}
+		refs = append(refs, novaRef(KindNovaCell, ns, cellCR(name, cell)))
+	}
+	for _, k := range workflow.DeterministicKeys(plan.Services) {
+		kind, child, _ := strings.Cut(k, "/")
+		rec.Services = addOnce(rec.Services, k)
+		if err := lc.Save(rec); err != nil {
+			return err
+		}
+		if err := applyChild(ctx, lc, kind, child, plan.Services[k]); err != nil {
+			return err
+		}
+		refs = append(refs, childRef(ns, k))
+	}
+	// A metadata service the spec disabled goes.
+	var kept []string
+	for _, k := range rec.Services {
+		if _, ok := plan.Services[k]; ok {
+			kept = append(kept, k)
+		} else if err := deleteAll(ctx, childRef(ns, k)); err != nil {
+			return err
+		}
+	}
+	rec.Services = kept
+	if err := lc.Save(rec); err != nil {
+		return err
+	}
+	sts, err := waitChildren(ctx, lc, ConditionServicesReady, refs)
+	if err != nil {
+		return err
+	}
+	_ = lc.SetField(ctx, "apiReady", readyCount(sts[name+"-api"]))
+	_ = lc.SetField(ctx, "schedulerReady", readyCount(sts[name+"-scheduler"]))
+	_ = lc.SetField(ctx, "metadataReady", readyCount(sts[name+"-metadata"]))
+
+	// Cells no longer in the templates.
+	for _, cell := range slices.Clone(rec.Cells) {
+		if _, ok := plan.Cells[cell]; ok {
+			continue
+		}
+		if err := lc.Step(ctx, "remove cell "+cell); err != nil {
+			return err
+		}
+		if err := removeCell(ctx, lc, &rec, cell); err != nil {
+			return err
+		}
+	}
+	var cells []novav1beta1.CellSummary
+	for _, cell := range workflow.DeterministicKeys(plan.Cells) {
+		cells = append(cells, novav1beta1.CellSummary{Name: cell, NovaCell: cellCR(name, cell), Ready: true})
+	}
+	_ = lc.SetField(ctx, "cells", cells)
+	lc.SetCondition(ctx, metav1.Condition{Type: ConditionCellsReady, Status: metav1.ConditionTrue, Reason: "Ready", Message: fmt.Sprintf("%d cell(s) ready", len(cells))})
+	return nil
+}
+
+// removeCell tears a cell down once no NovaExternalCompute of the namespace is in it: its NovaCell (whose
+// teardown unmaps it), then its database, user and vhost.
+func removeCell(ctx workflow.Context, lc *object.Lifecycle, rec *novaRecord, cell string) error {
+	ns := lc.Ref.Namespace
+	err := poll(ctx, lc, ConditionCellsReady, func(ctx workflow.Context) (bool, string, error) {
+		var necs []activities.EDPMObject
+		if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kube.ListEDPMObjects, activities.EDPMListInput{Ref: novaRef("NovaExternalCompute", ns, "")}).Get(ctx, &necs); err != nil {
+			return false, "", err
+		}
+		var using []string
+		for _, o := range necs {
+			var spec novav1beta1.NovaExternalComputeSpec
+			if json.Unmarshal(o.Spec, &spec) == nil && spec.CellName == cell {
+				using = append(using, o.Name)
+			}
+		}
+		if len(using) == 0 {
+			return true, "", nil
+		}
+		slices.Sort(using)
+		lc.SetCondition(ctx, metav1.Condition{Type: ConditionCellsReady, Status: metav1.ConditionFalse, Reason: ReasonCellRemovalBlocked,
+			Message: fmt.Sprintf("cell %s was removed from cellTemplates but still has computes (NovaExternalCompute %s): it is torn down once they are gone", cell, strings.Join(using, ", "))})
+		return false, "", nil
+	})
+	if err != nil {
+		return err
+	}
+	if err := deleteAll(ctx, novaRef(KindNovaCell, ns, cellCR(lc.Ref.Name, cell))); err != nil {
+		return err
+	}
+	if d, ok := rec.Databases["cell-"+cell]; ok {
+		if err := workflow.ExecuteActivity(infraActivity(ctx), dbs.DropDatabase, d).Get(ctx, nil); err != nil {
+			return fmt.Errorf("drop database %s: %w", d.Database, err)
+		}
+		delete(rec.Databases, "cell-"+cell)
+	}
+	if v, ok := rec.Vhosts[cell]; ok {
+		if err := workflow.ExecuteActivity(infraActivity(ctx), buses.DeleteVhost, v).Get(ctx, nil); err != nil {
+			return fmt.Errorf("delete vhost %s: %w", v.Vhost, err)
+		}
+		delete(rec.Vhosts, cell)
+	}
+	if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kube.DeleteSecretKeys, ns, HandedDownSecret(lc.Ref.Name),
+		[]string{CellDatabaseKey(cell), "MessageBusPassword-" + cell}).Get(ctx, nil); err != nil {
+		return err
+	}
+	rec.Cells = slices.DeleteFunc(rec.Cells, func(c string) bool { return c == cell })
+	return lc.Save(*rec)
+}
+
+// Teardown removes the services, the cells (cell0 last), then every database, user and vhost recorded.
+func (r *novaReconciler) Teardown(ctx workflow.Context, lc *object.Lifecycle) error {
+	var rec novaRecord
+	if err := lc.Load(&rec); err != nil {
+		return err
+	}
+	ns, name := lc.Ref.Namespace, lc.Ref.Name
+	var first []lifecycle.ObjectRef
+	for _, k := range rec.Services {
+		first = append(first, childRef(ns, k))
+	}
+	for _, c := range rec.Cells {
+		if c != novav1beta1.Cell0Name {
+			first = append(first, novaRef(KindNovaCell, ns, cellCR(name, c)))
+		}
+	}
+	if err := deleteAll(ctx, first...); err != nil {
+		return err
+	}
+	if err := deleteAll(ctx, novaRef(KindNovaCell, ns, cellCR(name, novav1beta1.Cell0Name))); err != nil {
+		return err
+	}
+	for _, id := range workflow.DeterministicKeys(rec.Databases) {
+		if err := workflow.ExecuteActivity(infraActivity(ctx), dbs.DropDatabase, rec.Databases[id]).Get(ctx, nil); err != nil {
+			return fmt.Errorf("drop database %s: %w", rec.Databases[id].Database, err)
+		}
+	}
+	for _, id := range workflow.DeterministicKeys(rec.Vhosts) {
+		if err := workflow.ExecuteActivity(infraActivity(ctx), buses.DeleteVhost, rec.Vhosts[id]).Get(ctx, nil); err != nil {
+			return fmt.Errorf("delete vhost %s: %w", rec.Vhosts[id].Vhost, err)
+		}
+	}
+	return nil
+}

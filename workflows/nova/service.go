@@ -1,0 +1,340 @@
+package nova
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/stackflow/stackflow/activities"
+	"github.com/stackflow/stackflow/api/lifecycle"
+	novav1beta1 "github.com/stackflow/stackflow/api/nova/v1beta1"
+	"github.com/stackflow/stackflow/workflows/object"
+)
+
+// NovaAPIWorkflow serves a NovaAPI, NovaSchedulerWorkflow a NovaScheduler, and so on: each service CR is
+// deployable on its own from its Secrets (service passwords, transport URL). Its workflow renders
+// <name>-config-data and <name>-scripts, checks the Secrets, runs the conductor's database migration Job,
+// rolls the Deployment whenever the hash of any input changed (saying which), and reports ready replicas.
+func NovaAPIWorkflow(ctx workflow.Context, in object.Input) error {
+	return object.Run(ctx, in, &serviceReconciler{}, object.Options{})
+}
+
+// NovaSchedulerWorkflow serves a NovaScheduler (see NovaAPIWorkflow).
+func NovaSchedulerWorkflow(ctx workflow.Context, in object.Input) error {
+	return object.Run(ctx, in, &serviceReconciler{}, object.Options{})
+}
+
+// NovaConductorWorkflow serves a NovaConductor (see NovaAPIWorkflow); its db-sync Job migrates the cell's
+// database (and, for cell0's superconductor, the API database) before the conductor starts.
+func NovaConductorWorkflow(ctx workflow.Context, in object.Input) error {
+	return object.Run(ctx, in, &serviceReconciler{}, object.Options{})
+}
+
+// NovaMetadataWorkflow serves a NovaMetadata, global or for one cell (which must exist).
+func NovaMetadataWorkflow(ctx workflow.Context, in object.Input) error {
+	return object.Run(ctx, in, &serviceReconciler{}, object.Options{})
+}
+
+// NovaNoVNCProxyWorkflow serves a NovaNoVNCProxy (see NovaAPIWorkflow).
+func NovaNoVNCProxyWorkflow(ctx workflow.Context, in object.Input) error {
+	return object.Run(ctx, in, &serviceReconciler{}, object.Options{})
+}
+
+// serviceRecord is what a service workflow keeps: the inputs' hashes in place.
+type serviceRecord struct {
+	Inputs map[string]string `json:"inputs,omitempty"`
+}
+
+type serviceReconciler struct{}
+
+// resolveAuth fills what every instance takes from NovaServiceAuth and NovaServiceBase.
+func resolveAuth(in *Instance, base novav1beta1.NovaServiceBase, auth novav1beta1.NovaServiceAuth) {
+	in.Image = firstNonEmpty(base.ContainerImage, DefaultImages[in.Service])
+	in.Replicas = 1
+	if base.Replicas != nil {
+		in.Replicas = *base.Replicas
+	}
+	in.NodeSelector = base.NodeSelector
+	in.CustomServiceConfig = base.CustomServiceConfig
+	in.Secret = auth.Secret
+	in.ServicePasswordKey = firstNonEmpty(auth.PasswordSelectors.Service, "NovaPassword")
+	in.ServiceUser = firstNonEmpty(auth.ServiceUser, "nova")
+	in.KeystoneAuthURL = auth.KeystoneAuthURL
+}
+
+func apiDB(auth novav1beta1.NovaServiceAuth, names novav1beta1.DatabaseNames, host, user string) *DB {
+	if host == "" {
+		return nil
+	}
+	return &DB{Host: host, User: firstNonEmpty(user, "nova_api"), Database: firstNonEmpty(names.APIDatabaseName, "nova_api"),
+		PasswordKey: firstNonEmpty(auth.PasswordSelectors.APIDatabase, "NovaAPIDatabasePassword")}
+}
+
+func cellDB(auth novav1beta1.NovaServiceAuth, names novav1beta1.DatabaseNames, cell, host, user string) *DB {
+	if host == "" {
+		return nil
+	}
+	return &DB{Host: host, User: firstNonEmpty(user, "nova_cell"), Database: firstNonEmpty(names.CellDatabaseName, CellDatabaseName(cell)),
+		PasswordKey: firstNonEmpty(auth.PasswordSelectors.CellDatabase, "NovaCellDatabasePassword")}
+}
+
+// ServiceInstance resolves a service CR's spec into the instance it runs. Pure.
+func ServiceInstance(ref lifecycle.ObjectRef, raw json.RawMessage) (Instance, error) {
+	in := Instance{Name: ref.Name, Namespace: ref.Namespace, Owner: *owner(ref)}
+	decode := func(v any) error {
+		if err := json.Unmarshal(raw, v); err != nil {
+			return specError(ReasonInvalidSpec, fmt.Sprintf("spec of %s: %v", ref, err))
+		}
+		return nil
+	}
+	switch ref.Kind {
+	case KindNovaAPI:
+		var s novav1beta1.NovaAPISpec
+		if err := decode(&s); err != nil {
+			return in, err
+		}
+		in.Service = API
+		resolveAuth(&in, s.NovaServiceBase, s.NovaServiceAuth)
+		in.APIDatabase = apiDB(s.NovaServiceAuth, s.DatabaseNames, s.APIDatabaseHostname, s.APIDatabaseUser)
+		in.TransportURLSecret = s.TransportURLSecret
+		in.Port = listenPort(s.CustomServiceConfig, "DEFAULT", "osapi_compute_listen_port", DefaultAPIPort)
+	case KindNovaScheduler:
+		var s novav1beta1.NovaSchedulerSpec
+		if err := decode(&s); err != nil {
+			return in, err
+		}
+		in.Service = Scheduler
+		resolveAuth(&in, s.NovaServiceBase, s.NovaServiceAuth)
+		in.APIDatabase = apiDB(s.NovaServiceAuth, s.DatabaseNames, s.APIDatabaseHostname, s.APIDatabaseUser)
+		in.TransportURLSecret = s.TransportURLSecret
+	case KindNovaConductor:
+		var s novav1beta1.NovaConductorSpec
+		if err := decode(&s); err != nil {
+			return in, err
+		}
+		in.Service = Conductor
+		resolveAuth(&in, s.NovaServiceBase, s.NovaServiceAuth)
+		in.CellName = s.CellName
+		in.APIDatabase = apiDB(s.NovaServiceAuth, s.DatabaseNames, s.APIDatabaseHostname, s.APIDatabaseUser)
+		in.CellDatabase = cellDB(s.NovaServiceAuth, s.DatabaseNames, s.CellName, s.CellDatabaseHostname, s.CellDatabaseUser)
+		in.TransportURLSecret = s.TransportURLSecret
+	case KindNovaMetadata:
+		var s novav1beta1.NovaMetadataSpec
+		if err := decode(&s); err != nil {
+			return in, err
+		}
+		in.Service = Metadata
+		resolveAuth(&in, s.NovaServiceBase, s.NovaServiceAuth)
+		in.CellName = s.CellName
+		in.MetadataSecretKey = firstNonEmpty(s.PasswordSelectors.MetadataSecret, "MetadataSecret")
+		if s.CellName == "" {
+			in.APIDatabase = apiDB(s.NovaServiceAuth, s.DatabaseNames, s.APIDatabaseHostname, s.APIDatabaseUser)
+		} else {
+			in.CellDatabase = cellDB(s.NovaServiceAuth, s.DatabaseNames, s.CellName, s.CellDatabaseHostname, s.CellDatabaseUser)
+		}
+		in.TransportURLSecret = s.TransportURLSecret
+		in.Port = listenPort(s.CustomServiceConfig, "DEFAULT", "metadata_listen_port", DefaultMetadataPort)
+	case KindNovaNoVNCProxy:
+		var s novav1beta1.NovaNoVNCProxySpec
+		if err := decode(&s); err != nil {
+			return in, err
+		}
+		in.Service = NoVNCProxy
+		resolveAuth(&in, s.NovaServiceBase, s.NovaServiceAuth)
+		in.CellName = s.CellName
+		in.CellDatabase = cellDB(s.NovaServiceAuth, s.DatabaseNames, s.CellName, s.CellDatabaseHostname, s.CellDatabaseUser)
+		in.TransportURLSecret = s.TransportURLSecret
+		in.Port = listenPort(s.CustomServiceConfig, "vnc", "novncproxy_port", DefaultNoVNCProxyPort)
+	default:
+		return in, specError(ReasonInvalidSpec, "not a Nova service kind: "+ref.Kind)
+	}
+	if in.CustomServiceConfig != "" {
+		if _, err := activities.ParseServiceConfig(in.CustomServiceConfig); err != nil {
+			return in, specError(ReasonInvalidSpec, fmt.Sprintf("customServiceConfig is not an oslo.config INI snippet: %v", err))
+		}
+	}
+	return in, nil
+}
+
+// listenPort is the port a customServiceConfig sets for option, or def.
+func listenPort(custom, section, option string, def int32) int32 {
+	ini, err := activities.ParseServiceConfig(custom)
+	if err != nil {
+		return def
+	}
+	var p int32
+	if _, err := fmt.Sscanf(ini[section][option], "%d", &p); err == nil && p > 0 {
+		return p
+	}
+	return def
+}
+
+// secretKeys are the keys the instance reads, by Secret.
+func (in Instance) secretKeys() map[string][]string {
+	out := map[string][]string{}
+	add := func(secret, key string) {
+		if secret != "" && key != "" && !slices.Contains(out[secret], key) {
+			out[secret] = append(out[secret], key)
+		}
+	}
+	_, c := in.Config()
+	for _, opts := range c {
+		for _, v := range opts {
+			for _, ref := range templateRefs(v) {
+				add(ref[0], ref[1])
+			}
+		}
+	}
+	return out
+}
+
+// prepare renders the instance's ConfigMaps and returns the hash of its inputs, waiting (visibly) for
+// the Secrets it reads. It records the new inputs and says in ServiceConfigReady which changed.
+func prepare(ctx workflow.Context, lc *object.Lifecycle, in Instance, rec *serviceRecord) (string, error) {
+	var hashes activities.SecretHashes
+	err := poll(ctx, lc, ConditionInputsReady, func(ctx workflow.Context) (bool, string, error) {
+		if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kube.HashSecrets,
+			activities.SecretHashesInput{Namespace: in.Namespace, Keys: in.secretKeys()}).Get(ctx, &hashes); err != nil {
+			return false, "", err
+		}
+		if len(hashes.Missing) > 0 {
+			lc.SetCondition(ctx, metav1.Condition{Type: ConditionInputsReady, Status: metav1.ConditionFalse, Reason: ReasonSecretMissing,
+				Message: "waiting for Secret(s) " + strings.Join(hashes.Missing, ", ") + " in " + in.Namespace})
+			return false, "", nil
+		}
+		return true, "", nil
+	})
+	if err != nil {
+		return "", err
+	}
+	lc.SetCondition(ctx, metav1.Condition{Type: ConditionInputsReady, Status: metav1.ConditionTrue, Reason: "SecretsPresent",
+		Message: fmt.Sprintf("%d Secret(s) present", len(hashes.Hashes))})
+	configData, scripts := in.ConfigData(), in.Scripts()
+	labels := in.labels()
+	for name, data := range map[string]map[string]string{ConfigDataName(in.Name): configData, ScriptsName(in.Name): scripts} {
+		if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kube.ApplyConfigMap,
+			activities.ConfigMapInput{Namespace: in.Namespace, Name: name, Data: data, Labels: labels, Owner: &in.Owner}).Get(ctx, nil); err != nil {
+			return "", fmt.Errorf("ConfigMap %s: %w", name, err)
+		}
+	}
+	hash, inputs := ConfigHash(configData, scripts, hashes.Hashes)
+	msg := "configuration " + hash + " rendered"
+	if changed := ChangedInputs(rec.Inputs, inputs); len(rec.Inputs) > 0 && len(changed) > 0 {
+		msg = fmt.Sprintf("configuration %s: changed %s", hash, strings.Join(changed, ", "))
+	}
+	lc.SetCondition(ctx, metav1.Condition{Type: novav1beta1.ConditionServiceConfigured, Status: metav1.ConditionTrue, Reason: "Rendered", Message: msg})
+	rec.Inputs = inputs
+	_ = lc.SetField(ctx, "hash", hash)
+	_ = lc.SetField(ctx, "inputHashes", inputs)
+	_ = lc.SetField(ctx, "configMaps", []string{ConfigDataName(in.Name), ScriptsName(in.Name)})
+	return hash, nil
+}
+
+// runJob runs one of the instance's Jobs to its end, reporting it in cond; a failed Job fails the
+// reconcile with the Job's own message.
+func runJob(ctx workflow.Context, lc *object.Lifecycle, in Instance, job, script, hash, cond string, env map[string]string) (*activities.JobState, error) {
+	if err := lc.Step(ctx, "job "+in.Name+"-"+job); err != nil {
+		return nil, err
+	}
+	lc.SetCondition(ctx, metav1.Condition{Type: cond, Status: metav1.ConditionFalse, Reason: "Running", Message: "Job " + in.Name + "-" + job + " running"})
+	var st activities.JobState
+	if err := workflow.ExecuteActivity(waitActivity(ctx, 20*time.Minute), kube.RunJob, in.Job(job, script, hash, env)).Get(ctx, &st); err != nil {
+		msg := object.FailureMessage(err)
+		lc.SetCondition(ctx, metav1.Condition{Type: cond, Status: metav1.ConditionFalse, Reason: ReasonJobFailed, Message: msg})
+		return nil, temporal.NewNonRetryableApplicationError(msg, ReasonJobFailed, err)
+	}
+	if st.Failed {
+		msg := fmt.Sprintf("Job %s-%s failed: %s", in.Name, job, st.Message)
+		lc.SetCondition(ctx, metav1.Condition{Type: cond, Status: metav1.ConditionFalse, Reason: ReasonJobFailed, Message: msg})
+		return &st, temporal.NewNonRetryableApplicationError(msg, ReasonJobFailed, nil)
+	}
+	lc.SetCondition(ctx, metav1.Condition{Type: cond, Status: metav1.ConditionTrue, Reason: "Completed", Message: "Job " + in.Name + "-" + job + " completed"})
+	return &st, nil
+}
+
+func (r *serviceReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycle, obj *activities.Object) error {
+	in, err := ServiceInstance(lc.Ref, obj.Spec)
+	if err != nil {
+		return err
+	}
+	_ = workflow.UpsertTypedSearchAttributes(ctx, lifecycle.SAComponent.ValueSet(string(in.Service)))
+	if in.CellName != "" {
+		_ = workflow.UpsertTypedSearchAttributes(ctx, lifecycle.SACell.ValueSet(in.CellName))
+	}
+	if in.Service == Metadata && in.CellName != "" {
+		if err := requireCell(ctx, lc, in.CellName); err != nil {
+			return err
+		}
+	}
+	var rec serviceRecord
+	if err := lc.Load(&rec); err != nil {
+		return err
+	}
+	if err := lc.Step(ctx, "configuration"); err != nil {
+		return err
+	}
+	hash, err := prepare(ctx, lc, in, &rec)
+	if err != nil {
+		return err
+	}
+	if err := lc.Save(rec); err != nil {
+		return err
+	}
+	if in.Service == Conductor {
+		if _, err := runJob(ctx, lc, in, "db-sync", "db-sync.sh", hash, novav1beta1.ConditionDBSynced, nil); err != nil {
+			return err
+		}
+	}
+	if err := lc.Step(ctx, "deployment "+in.Name+" ("+hash+")"); err != nil {
+		return err
+	}
+	if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kube.ApplyDeployment, in.Deployment(hash)).Get(ctx, nil); err != nil {
+		return fmt.Errorf("Deployment %s: %w", in.Name, err)
+	}
+	lc.SetCondition(ctx, metav1.Condition{Type: novav1beta1.ConditionDeploymentReady, Status: metav1.ConditionFalse, Reason: "RollingOut",
+		Message: fmt.Sprintf("rolling out %d replica(s) with configuration %s", in.Replicas, hash)})
+	var dep activities.DeploymentState
+	if err := workflow.ExecuteActivity(waitActivity(ctx, 15*time.Minute), kube.WaitDeployment, in.Namespace, in.Name).Get(ctx, &dep); err != nil {
+		msg := object.FailureMessage(err)
+		lc.SetCondition(ctx, metav1.Condition{Type: novav1beta1.ConditionDeploymentReady, Status: metav1.ConditionFalse, Reason: "NotReady", Message: msg})
+		return temporal.NewNonRetryableApplicationError(msg, "DeploymentNotReady", err)
+	}
+	_ = lc.SetField(ctx, "readyCount", dep.Ready)
+	lc.SetCondition(ctx, metav1.Condition{Type: novav1beta1.ConditionDeploymentReady, Status: metav1.ConditionTrue, Reason: "RolledOut",
+		Message: fmt.Sprintf("%d/%d replica(s) ready with configuration %s", dep.Ready, dep.Replicas, hash)})
+	if in.Service == API {
+		_ = lc.SetField(ctx, "endpoint", fmt.Sprintf("http://%s.%s.svc:%d/v2.1", in.Name, in.Namespace, in.Port))
+	}
+	return nil
+}
+
+// requireCell refuses a per-cell service of a cell no NovaCell of the namespace serves.
+func requireCell(ctx workflow.Context, lc *object.Lifecycle, cell string) error {
+	var cells []activities.EDPMObject
+	if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kube.ListEDPMObjects, activities.EDPMListInput{Ref: novaRef(KindNovaCell, lc.Ref.Namespace, "")}).Get(ctx, &cells); err != nil {
+		return fmt.Errorf("list NovaCells: %w", err)
+	}
+	for _, c := range cells {
+		var spec novav1beta1.NovaCellSpec
+		if json.Unmarshal(c.Spec, &spec) == nil && spec.CellName == cell && !c.Deleting {
+			return nil
+		}
+	}
+	msg := fmt.Sprintf("no NovaCell in %s serves cell %q", lc.Ref.Namespace, cell)
+	lc.SetCondition(ctx, metav1.Condition{Type: ConditionInputsReady, Status: metav1.ConditionFalse, Reason: ReasonUnknownCell, Message: msg})
+	return specError(ReasonUnknownCell, msg)
+}
+
+// Teardown removes the Deployment, the Jobs and the ConfigMaps (waiting for the Deployment to go, so its
+// processes are gone before a parent drops their database).
+func (r *serviceReconciler) Teardown(ctx workflow.Context, lc *object.Lifecycle) error {
+	ns, name := lc.Ref.Namespace, lc.Ref.Name
+	return deleteAll(ctx, deploymentRef(ns, name), jobRef(ns, name+"-db-sync"), configMapRef(ns, ConfigDataName(name)), configMapRef(ns, ScriptsName(name)))
+}

@@ -1,0 +1,239 @@
+package nova
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/stackflow/stackflow/activities"
+	"github.com/stackflow/stackflow/api/lifecycle"
+	"github.com/stackflow/stackflow/workflows/object"
+)
+
+// Activities the family calls, named through nil receivers; the worker registers the real structs.
+var (
+	kube  *activities.Kube
+	dbs   *activities.Database
+	buses *activities.MessageBus
+)
+
+// Workflows lists the family's workflows by type name (the Kind each serves).
+func Workflows() []object.Definition {
+	return []object.Definition{
+		{Name: KindNova, Fn: NovaWorkflow},
+		{Name: KindNovaCell, Fn: NovaCellWorkflow},
+		{Name: KindNovaAPI, Fn: NovaAPIWorkflow},
+		{Name: KindNovaScheduler, Fn: NovaSchedulerWorkflow},
+		{Name: KindNovaConductor, Fn: NovaConductorWorkflow},
+		{Name: KindNovaMetadata, Fn: NovaMetadataWorkflow},
+		{Name: KindNovaNoVNCProxy, Fn: NovaNoVNCProxyWorkflow},
+	}
+}
+
+// The kinds of the family.
+const (
+	KindNova           = "Nova"
+	KindNovaCell       = "NovaCell"
+	KindNovaAPI        = "NovaAPI"
+	KindNovaScheduler  = "NovaScheduler"
+	KindNovaConductor  = "NovaConductor"
+	KindNovaMetadata   = "NovaMetadata"
+	KindNovaNoVNCProxy = "NovaNoVNCProxy"
+)
+
+// resources of the family's kinds and of what the workflows create.
+var resources = map[string]string{
+	KindNova: "novas", KindNovaCell: "novacells", KindNovaAPI: "novaapis", KindNovaScheduler: "novaschedulers",
+	KindNovaConductor: "novaconductors", KindNovaMetadata: "novametadata", KindNovaNoVNCProxy: "novanovncproxies",
+	"NovaExternalCompute": "novaexternalcomputes",
+}
+
+// novaRef names an object of the family.
+func novaRef(kind, ns, name string) lifecycle.ObjectRef {
+	return lifecycle.ObjectRef{Group: "nova.openstack.org", Version: "v1beta1", Kind: kind, Resource: resources[kind], Namespace: ns, Name: name}
+}
+
+func deploymentRef(ns, name string) lifecycle.ObjectRef {
+	return lifecycle.ObjectRef{Group: "apps", Version: "v1", Kind: "Deployment", Resource: "deployments", Namespace: ns, Name: name}
+}
+
+func jobRef(ns, name string) lifecycle.ObjectRef {
+	return lifecycle.ObjectRef{Group: "batch", Version: "v1", Kind: "Job", Resource: "jobs", Namespace: ns, Name: name}
+}
+
+func configMapRef(ns, name string) lifecycle.ObjectRef {
+	return lifecycle.ObjectRef{Version: "v1", Kind: "ConfigMap", Resource: "configmaps", Namespace: ns, Name: name}
+}
+
+// owner is the owner reference of what an object's workflow creates.
+func owner(ref lifecycle.ObjectRef) *activities.Owner {
+	return &activities.Owner{APIVersion: ref.APIVersion(), Kind: ref.Kind, Name: ref.Name, UID: ref.UID}
+}
+
+// Reasons of the family's conditions (besides the API's).
+const (
+	ReasonSecretMissing      = "SecretMissing"
+	ReasonInvalidSpec        = "InvalidSpec"
+	ReasonUnknownCell        = "UnknownCell"
+	ReasonCellNameConflict   = "CellNameConflict"
+	ReasonCellRemovalBlocked = "CellRemovalBlocked"
+	ReasonJobFailed          = "JobFailed"
+	ReasonWaiting            = "Waiting"
+	ConditionInputsReady     = "InputsReady"
+	ConditionDatabaseReady   = "DatabaseReady"
+	ConditionMessageBusReady = "MessageBusReady"
+	ConditionCellsReady      = "CellsReady"
+	ConditionServicesReady   = "ServicesReady"
+)
+
+// specError is a spec the workflow refuses: the reconcile fails with it until the spec changes.
+func specError(reason, msg string) error {
+	return temporal.NewNonRetryableApplicationError(msg, reason, nil)
+}
+
+// waitActivity paces an activity that fails retryably until something is ready (a Job, a rollout),
+// giving up after within.
+func waitActivity(ctx workflow.Context, within time.Duration) workflow.Context {
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		TaskQueue:              lifecycle.KubeQueue,
+		StartToCloseTimeout:    30 * time.Second,
+		ScheduleToCloseTimeout: within,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval:    time.Second,
+			BackoffCoefficient: 1.5,
+			MaximumInterval:    5 * time.Second,
+		},
+	})
+}
+
+// infraActivity routes database and message-bus work to the OpenStack queue: retried with backoff for as
+// long as the server needs to come back, within 15 minutes.
+func infraActivity(ctx workflow.Context) workflow.Context {
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		TaskQueue:              lifecycle.OpenStackQueue,
+		StartToCloseTimeout:    time.Minute,
+		ScheduleToCloseTimeout: 15 * time.Minute,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval:    time.Second,
+			BackoffCoefficient: 2,
+			MaximumInterval:    20 * time.Second,
+		},
+	})
+}
+
+// poll calls check until it reports done, sleeping 2 s doubling to 30 s between calls, and shows what it
+// waits for in condition cond (reason ReasonWaiting) while it is not done. A delete ends it.
+func poll(ctx workflow.Context, lc *object.Lifecycle, cond string, check func(ctx workflow.Context) (bool, string, error)) error {
+	delay := 2 * time.Second
+	shown := ""
+	for {
+		done, why, err := check(ctx)
+		if err != nil || done {
+			return err
+		}
+		if why != shown {
+			lc.SetCondition(ctx, metav1.Condition{Type: cond, Status: metav1.ConditionFalse, Reason: ReasonWaiting, Message: why})
+			shown = why
+		}
+		if lc.Deleting() {
+			return object.ErrDeleted
+		}
+		if err := workflow.Sleep(ctx, delay); err != nil {
+			return err
+		}
+		delay = min(2*delay, 30*time.Second)
+	}
+}
+
+// applyChild creates or updates a child CR of the workflow's object.
+func applyChild(ctx workflow.Context, lc *object.Lifecycle, kind, name string, spec any) error {
+	raw, err := json.Marshal(spec)
+	if err != nil {
+		return fmt.Errorf("spec of %s %s: %w", kind, name, err)
+	}
+	in := activities.ChildInput{Ref: novaRef(kind, lc.Ref.Namespace, name), Spec: raw, Owner: owner(lc.Ref),
+		Labels: map[string]string{"app.kubernetes.io/managed-by": "stackflow", "nova.openstack.org/owner": lc.Ref.Name}}
+	return workflow.ExecuteActivity(object.KubeActivity(ctx), kube.ApplyChild, in).Get(ctx, nil)
+}
+
+// childStatus reads a child's status.
+func childStatus(ctx workflow.Context, ref lifecycle.ObjectRef) (*activities.ChildStatus, error) {
+	var st activities.ChildStatus
+	if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kube.GetChildStatus, ref).Get(ctx, &st); err != nil {
+		return nil, fmt.Errorf("status of %s: %w", ref, err)
+	}
+	return &st, nil
+}
+
+// waitChildren waits until every child is Ready, showing in cond which are not (and why, from their
+// own Ready condition). A child that failed fails the wait with its message.
+func waitChildren(ctx workflow.Context, lc *object.Lifecycle, cond string, refs []lifecycle.ObjectRef) (map[string]*activities.ChildStatus, error) {
+	out := map[string]*activities.ChildStatus{}
+	err := poll(ctx, lc, cond, func(ctx workflow.Context) (bool, string, error) {
+		var waiting []string
+		for _, r := range refs {
+			st, err := childStatus(ctx, r)
+			if err != nil {
+				return false, "", err
+			}
+			out[r.Name] = st
+			if st.Ready() {
+				continue
+			}
+			why := "not yet acting"
+			for _, c := range st.Conditions {
+				if c.Type == lifecycle.ConditionReady {
+					why = c.Reason + ": " + c.Message
+				}
+			}
+			if st.Phase == lifecycle.PhaseFailed && st.ObservedGeneration < st.Generation {
+				return false, "", specError(ReasonServiceFailed, fmt.Sprintf("%s %s failed: %s", r.Kind, r.Name, why))
+			}
+			waiting = append(waiting, fmt.Sprintf("%s %s (%s)", r.Kind, r.Name, why))
+		}
+		if len(waiting) == 0 {
+			return true, "", nil
+		}
+		return false, "waiting for " + strings.Join(waiting, "; "), nil
+	})
+	if err == nil {
+		lc.SetCondition(ctx, metav1.Condition{Type: cond, Status: metav1.ConditionTrue, Reason: "Ready", Message: fmt.Sprintf("%d ready", len(refs))})
+	}
+	return out, err
+}
+
+// ReasonServiceFailed is a child whose own reconcile failed.
+const ReasonServiceFailed = "ServiceFailed"
+
+// deleteAll deletes objects and waits until they are gone (their workflows tore them down).
+func deleteAll(ctx workflow.Context, refs ...lifecycle.ObjectRef) error {
+	for _, r := range refs {
+		if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kube.DeleteObject, r).Get(ctx, nil); err != nil {
+			return fmt.Errorf("delete %s: %w", r, err)
+		}
+	}
+	for _, r := range refs {
+		if err := workflow.ExecuteActivity(waitActivity(ctx, 30*time.Minute), kube.WaitDeleted, r).Get(ctx, nil); err != nil {
+			return fmt.Errorf("wait for %s to go: %w", r, err)
+		}
+	}
+	return nil
+}
+
+func firstNonEmpty(vals ...string) string {
+	for _, v := range vals {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+// CellDatabaseName is the default database of a cell: nova_<cell> with hyphens as underscores.
+func CellDatabaseName(cell string) string { return "nova_" + strings.ReplaceAll(cell, "-", "_") }
