@@ -1,0 +1,76 @@
+package nova
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/stackflow/stackflow/api/lifecycle"
+	novav1beta1 "github.com/stackflow/stackflow/api/nova/v1beta1"
+)
+
+func TestNovaPlan(t *testing.T) {
+	ref := lifecycle.ObjectRef{Group: "nova.openstack.org", Version: "v1beta1", Kind: KindNova, Namespace: "ns", Name: "nova", UID: "u"}
+	managed := func(db string) novav1beta1.DatabaseAccess {
+		return novav1beta1.DatabaseAccess{Hostname: "127.0.0.1", Database: db, AdminSecret: "mariadb-admin"}
+	}
+	spec := novav1beta1.NovaSpec{
+		NovaServiceAuth: novav1beta1.NovaServiceAuth{Secret: "osp-secret", KeystoneAuthURL: "http://198.51.100.1:5000/v3"},
+		NodeSelector:    map[string]string{"stackflow.io/pod-runner": "host"},
+		APIDatabase:     managed("r1_api"),
+		APIMessageBus:   novav1beta1.MessageBusAccess{AdminSecret: "rabbitmq-admin", TransportURLSecret: "nova-api-transport"},
+		CellTemplates: map[string]novav1beta1.NovaCellTemplate{
+			"cell0": {CellDatabase: managed("r1_cell0")},
+			"cell1": {CellDatabase: managed("r1_cell1"), CellMessageBus: &novav1beta1.MessageBusAccess{AdminSecret: "rabbitmq-admin", TransportURLSecret: "nova-cell1-transport"}},
+			// An existing database and bus: passwords come from spec.secret.
+			"cell2": {CellDatabase: novav1beta1.DatabaseAccess{Hostname: "127.0.0.1", Database: "legacy"}, CellMessageBus: &novav1beta1.MessageBusAccess{TransportURLSecret: "cell2-transport"}},
+		},
+	}
+	p, err := NovaPlanFor(ref, spec)
+	require.NoError(t, err)
+	require.ElementsMatch(t, []string{"api", "cell-cell0", "cell-cell1"}, keysOf(p.Databases))
+	require.Equal(t, "r1_cell1", p.Databases["cell-cell1"].User, "the user defaults to the database's name")
+	require.Equal(t, "nova-secret", p.Databases["api"].Password.Name)
+	require.Equal(t, map[string]string{CellDatabaseKey("cell2"): "NovaCellDatabasePassword"}, p.Copied)
+	require.ElementsMatch(t, []string{"api", "cell1"}, keysOf(p.Vhosts))
+	require.Equal(t, "ns-nova-cell1", p.Vhosts["cell1"].Vhost)
+	require.Equal(t, "nova-cell1-transport", p.Vhosts["cell1"].TransportURL.Name)
+
+	c0, c1 := p.Cells["cell0"], p.Cells["cell1"]
+	require.Equal(t, "nova-api-transport", c0.TransportURLSecret, "cell0 uses the API message bus")
+	require.Equal(t, "nova-cell1-transport", c1.TransportURLSecret)
+	require.Equal(t, "nova-secret", c1.Secret, "cells get the handed-down Secret")
+	require.Equal(t, CellDatabaseKey("cell1"), c1.PasswordSelectors.CellDatabase)
+	require.Equal(t, "r1_api", c1.APIDatabaseName)
+	require.Equal(t, "127.0.0.1", c1.APIDatabaseHostname, "every cell can map itself")
+	require.False(t, c1.HasAPIAccess)
+	require.Equal(t, spec.NodeSelector, c1.ConductorServiceTemplate.NodeSelector)
+	require.Contains(t, p.Services, KindNovaAPI+"/nova-api")
+	require.Contains(t, p.Services, KindNovaScheduler+"/nova-scheduler")
+	require.Contains(t, p.Services, KindNovaMetadata+"/nova-metadata", "metadata is global unless disabled")
+
+	// Two managed databases of one server sharing a user are refused.
+	bad := spec
+	bad.CellTemplates = map[string]novav1beta1.NovaCellTemplate{"cell0": {CellDatabase: novav1beta1.DatabaseAccess{Hostname: "127.0.0.1", Database: "x", User: "r1_api", AdminSecret: "mariadb-admin"}}}
+	_, err = NovaPlanFor(ref, bad)
+	require.ErrorContains(t, err, "both name user r1_api")
+}
+
+func TestCellChildren(t *testing.T) {
+	on := true
+	s := novav1beta1.NovaCellSpec{CellName: "cell1", MetadataServiceTemplate: novav1beta1.NovaMetadataTemplate{Enabled: &on}}
+	require.ElementsMatch(t, []string{KindNovaConductor + "/c-conductor", KindNovaMetadata + "/c-metadata", KindNovaNoVNCProxy + "/c-novncproxy"}, keysOf(CellChildren("c", s)))
+	s.CellName = "cell0"
+	s.APIDatabaseHostname = "db"
+	children := CellChildren("c", s)
+	require.ElementsMatch(t, []string{KindNovaConductor + "/c-conductor"}, keysOf(children), "cell0: the superconductor alone")
+	require.Equal(t, "db", children[KindNovaConductor+"/c-conductor"].(novav1beta1.NovaConductorSpec).APIDatabaseHostname)
+}
+
+func keysOf[V any](m map[string]V) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
