@@ -22,12 +22,22 @@ const DefaultCloudsSecret = "openstack-clouds"
 type CloudSecret struct {
 	Namespace string `json:"namespace"`
 	Name      string `json:"name"`
+	// ComputeRegion is the region whose compute endpoint the Nova client uses (a Nova serving its own
+	// region); the cloud's region when empty. Other services are found in the cloud's region.
+	ComputeRegion string `json:"computeRegion,omitempty"`
 }
 
-func (c CloudSecret) String() string { return c.Namespace + "/" + c.Name }
+func (c CloudSecret) String() string {
+	if c.ComputeRegion != "" {
+		return c.Namespace + "/" + c.Name + " (compute in " + c.ComputeRegion + ")"
+	}
+	return c.Namespace + "/" + c.Name
+}
 
-// Identity is the identity of the Secret's cloud (named by the Secret itself).
-func (c CloudSecret) Identity() Identity { return Identity{Namespace: c.Namespace, SecretName: c.Name} }
+// Identity is the identity of the Secret's cloud (named by the Secret itself), with its compute region.
+func (c CloudSecret) Identity() Identity {
+	return Identity{Namespace: c.Namespace, SecretName: c.Name, ComputeRegion: c.ComputeRegion}
+}
 
 // BaremetalInput provisions one host through Ironic.
 type BaremetalInput struct {

@@ -56,7 +56,62 @@ type DatabaseInput struct {
 const (
 	ErrDatabaseInvalid = "DatabaseInvalid"
 	ErrDatabaseAuth    = "DatabaseAccessDenied"
+	// ErrDatabaseInUse is a database or user that exists and belongs to someone else.
+	ErrDatabaseInUse = "DatabaseInUse"
 )
+
+// ownerComment is the comment a created database carries: it tells the owner's own database (created
+// by an earlier attempt) from one that was there before, which is never adopted nor dropped.
+func (in DatabaseInput) ownerComment() string {
+	if in.Owner == nil {
+		return "stackflow"
+	}
+	return "stackflow " + in.Owner.Kind + "/" + in.Owner.Name + " " + in.Owner.UID
+}
+
+// dbOwnership is what the server says about a database and its user.
+type dbOwnership struct {
+	dbExists, dbOurs bool
+	comment          string
+	// userExists, and the databases the user has grants on.
+	userExists bool
+	userDBs    []string
+}
+
+func (d *Database) ownership(ctx context.Context, db *sql.DB, in DatabaseInput) (*dbOwnership, error) {
+	o := &dbOwnership{}
+	err := db.QueryRowContext(ctx, "SELECT SCHEMA_COMMENT FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = ?", in.Database).Scan(&o.comment)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+	case err != nil:
+		return nil, err
+	default:
+		o.dbExists, o.dbOurs = true, o.comment == in.ownerComment()
+	}
+	var n int
+	if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM mysql.user WHERE User = ? AND Host = '%'", in.User).Scan(&n); err != nil {
+		return nil, err
+	}
+	o.userExists = n > 0
+	rows, err := db.QueryContext(ctx, "SELECT Db FROM mysql.db WHERE User = ? AND Host = '%' ORDER BY Db", in.User)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			return nil, err
+		}
+		o.userDBs = append(o.userDBs, name)
+	}
+	return o, rows.Err()
+}
+
+// userOurs reports whether the user is the database's own: it has grants on that database alone.
+func (o *dbOwnership) userOurs(database string) bool {
+	return len(o.userDBs) == 1 && o.userDBs[0] == database
+}
 
 var sqlName = regexp.MustCompile(`^[A-Za-z0-9_]{1,64}$`)
 
@@ -124,23 +179,31 @@ func (d *Database) EnsureDatabase(ctx context.Context, in DatabaseInput) error {
 	}
 	defer db.Close()
 	op := fmt.Sprintf("database %s (user %s) on %s", in.Database, in.User, in.Server.Host)
-	for _, st := range []struct {
-		q    string
-		args []any
-	}{
-		{"CREATE DATABASE IF NOT EXISTS `" + in.Database + "` CHARACTER SET utf8", nil},
-		{"CREATE USER IF NOT EXISTS '" + in.User + "'@'%' IDENTIFIED BY ?", []any{pw}},
-		{"ALTER USER '" + in.User + "'@'%' IDENTIFIED BY ?", []any{pw}},
-		{"GRANT ALL PRIVILEGES ON `" + in.Database + "`.* TO '" + in.User + "'@'%'", nil},
-	} {
-		if _, err := db.ExecContext(ctx, st.q, st.args...); err != nil {
-			return classifySQL(op, err)
-		}
+	if _, err := db.ExecContext(ctx, "CREATE DATABASE IF NOT EXISTS `"+in.Database+"` CHARACTER SET utf8 COMMENT ?", in.ownerComment()); err != nil {
+		return classifySQL(op, err)
+	}
+	own, err := d.ownership(ctx, db, in)
+	if err != nil {
+		return classifySQL(op, err)
+	}
+	if !own.dbOurs {
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("database %s on %s exists and was not created for %s (its comment: %q): name another database",
+			in.Database, in.Server.Host, in.ownerComment(), own.comment), ErrDatabaseInUse, nil)
+	}
+	// The user is created with its grant in one statement, so a user without a grant on this database
+	// was never this database's.
+	if own.userExists && !own.userOurs(in.Database) {
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("database user %s on %s exists and has grants on %v: give the database a user of its own",
+			in.User, in.Server.Host, own.userDBs), ErrDatabaseInUse, nil)
+	}
+	if _, err := db.ExecContext(ctx, "GRANT ALL PRIVILEGES ON `"+in.Database+"`.* TO '"+in.User+"'@'%' IDENTIFIED BY ?", pw); err != nil {
+		return classifySQL(op, err)
 	}
 	return nil
 }
 
-// DropDatabase removes the database and its user; what is already gone is not an error.
+// DropDatabase removes the database and its user if EnsureDatabase created them for the same owner;
+// what is already gone, or was never the owner's, is left and is not an error.
 func (d *Database) DropDatabase(ctx context.Context, in DatabaseInput) error {
 	if err := in.validate(); err != nil {
 		return err
@@ -151,11 +214,21 @@ func (d *Database) DropDatabase(ctx context.Context, in DatabaseInput) error {
 	}
 	defer db.Close()
 	op := fmt.Sprintf("drop database %s (user %s) on %s", in.Database, in.User, in.Server.Host)
-	for _, q := range []string{
-		"DROP DATABASE IF EXISTS `" + in.Database + "`",
-		"DROP USER IF EXISTS '" + in.User + "'@'%'",
-	} {
-		if _, err := db.ExecContext(ctx, q); err != nil {
+	own, err := d.ownership(ctx, db, in)
+	if err != nil {
+		return classifySQL(op, err)
+	}
+	if own.dbExists && !own.dbOurs {
+		return nil
+	}
+	if own.dbExists {
+		if _, err := db.ExecContext(ctx, "DROP DATABASE IF EXISTS `"+in.Database+"`"); err != nil {
+			return classifySQL(op, err)
+		}
+	}
+	// The grants outlive the database: a user with grants on this database alone is its own.
+	if own.userExists && own.userOurs(in.Database) {
+		if _, err := db.ExecContext(ctx, "DROP USER IF EXISTS '"+in.User+"'@'%'"); err != nil {
 			return classifySQL(op, err)
 		}
 	}

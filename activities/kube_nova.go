@@ -103,7 +103,7 @@ type SecretHashes struct {
 	Missing []string `json:"missing,omitempty"`
 }
 
-// HashSecrets fingerprints Secrets so a change of their data rolls the services that read them.
+// HashSecrets fingerprints Secrets (the keys named, or all) so a change of what a service reads rolls it.
 func (k *Kube) HashSecrets(ctx context.Context, in SecretHashesInput) (*SecretHashes, error) {
 	out := &SecretHashes{Hashes: map[string]string{}}
 	names := make([]string, 0, len(in.Keys))
@@ -125,9 +125,13 @@ func (k *Kube) HashSecrets(ctx context.Context, in SecretHashesInput) (*SecretHa
 				out.Missing = append(out.Missing, name+"["+key+"]")
 			}
 		}
-		keys := make([]string, 0, len(sec.Data))
-		for key := range sec.Data {
-			keys = append(keys, key)
+		// Only the keys the reader names count: a Secret handed down to many services changes for one
+		// without rolling the others.
+		keys := slices.Clone(in.Keys[name])
+		if len(keys) == 0 {
+			for key := range sec.Data {
+				keys = append(keys, key)
+			}
 		}
 		slices.Sort(keys)
 		h := sha256.New()
@@ -242,6 +246,8 @@ type DeploymentState struct {
 	RolledOut bool `json:"rolledOut"`
 	// Waiting says why a pod is not ready (a container's waiting or last termination reason), if known.
 	Waiting string `json:"waiting,omitempty"`
+	// PodIPs are the addresses of the ready pods, sorted, once rolled out.
+	PodIPs []string `json:"podIPs,omitempty"`
 }
 
 // ErrNotRolledOut is the retryable error of WaitDeployment; the retry policy paces the wait.
@@ -262,6 +268,10 @@ func (k *Kube) WaitDeployment(ctx context.Context, ns, name string) (*Deployment
 	st.RolledOut = d.Status.ObservedGeneration >= d.Generation && d.Status.UpdatedReplicas == want &&
 		d.Status.ReadyReplicas == want && d.Status.Replicas == want
 	if st.RolledOut {
+		st.PodIPs, err = k.readyPodIPs(ctx, ns, d.Spec.Selector.MatchLabels)
+		if err != nil {
+			return nil, classify("list pods of Deployment "+ns+"/"+name, err)
+		}
 		return st, nil
 	}
 	st.Waiting = k.podTrouble(ctx, ns, d.Spec.Selector.MatchLabels)
@@ -272,14 +282,40 @@ func (k *Kube) WaitDeployment(ctx context.Context, ns, name string) (*Deployment
 	return nil, temporal.NewApplicationError(msg, ErrNotRolledOut, st)
 }
 
-// podTrouble is the first reason a pod of the selector gives for not being ready.
-func (k *Kube) podTrouble(ctx context.Context, ns string, sel map[string]string) string {
-	var parts []string
+// readyPodIPs lists the addresses of the selector's ready pods, sorted.
+func (k *Kube) readyPodIPs(ctx context.Context, ns string, sel map[string]string) ([]string, error) {
+	pods, err := k.Core.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: labelSelector(sel)})
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp != nil || p.Status.PodIP == "" {
+			continue
+		}
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue && !slices.Contains(out, p.Status.PodIP) {
+				out = append(out, p.Status.PodIP)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// labelSelector is sel as a selector string, sorted.
+func labelSelector(sel map[string]string) string {
+	parts := make([]string, 0, len(sel))
 	for key, v := range sel {
 		parts = append(parts, key+"="+v)
 	}
 	slices.Sort(parts)
-	pods, err := k.Core.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: strings.Join(parts, ",")})
+	return strings.Join(parts, ",")
+}
+
+// podTrouble is the first reason a pod of the selector gives for not being ready.
+func (k *Kube) podTrouble(ctx context.Context, ns string, sel map[string]string) string {
+	pods, err := k.Core.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: labelSelector(sel)})
 	if err != nil {
 		return ""
 	}

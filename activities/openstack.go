@@ -47,6 +47,9 @@ type Identity struct {
 	SecretName string `json:"secretName"`
 	CloudName  string `json:"cloudName"`
 	Region     string `json:"region,omitempty"`
+	// ComputeRegion is the region whose compute endpoint the Nova client uses (a Nova serving a region of
+	// its own); Region when empty.
+	ComputeRegion string `json:"computeRegion,omitempty"`
 }
 
 func (id Identity) String() string {

@@ -51,7 +51,7 @@ func (o *OpenStack) clientsFor(ctx context.Context, id Identity) (*osClients, er
 	if id.SecretName == "" {
 		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("identity %s: a Secret name is required", id), ErrOSCredentials, nil)
 	}
-	key := id.Namespace + "/" + id.SecretName + "/" + id.CloudName + "/" + id.Region
+	key := id.Namespace + "/" + id.SecretName + "/" + id.CloudName + "/" + id.Region + "/" + id.ComputeRegion
 	o.mu.Lock()
 	if o.clients == nil {
 		o.clients = map[string]*osClients{}
@@ -115,7 +115,11 @@ func (o *OpenStack) clientsFor(ctx context.Context, id Identity) (*osClients, er
 		return nil, classifyOS("authenticate with "+id.String(), err)
 	}
 	nc := &osClients{version: version}
-	if nc.compute, err = openstack.NewComputeV2(provider, eo); err != nil {
+	ceo := eo
+	if id.ComputeRegion != "" {
+		ceo.Region = id.ComputeRegion
+	}
+	if nc.compute, err = openstack.NewComputeV2(provider, ceo); err != nil {
 		return nil, classifyOS("compute endpoint of "+id.String(), err)
 	}
 	nc.compute.Microversion = ComputeMicroversion

@@ -3,7 +3,6 @@ package bridge
 import (
 	"os"
 	"path/filepath"
-	"slices"
 	"testing"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -32,7 +31,7 @@ func TestServedKindsMatchCRDs(t *testing.T) {
 		}
 		crds[crd.Spec.Names.Kind] = crd
 	}
-	for _, k := range Served {
+	for _, k := range append(Served[:len(Served):len(Served)], NotYetServed...) {
 		if k.GVR.Group == "" {
 			continue // core kinds have no CRD
 		}
@@ -56,9 +55,6 @@ func TestServedKindsMatchCRDs(t *testing.T) {
 		}
 	}
 	for kind := range crds {
-		if slices.Contains(NotYetServed, kind) {
-			continue
-		}
 		if _, unknown := Select([]string{kind}); len(unknown) > 0 {
 			t.Errorf("CRD %s is not in the bridge's table of served kinds", kind)
 		}

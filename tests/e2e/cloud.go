@@ -5,8 +5,11 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
+	"testing"
 	"time"
 
 	"github.com/gophercloud/gophercloud/v2"
@@ -168,4 +171,60 @@ func (c *Cloud) VersionClasses(ctx context.Context, host string) ([]string, erro
 	}
 	slices.Sort(out)
 	return out, nil
+}
+
+// CloudProvider logs in as the local cloud's admin (clouds.yaml of the stack) and returns the provider
+// and the cloud's endpoint options; a failure fails the test.
+func (e *Env) CloudProvider(t testing.TB) (*gophercloud.ProviderClient, gophercloud.EndpointOpts) {
+	t.Helper()
+	yml, err := os.ReadFile(e.Stack.CloudsYAML)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ao, eo, _, err := clouds.Parse(clouds.WithCloudsYAML(bytes.NewReader(yml)), clouds.WithCloudName(e.Stack.CloudName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	provider, err := config.NewProviderClient(context.Background(), ao)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return provider, eo
+}
+
+// ComputeClient is a Nova client of the local cloud's admin (microversion 2.53: service and hypervisor
+// IDs are UUIDs), on the compute endpoint of region (the cloud's own when empty), as the catalog lists
+// it.
+func (e *Env) ComputeClient(t testing.TB, region string) *gophercloud.ServiceClient {
+	t.Helper()
+	provider, eo := e.CloudProvider(t)
+	if region != "" {
+		eo.Region = region
+	}
+	c, err := openstack.NewComputeV2(provider, eo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Microversion = "2.53"
+	return c
+}
+
+// NovaManage runs Debian's nova-manage (under /usr/bin/python3) with a configuration file; a failure
+// fails the test with its output.
+func NovaManage(t testing.TB, configFile string, args ...string) string {
+	t.Helper()
+	argv := append([]string{"-c", "import sys; sys.argv[0] = 'nova-manage'; from nova.cmd.manage import main; sys.exit(main())",
+		"--config-file", configFile}, args...)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "/usr/bin/python3", argv...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("nova-manage %v: %v: %s", args, err, out)
+	}
+	return string(out)
+}
+
+// StackNovaConfig is the configuration of the stack's own Nova (its API database and cells).
+func (e *Env) StackNovaConfig() string {
+	return filepath.Join(e.Stack.StateDir, "openstack", "etc", "nova", "nova.conf")
 }

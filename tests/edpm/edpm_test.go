@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/stackflow/stackflow/api/lifecycle"
 	"github.com/stackflow/stackflow/deploy/local"
+	"github.com/stackflow/stackflow/tests/e2e"
 )
 
 // customConfig is what the tests put in customServiceConfig: debug on (the generated file says off),
@@ -35,14 +35,15 @@ vif_plugging_timeout = 0
 
 // TestComputeNodesJoinTheirCells deploys two nodes of one role whose annotation puts its nodes in cell1:
 // edpm-compute-0 keeps it and is provisioned through Ironic first; edpm-compute-1's own annotation puts
-// it in cell2 (a second message bus: a RabbitMQ vhost). The worker is killed with SIGKILL during phase 0
+// it in cell2, which no NovaCell serves here, so its compute waits for it, saying so (tests/nova deploys
+// a real cell2 from a Nova CR and boots a server on it). The worker is killed with SIGKILL during phase 0
 // and during phase 1. The first node's nova-compute ends up registered in the real Nova, in cell1,
 // running with the customServiceConfig that overrides the generated debug = False.
 func TestComputeNodesJoinTheirCells(t *testing.T) {
 	start := time.Now()
-	h0, h1 := host(t, "edpm-compute-0"), host(t, "edpm-compute-1")
-	resetHost(t, h0)
-	resetHost(t, h1)
+	h0, h1 := env.Host(t, "edpm-compute-0"), env.Host(t, "edpm-compute-1")
+	e2e.ResetHost(t, h0)
+	e2e.ResetHost(t, h1)
 	startBridge(t)
 	w := startWorker(t)
 
@@ -106,17 +107,17 @@ spec:
 
 	// The nodes create their NovaExternalComputes, copying what the node and role say.
 	for node, cell := range map[string]string{"edpm-compute-0": "cell1", "edpm-compute-1": "cell2"} {
-		waitFor(t, "NovaExternalCompute "+node+" created by its node", 3*time.Minute, func() (bool, string) {
-			return get(t, gvrNEC, node) != nil, summary(get(t, gvrNEC, node))
+		e2e.WaitFor(t, "NovaExternalCompute "+node+" created by its node", 3*time.Minute, func() (bool, string) {
+			return get(t, gvrNEC, node) != nil, e2e.Summary(get(t, gvrNEC, node))
 		})
 		nec := get(t, gvrNEC, node)
-		require.Equal(t, cell, str(nec, "spec", "cellName"), "the effective cell annotation (node over role)")
-		require.Equal(t, node, str(nec, "spec", "dataplaneNodeName"))
-		require.Equal(t, "edpm-ssh-key", str(nec, "spec", "sshKeySecretName"))
-		require.Equal(t, node+"-inventory", str(nec, "spec", "inventoryConfigMapName"))
-		require.JSONEq(t, `["ctlplane","internalapi"]`, str(nec, "spec", "networkAttachments"))
-		require.Equal(t, "true", str(nec, "spec", "deploy"))
-		require.NotEmpty(t, str(nec, "spec", "novaComputeImage"), "image defaulted from the worker's environment")
+		require.Equal(t, cell, e2e.Str(nec, "spec", "cellName"), "the effective cell annotation (node over role)")
+		require.Equal(t, node, e2e.Str(nec, "spec", "dataplaneNodeName"))
+		require.Equal(t, "edpm-ssh-key", e2e.Str(nec, "spec", "sshKeySecretName"))
+		require.Equal(t, node+"-inventory", e2e.Str(nec, "spec", "inventoryConfigMapName"))
+		require.JSONEq(t, `["ctlplane","internalapi"]`, e2e.Str(nec, "spec", "networkAttachments"))
+		require.Equal(t, "true", e2e.Str(nec, "spec", "deploy"))
+		require.NotEmpty(t, e2e.Str(nec, "spec", "novaComputeImage"), "image defaulted from the worker's environment")
 		// customServiceConfig belongs to the CR: set it now, the node never touches it.
 		patch := fmt.Sprintf(`{"spec":{"customServiceConfig":%q}}`, customConfig)
 		_, err := env.Dyn.Resource(gvrNEC).Namespace(ns).Patch(context.Background(), node, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
@@ -124,66 +125,56 @@ spec:
 	}
 
 	// kill -9 during phase 0 (after phase -1 went through Ironic).
-	waitFor(t, "edpm-compute-0 running a phase 0 playbook", 10*time.Minute, func() (bool, string) {
+	e2e.WaitFor(t, "edpm-compute-0 running a phase 0 playbook", 10*time.Minute, func() (bool, string) {
 		n := get(t, gvrNode, "edpm-compute-0")
-		return strings.Contains(str(n, "status", "currentStep"), "phase 0 ·") && strings.Contains(str(n, "status", "currentStep"), ".yml on host"), summary(n)
+		return strings.Contains(e2e.Str(n, "status", "currentStep"), "phase 0 ·") && strings.Contains(e2e.Str(n, "status", "currentStep"), ".yml on host"), e2e.Summary(n)
 	})
-	require.Equal(t, "True", string(condition(get(t, gvrNode, "edpm-compute-0"), "BareMetalProvisioned").Status))
+	require.Equal(t, "True", string(e2e.Condition(get(t, gvrNode, "edpm-compute-0"), "BareMetalProvisioned").Status))
 	w.Kill9()
 	time.Sleep(2 * time.Second)
 	w.Start()
 
 	// The computes wait, visibly, for their cells.
 	for _, node := range []string{"edpm-compute-0", "edpm-compute-1"} {
-		waitFor(t, node+"'s compute waiting for its NovaCell", 15*time.Minute, func() (bool, string) {
-			c := condition(get(t, gvrNEC, node), "ComputeDeployed")
-			return c != nil && c.Reason == "WaitingForCell", condStr(c)
+		e2e.WaitFor(t, node+"'s compute waiting for its NovaCell", 15*time.Minute, func() (bool, string) {
+			c := e2e.Condition(get(t, gvrNEC, node), "ComputeDeployed")
+			return c != nil && c.Reason == "WaitingForCell", e2e.CondString(c)
 		})
 	}
-	// cell1 reuses the stack's cell1 connection Secret; cell2 gets its own message bus (a vhost).
-	vhost := env.Run + "-cell2"
-	rabbitmqctl(t, "add_vhost", vhost)
-	t.Cleanup(func() { rabbitmqctl(t, "delete_vhost", vhost) })
-	rabbitmqctl(t, "set_permissions", "-p", vhost, "openstack", ".*", ".*", ".*")
-	cell1URL, err := env.Kube.CoreV1().Secrets(ns).Get(context.Background(), "cell1-transport", metav1.GetOptions{})
-	require.NoError(t, err)
-	u := strings.TrimSuffix(string(cell1URL.Data["transport_url"]), "/")
-	require.NoError(t, createSecret(context.Background(), "cell2-transport", map[string][]byte{"transport_url": []byte(u + "/" + vhost)}))
-	for _, c := range [][2]string{{"cell1", "cell1-transport"}, {"cell2", "cell2-transport"}} {
-		create(t, gvrCell, fmt.Sprintf(`
+	// cell1 is the stack's cell1 (its connection Secret); no NovaCell serves cell2.
+	create(t, gvrCell, `
 apiVersion: nova.openstack.org/v1beta1
 kind: NovaCell
-metadata: {name: %s}
+metadata: {name: cell1}
 spec:
-  cellName: %s
+  cellName: cell1
   secret: osp-secret
   keystoneAuthURL: http://198.51.100.1:5000/v3
   cellDatabaseHostname: 127.0.0.1
-  transportURLSecret: %s
-`, c[0], c[0], c[1]))
-	}
+  transportURLSecret: cell1-transport
+`)
 
 	// kill -9 during phase 1.
-	waitFor(t, "edpm-compute-0's nova-compute playbook running", 10*time.Minute, func() (bool, string) {
+	e2e.WaitFor(t, "edpm-compute-0's nova-compute playbook running", 10*time.Minute, func() (bool, string) {
 		nec := get(t, gvrNEC, "edpm-compute-0")
-		return strings.Contains(str(nec, "status", "currentStep"), "nova-compute.yml on host"), summary(nec)
+		return strings.Contains(e2e.Str(nec, "status", "currentStep"), "nova-compute.yml on host"), e2e.Summary(nec)
 	})
 	w.Kill9()
 	time.Sleep(2 * time.Second)
 	w.Start()
 
-	waitFor(t, "data plane computes Ready", 15*time.Minute, func() (bool, string) {
+	e2e.WaitFor(t, "data plane computes Ready", 15*time.Minute, func() (bool, string) {
 		d := get(t, gvrDP, "computes")
-		c := condition(d, lifecycle.ConditionReady)
-		return c != nil && c.Status == metav1.ConditionTrue, summary(d) + " nodes=" + str(d, "status", "nodeStates")
+		c := e2e.Condition(d, lifecycle.ConditionReady)
+		return c != nil && c.Status == metav1.ConditionTrue, e2e.Summary(d) + " nodes=" + e2e.Str(d, "status", "nodeStates")
 	})
 	t.Logf("data plane Ready %.0fs after the objects were created", time.Since(start).Seconds())
 
 	// Phase -1 went through Ironic to active.
 	n0 := get(t, gvrNode, "edpm-compute-0")
-	require.Equal(t, "active", str(n0, "status", "provisionState"))
-	require.NotEmpty(t, str(n0, "status", "ironicNodeUUID"))
-	require.Equal(t, "true", str(n0, "status", "deployed"))
+	require.Equal(t, "active", e2e.Str(n0, "status", "provisionState"))
+	require.NotEmpty(t, e2e.Str(n0, "status", "ironicNodeUUID"))
+	require.Equal(t, "true", e2e.Str(n0, "status", "deployed"))
 	phases := map[string]string{}
 	raw, _, _ := unstructured.NestedSlice(n0.Object, "status", "phases")
 	for _, p := range raw {
@@ -193,40 +184,40 @@ spec:
 	require.Equal(t, map[string]string{"BareMetal": "Succeeded", "Infrastructure": "Succeeded", "Services": "Succeeded"}, phases)
 
 	// Phase 0 is on each host's own filesystem, and nowhere else.
-	require.Contains(t, hostFile(h0, "etc/edpm/node.json"), `"node": "`+hostA+`"`)
-	require.Contains(t, hostFile(h1, "etc/edpm/node.json"), `"node": "`+hostB+`"`)
-	require.Contains(t, hostFile(h0, "etc/edpm/node.json"), `"kernelHostname": "edpm-compute-0"`, "the playbook ran on the host itself")
-	require.Contains(t, hostFile(h0, "etc/edpm/network/config.json"), "internalapi")
-	require.Contains(t, hostFile(h0, "etc/edpm/os/99-edpm-sysctl.conf"), "net.ipv4.ip_forward = 1")
-	_, err = os.Stat("/etc/edpm/node.json")
+	require.Contains(t, e2e.HostFile(h0, "etc/edpm/node.json"), `"node": "`+hostA+`"`)
+	require.Contains(t, e2e.HostFile(h1, "etc/edpm/node.json"), `"node": "`+hostB+`"`)
+	require.Contains(t, e2e.HostFile(h0, "etc/edpm/node.json"), `"kernelHostname": "edpm-compute-0"`, "the playbook ran on the host itself")
+	require.Contains(t, e2e.HostFile(h0, "etc/edpm/network/config.json"), "internalapi")
+	require.Contains(t, e2e.HostFile(h0, "etc/edpm/os/99-edpm-sysctl.conf"), "net.ipv4.ip_forward = 1")
+	_, err := os.Stat("/etc/edpm/node.json")
 	require.True(t, os.IsNotExist(err), "phase 0 wrote to the machine's own /etc/edpm")
 
 	// customServiceConfig (a later file) beats the generated debug = False in what nova-compute loaded.
-	require.Contains(t, hostFile(h0, "etc/nova/nova.conf.d/01-nova.conf"), "debug = False")
-	require.Contains(t, hostFile(h0, "etc/nova/nova.conf.d/99-nova-custom.conf"), "debug = True")
-	logText := hostFile(h0, "var/log/nova/nova-compute.log")
+	require.Contains(t, e2e.HostFile(h0, "etc/nova/nova.conf.d/01-nova.conf"), "debug = False")
+	require.Contains(t, e2e.HostFile(h0, "etc/nova/nova.conf.d/99-nova-custom.conf"), "debug = True")
+	logText := e2e.HostFile(h0, "var/log/nova/nova-compute.log")
 	require.Contains(t, logText, " DEBUG ", "nova-compute logs at debug level")
 	require.Regexp(t, `\] debug\s+= True `, logText, "nova-compute's own dump of its options")
 
 	// The node's nova-compute is a compute service and hypervisor of the real Nova, in cell1.
 	nec0 := get(t, gvrNEC, "edpm-compute-0")
-	require.Equal(t, hostA, str(nec0, "status", "hypervisorHostname"))
-	cc := computeClient(t)
+	require.Equal(t, hostA, e2e.Str(nec0, "status", "hypervisorHostname"))
+	cc := env.ComputeClient(t, "")
 	pages, err := services.List(cc, services.ListOpts{Binary: "nova-compute", Host: hostA}).AllPages(context.Background())
 	require.NoError(t, err)
 	svcs, err := services.ExtractServices(pages)
 	require.NoError(t, err)
 	require.Len(t, svcs, 1)
 	require.Equal(t, "up", svcs[0].State)
-	require.Equal(t, str(nec0, "status", "computeServiceID"), svcs[0].ID)
+	require.Equal(t, e2e.Str(nec0, "status", "computeServiceID"), svcs[0].ID)
 	pattern := hostA
 	hpages, err := hypervisors.List(cc, hypervisors.ListOpts{HypervisorHostnamePattern: &pattern}).AllPages(context.Background())
 	require.NoError(t, err)
 	hvs, err := hypervisors.ExtractHypervisors(hpages)
 	require.NoError(t, err)
 	require.Len(t, hvs, 1)
-	waitFor(t, hostA+" mapped in cell1", 2*time.Minute, func() (bool, string) {
-		out := novaManage(t, "cell_v2", "list_hosts")
+	e2e.WaitFor(t, hostA+" mapped in cell1", 2*time.Minute, func() (bool, string) {
+		out := e2e.NovaManage(t, env.StackNovaConfig(), "cell_v2", "list_hosts")
 		for _, line := range strings.Split(out, "\n") {
 			if strings.Contains(line, " cell1 ") && strings.Contains(line, " "+hostA+" ") {
 				return true, line
@@ -235,20 +226,17 @@ spec:
 		return false, lastLine(out)
 	})
 
-	// The override node's configuration points at cell2's message bus.
-	conf1 := hostFile(h1, "etc/nova/nova.conf.d/01-nova.conf")
-	require.Regexp(t, `(?m)^transport_url = rabbit://[^\n]*@`+regexp.QuoteMeta(h1.Gateway)+`:5672/`+vhost+`$`, conf1)
-	require.NotContains(t, hostFile(h0, "etc/nova/nova.conf.d/01-nova.conf"), vhost)
-	waitFor(t, "edpm-compute-1's compute waiting for registration in cell2", 5*time.Minute, func() (bool, string) {
-		c := condition(get(t, gvrNEC, "edpm-compute-1"), "ComputeDeployed")
-		return c != nil && c.Reason == "WaitingForComputeRegistration", condStr(c)
-	})
+	// The override node still waits for its cell, and nothing of nova-compute reached its host.
+	c1 := e2e.Condition(get(t, gvrNEC, "edpm-compute-1"), "ComputeDeployed")
+	require.Equal(t, "WaitingForCell", c1.Reason, e2e.CondString(c1))
+	require.Contains(t, c1.Message, "cell2")
+	require.Empty(t, e2e.HostFile(h1, "etc/nova/nova.conf.d/01-nova.conf"))
 
 	// Progress is searchable in Temporal by host and cell.
 	ids := workflowsWith(t, fmt.Sprintf(`StackflowHost = %q AND StackflowCell = "cell1"`, hostA))
 	require.Contains(t, ids, workflowID("NovaExternalCompute", gvrNEC, nec0))
 	require.Contains(t, ids, workflowID("OpenStackDataPlaneNode", gvrNode, nodeA))
-	require.Contains(t, str(get(t, gvrDP, dp.GetName()), "status", "nodeStates"), `"state":"Succeeded"`)
+	require.Contains(t, e2e.Str(get(t, gvrDP, dp.GetName()), "status", "nodeStates"), `"state":"Succeeded"`)
 	t.Logf("scenario done in %.0fs", time.Since(start).Seconds())
 }
 
@@ -262,9 +250,9 @@ func lastLine(s string) string {
 // other node goes on and succeeds, the data plane reports the failure with the host and Ansible's
 // message, and a retry naming that host re-runs its failed step only, in the same run.
 func TestRetryRerunsOnlyTheFailedStep(t *testing.T) {
-	h0, h1 := host(t, "edpm-compute-0"), host(t, "edpm-compute-1")
-	resetHost(t, h0)
-	resetHost(t, h1)
+	h0, h1 := env.Host(t, "edpm-compute-0"), env.Host(t, "edpm-compute-1")
+	e2e.ResetHost(t, h0)
+	e2e.ResetHost(t, h1)
 	blocker := filepath.Join(h1.Root, "etc", "edpm", "network")
 	require.NoError(t, os.WriteFile(blocker, []byte("not a directory\n"), 0o644))
 	startBridge(t)
@@ -295,15 +283,15 @@ metadata: {name: rollout}
 spec: {roles: [infra], deploy: true, maxConcurrency: 2, maxFailedNodes: 1}
 `)
 
-	waitFor(t, "data plane rollout failed with one node", 15*time.Minute, func() (bool, string) {
+	e2e.WaitFor(t, "data plane rollout failed with one node", 15*time.Minute, func() (bool, string) {
 		d := get(t, gvrDP, "rollout")
-		return str(d, "status", "phase") == lifecycle.PhaseFailed, summary(d) + " failed=" + str(d, "status", "failedNodes")
+		return e2e.Str(d, "status", "phase") == lifecycle.PhaseFailed, e2e.Summary(d) + " failed=" + e2e.Str(d, "status", "failedNodes")
 	})
 	d := get(t, gvrDP, "rollout")
-	require.JSONEq(t, `["infra-1"]`, str(d, "status", "failedNodes"))
-	require.Equal(t, "NodesFailed", condition(d, lifecycle.ConditionReady).Reason)
-	require.Equal(t, "true", str(get(t, gvrNode, "infra-0"), "status", "deployed"), "the other node went on")
-	failedCond := condition(get(t, gvrNode, "infra-1"), "InfrastructureReady")
+	require.JSONEq(t, `["infra-1"]`, e2e.Str(d, "status", "failedNodes"))
+	require.Equal(t, "NodesFailed", e2e.Condition(d, lifecycle.ConditionReady).Reason)
+	require.Equal(t, "true", e2e.Str(get(t, gvrNode, "infra-0"), "status", "deployed"), "the other node went on")
+	failedCond := e2e.Condition(get(t, gvrNode, "infra-1"), "InfrastructureReady")
 	require.NotNil(t, failedCond)
 	require.Equal(t, "PlaybookFailed", failedCond.Reason)
 	require.Contains(t, failedCond.Message, "edpm-compute-1")
@@ -314,10 +302,10 @@ spec: {roles: [infra], deploy: true, maxConcurrency: 2, maxFailedNodes: 1}
 	require.NoError(t, os.Remove(blocker))
 	dpID := workflowID("OpenStackDataPlane", gvrDP, dp)
 	require.NoError(t, env.Temporal.SignalWorkflow(context.Background(), dpID, "", lifecycle.SignalRetry, lifecycle.RetrySignal{Hosts: []string{"edpm-compute-1"}}))
-	waitFor(t, "data plane rollout Ready after the retry", 10*time.Minute, func() (bool, string) {
+	e2e.WaitFor(t, "data plane rollout Ready after the retry", 10*time.Minute, func() (bool, string) {
 		d := get(t, gvrDP, "rollout")
-		c := condition(d, lifecycle.ConditionReady)
-		return c != nil && c.Status == metav1.ConditionTrue, summary(d)
+		c := e2e.Condition(d, lifecycle.ConditionReady)
+		return c != nil && c.Status == metav1.ConditionTrue, e2e.Summary(d)
 	})
 
 	// Only infra-1's failed step ran again: per workflow history and per the hosts' own records.
@@ -328,7 +316,7 @@ spec: {roles: [infra], deploy: true, maxConcurrency: 2, maxFailedNodes: 1}
 	require.Equal(t, map[string]int{"bootstrap": 1, "configure-network": 1, "configure-os": 1}, stepLog(h0))
 	require.Equal(t, map[string]int{"bootstrap": 1, "configure-network": 1, "configure-os": 1}, stepLog(h1),
 		"the failed run stopped before recording; the retry recorded configure-network once")
-	require.Contains(t, str(get(t, gvrDP, "rollout"), "status", "nodeStates"), `"attempts":2`)
+	require.Contains(t, e2e.Str(get(t, gvrDP, "rollout"), "status", "nodeStates"), `"attempts":2`)
 	require.Equal(t, "1", fmt.Sprint(runs(t, dpID)), "the retry ran in the same workflow (one chain of runs)")
 }
 
@@ -344,8 +332,8 @@ func runs(t *testing.T, wfID string) int {
 // customServiceConfig that is not INI is refused by the API server, and one that slips past it is
 // refused by the workflow before anything is deployed; a cell change is refused at admission.
 func TestBadInput(t *testing.T) {
-	h0 := host(t, "edpm-compute-0")
-	resetHost(t, h0)
+	h0 := env.Host(t, "edpm-compute-0")
+	e2e.ResetHost(t, h0)
 	startBridge(t)
 	startWorker(t)
 	ctx := context.Background()
@@ -364,16 +352,16 @@ kind: OpenStackDataPlaneNode
 metadata: {name: late-0}
 spec: {role: late, hostName: edpm-compute-0, ansibleHost: %s, deploy: true}
 `, h0.Address))
-	waitFor(t, "late-0 waiting for its SSH key Secret", 3*time.Minute, func() (bool, string) {
-		c := condition(get(t, gvrNode, "late-0"), "SSHKeyReady")
-		return c != nil && c.Reason == "WaitingForSecret" && strings.Contains(c.Message, ns+"/late-key"), condStr(c)
+	e2e.WaitFor(t, "late-0 waiting for its SSH key Secret", 3*time.Minute, func() (bool, string) {
+		c := e2e.Condition(get(t, gvrNode, "late-0"), "SSHKeyReady")
+		return c != nil && c.Reason == "WaitingForSecret" && strings.Contains(c.Message, ns+"/late-key"), e2e.CondString(c)
 	})
 	key, err := env.Kube.CoreV1().Secrets(ns).Get(ctx, "edpm-ssh-key", metav1.GetOptions{})
 	require.NoError(t, err)
 	require.NoError(t, createSecret(ctx, "late-key", key.Data))
-	waitFor(t, "late-0 deployed once the Secret exists", 10*time.Minute, func() (bool, string) {
+	e2e.WaitFor(t, "late-0 deployed once the Secret exists", 10*time.Minute, func() (bool, string) {
 		n := get(t, gvrNode, "late-0")
-		return str(n, "status", "deployed") == "true", summary(n)
+		return e2e.Str(n, "status", "deployed") == "true", e2e.Summary(n)
 	})
 
 	// An unreachable host (an address of the project's host network nobody holds).
@@ -383,11 +371,11 @@ kind: OpenStackDataPlaneNode
 metadata: {name: unreachable}
 spec: {role: late, hostName: edpm-unreachable, ansibleHost: 198.51.100.250, deploy: true}
 `)
-	waitFor(t, "unreachable node failed", 10*time.Minute, func() (bool, string) {
+	e2e.WaitFor(t, "unreachable node failed", 10*time.Minute, func() (bool, string) {
 		n := get(t, gvrNode, "unreachable")
-		return str(n, "status", "phase") == lifecycle.PhaseFailed, summary(n)
+		return e2e.Str(n, "status", "phase") == lifecycle.PhaseFailed, e2e.Summary(n)
 	})
-	c := condition(get(t, gvrNode, "unreachable"), "InfrastructureReady")
+	c := e2e.Condition(get(t, gvrNode, "unreachable"), "InfrastructureReady")
 	require.Equal(t, "HostUnreachable", c.Reason)
 	require.Contains(t, c.Message, "edpm-unreachable")
 	require.Contains(t, c.Message, "198.51.100.250")
@@ -420,11 +408,11 @@ spec:
 	require.ErrorContains(t, err, "customServiceConfig must be an oslo.config INI snippet")
 	// One that passes the API's check but not the parser: refused by the workflow, nothing deployed.
 	create(t, gvrNEC, nec("badcfg", "[DEFAULT]\n    a continuation without an option\n"))
-	waitFor(t, "badcfg refused by its workflow", 3*time.Minute, func() (bool, string) {
-		c := condition(get(t, gvrNEC, "badcfg"), "ComputeDeployed")
-		return c != nil && c.Reason == "InvalidCustomServiceConfig", condStr(c)
+	e2e.WaitFor(t, "badcfg refused by its workflow", 3*time.Minute, func() (bool, string) {
+		c := e2e.Condition(get(t, gvrNEC, "badcfg"), "ComputeDeployed")
+		return c != nil && c.Reason == "InvalidCustomServiceConfig", e2e.CondString(c)
 	})
-	require.Contains(t, condition(get(t, gvrNEC, "badcfg"), "ComputeDeployed").Message, "continuation without an option")
+	require.Contains(t, e2e.Condition(get(t, gvrNEC, "badcfg"), "ComputeDeployed").Message, "continuation without an option")
 	entries, _ := os.ReadDir(filepath.Join(h0.Root, "etc", "nova", "nova.conf.d"))
 	require.Empty(t, entries, "nothing deployed with an invalid customServiceConfig")
 	require.Equal(t, 0, len(playbookRuns(t, workflowID("NovaExternalCompute", gvrNEC, get(t, gvrNEC, "badcfg")))))
@@ -443,7 +431,7 @@ spec: {preProvisioned: true}
 	require.ErrorContains(t, err, "cannot change from cell1 to cell2")
 	_, err = env.Dyn.Resource(gvrNEC).Namespace(ns).Patch(ctx, "badcfg", types.MergePatchType, []byte(`{"spec":{"cellName":"cell2"}}`), metav1.PatchOptions{})
 	require.ErrorContains(t, err, "cellName is immutable")
-	require.True(t, slices.Contains([]string{lifecycle.PhaseFailed}, str(get(t, gvrNEC, "badcfg"), "status", "phase")))
+	require.True(t, slices.Contains([]string{lifecycle.PhaseFailed}, e2e.Str(get(t, gvrNEC, "badcfg"), "status", "phase")))
 }
 
 func yamlInto(manifest string, u *unstructured.Unstructured) error {
@@ -458,9 +446,9 @@ func yamlInto(manifest string, u *unstructured.Unstructured) error {
 // running node at its next step and admits no other; resume lets both go on; cancelling the workflow
 // stops the rollout at a step boundary and reports the state every node reached.
 func TestPauseResumeAndCancel(t *testing.T) {
-	h0, h1 := host(t, "edpm-compute-0"), host(t, "edpm-compute-1")
-	resetHost(t, h0)
-	resetHost(t, h1)
+	h0, h1 := env.Host(t, "edpm-compute-0"), env.Host(t, "edpm-compute-1")
+	e2e.ResetHost(t, h0)
+	e2e.ResetHost(t, h1)
 	startBridge(t)
 	startWorker(t)
 	ctx := context.Background()
@@ -494,7 +482,7 @@ spec: {roles: [steer], deploy: true, maxConcurrency: 1}
 	dpID := workflowID("OpenStackDataPlane", gvrDP, dp)
 	nodeState := func(name string) string {
 		var states []map[string]any
-		_ = json.Unmarshal([]byte(str(get(t, gvrDP, "steer"), "status", "nodeStates")), &states)
+		_ = json.Unmarshal([]byte(e2e.Str(get(t, gvrDP, "steer"), "status", "nodeStates")), &states)
 		for _, s := range states {
 			if s["name"] == name {
 				return fmt.Sprintf("%v@%v", s["state"], s["step"])
@@ -503,22 +491,22 @@ spec: {roles: [steer], deploy: true, maxConcurrency: 1}
 		return "?"
 	}
 
-	waitFor(t, "steer-0 admitted and bootstrapping", 5*time.Minute, func() (bool, string) {
+	e2e.WaitFor(t, "steer-0 admitted and bootstrapping", 5*time.Minute, func() (bool, string) {
 		return strings.HasPrefix(nodeState("steer-0"), "Running@bootstrap"), nodeState("steer-0") + " " + nodeState("steer-1")
 	})
 	require.NoError(t, env.Temporal.SignalWorkflow(ctx, dpID, "", lifecycle.SignalPause, nil))
-	waitFor(t, "steer-0 held at its next step", 5*time.Minute, func() (bool, string) {
-		c := condition(get(t, gvrNode, "steer-0"), "Paused")
-		return c != nil && c.Status == metav1.ConditionTrue, condStr(c)
+	e2e.WaitFor(t, "steer-0 held at its next step", 5*time.Minute, func() (bool, string) {
+		c := e2e.Condition(get(t, gvrNode, "steer-0"), "Paused")
+		return c != nil && c.Status == metav1.ConditionTrue, e2e.CondString(c)
 	})
 	require.Equal(t, map[string]int{"bootstrap": 1}, stepLog(h0), "bootstrap finished, nothing after it started")
 	time.Sleep(20 * time.Second)
 	require.Equal(t, map[string]int{"bootstrap": 1}, stepLog(h0), "a paused node does not go on")
 	require.Equal(t, "Pending@<nil>", nodeState("steer-1"), "a paused data plane admits no node")
-	require.Equal(t, "True", string(condition(get(t, gvrDP, "steer"), "Paused").Status))
+	require.Equal(t, "True", string(e2e.Condition(get(t, gvrDP, "steer"), "Paused").Status))
 
 	require.NoError(t, env.Temporal.SignalWorkflow(ctx, dpID, "", lifecycle.SignalResume, nil))
-	waitFor(t, "steer-1 admitted after steer-0 finished", 10*time.Minute, func() (bool, string) {
+	e2e.WaitFor(t, "steer-1 admitted after steer-0 finished", 10*time.Minute, func() (bool, string) {
 		return strings.HasPrefix(nodeState("steer-1"), "Running@"), nodeState("steer-0") + " " + nodeState("steer-1")
 	})
 	require.True(t, strings.HasPrefix(nodeState("steer-0"), "Succeeded"), nodeState("steer-0"))
@@ -526,17 +514,17 @@ spec: {roles: [steer], deploy: true, maxConcurrency: 1}
 	// Cancel while steer-1 runs: it stops at its next step boundary, and the data plane says where
 	// every node is.
 	require.NoError(t, env.Temporal.CancelWorkflow(ctx, dpID, ""))
-	waitFor(t, "the cancelled rollout reports each node", 3*time.Minute, func() (bool, string) {
-		c := condition(get(t, gvrDP, "steer"), "RolloutStopped")
-		return c != nil && c.Status == metav1.ConditionTrue, condStr(c)
+	e2e.WaitFor(t, "the cancelled rollout reports each node", 3*time.Minute, func() (bool, string) {
+		c := e2e.Condition(get(t, gvrDP, "steer"), "RolloutStopped")
+		return c != nil && c.Status == metav1.ConditionTrue, e2e.CondString(c)
 	})
-	msg := condition(get(t, gvrDP, "steer"), "RolloutStopped").Message
+	msg := e2e.Condition(get(t, gvrDP, "steer"), "RolloutStopped").Message
 	require.Contains(t, msg, "steer-0: Succeeded")
 	require.Contains(t, msg, "steer-1: Stopped at ")
-	require.Equal(t, "Cancelled", str(get(t, gvrDP, "steer"), "status", "phase"))
-	waitFor(t, "steer-1 held at a step boundary", 5*time.Minute, func() (bool, string) {
-		c := condition(get(t, gvrNode, "steer-1"), "Paused")
-		return c != nil && c.Status == metav1.ConditionTrue, condStr(c)
+	require.Equal(t, "Cancelled", e2e.Str(get(t, gvrDP, "steer"), "status", "phase"))
+	e2e.WaitFor(t, "steer-1 held at a step boundary", 5*time.Minute, func() (bool, string) {
+		c := e2e.Condition(get(t, gvrNode, "steer-1"), "Paused")
+		return c != nil && c.Status == metav1.ConditionTrue, e2e.CondString(c)
 	})
 	before := stepLog(h1)
 	time.Sleep(15 * time.Second)

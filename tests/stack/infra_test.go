@@ -66,6 +66,23 @@ func TestDatabaseAndMessageBusActivities(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, ".*", perms.Write)
 
+	// A database that was there before is neither adopted nor dropped; nor is a user serving others.
+	foreign := dbIn
+	foreign.Database, foreign.User = run+"_foreign", dbIn.User
+	_, err = st.SQL(ctx, "CREATE DATABASE "+foreign.Database)
+	require.NoError(t, err)
+	t.Cleanup(func() { _, _ = st.SQL(context.Background(), "DROP DATABASE IF EXISTS "+foreign.Database) })
+	err = db.EnsureDatabase(ctx, foreign)
+	require.ErrorContains(t, err, "exists and was not created for")
+	require.NoError(t, db.DropDatabase(ctx, foreign))
+	out, err := st.SQL(ctx, fmt.Sprintf("SELECT COUNT(*) FROM information_schema.schemata WHERE schema_name='%s'", foreign.Database))
+	require.NoError(t, err)
+	require.Equal(t, "1", out, "a database not created by stackflow is never dropped")
+	other := dbIn
+	other.Database = run + "_other"
+	require.ErrorContains(t, db.EnsureDatabase(ctx, other), "exists and has grants on", "user "+dbIn.User+" serves "+dbIn.Database)
+	require.NoError(t, db.DropDatabase(ctx, other))
+
 	require.NoError(t, db.DropDatabase(ctx, dbIn))
 	require.NoError(t, db.DropDatabase(ctx, dbIn), "dropping twice is fine")
 	require.NoError(t, mb.DeleteVhost(ctx, vIn))
@@ -74,7 +91,7 @@ func TestDatabaseAndMessageBusActivities(t *testing.T) {
 	require.Error(t, err)
 	_, err = admin.GetUser(run)
 	require.Error(t, err)
-	out, err := st.SQL(ctx, fmt.Sprintf("SELECT COUNT(*) FROM mysql.user WHERE User='%s'; SELECT COUNT(*) FROM information_schema.schemata WHERE schema_name='%s'", dbIn.User, dbIn.Database))
+	out, err = st.SQL(ctx, fmt.Sprintf("SELECT COUNT(*) FROM mysql.user WHERE User='%s'; SELECT COUNT(*) FROM information_schema.schemata WHERE schema_name='%s'", dbIn.User, dbIn.Database))
 	require.NoError(t, err)
 	require.Equal(t, "0\n0", out)
 }

@@ -97,6 +97,14 @@ func (k *novaComputeKind) waitDependencies(ctx workflow.Context, lc *object.Life
 	})
 }
 
+// computeRegion is the region of the cell's compute API (its Nova's); empty for the cloud's own.
+func (k *novaComputeKind) computeRegion() string {
+	if k.cell == nil {
+		return ""
+	}
+	return k.cell.Region
+}
+
 // FindNovaCell finds the NovaCell of a cell: by object name first, else by spec.cellName.
 func FindNovaCell(cells []activities.ListedObject, cell string) (*novav1beta1.NovaCellSpec, string) {
 	var byCellName *novav1beta1.NovaCellSpec
@@ -130,7 +138,7 @@ func (k *novaComputeKind) verify(ctx workflow.Context, lc *object.Lifecycle, hos
 	if err := lc.Step(ctx, "phase 1 · nova-compute · "+msg); err != nil {
 		return err
 	}
-	cloud := activities.CloudSecret{Namespace: lc.Ref.Namespace, Name: activities.DefaultCloudsSecret}
+	cloud := activities.CloudSecret{Namespace: lc.Ref.Namespace, Name: activities.DefaultCloudsSecret, ComputeRegion: k.computeRegion()}
 	var reg activities.ComputeRegistration
 	err := workflow.ExecuteActivity(registrationActivity(ctx, ComputeRegistrationTimeout), osActs.WaitComputeRegistered,
 		activities.ComputeHostInput{Cloud: cloud, Host: host}).Get(ctx, &reg)
@@ -148,7 +156,7 @@ func (k *novaComputeKind) verify(ctx workflow.Context, lc *object.Lifecycle, hos
 
 // cleanup removes the host's compute service (and with it its compute node and resource provider).
 func (k *novaComputeKind) cleanup(ctx workflow.Context, lc *object.Lifecycle, rec *edpmServiceRecord) error {
-	cloud := activities.CloudSecret{Namespace: lc.Ref.Namespace, Name: activities.DefaultCloudsSecret}
+	cloud := activities.CloudSecret{Namespace: lc.Ref.Namespace, Name: activities.DefaultCloudsSecret, ComputeRegion: rec.ComputeRegion}
 	octx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		TaskQueue: lifecycle.OpenStackQueue, StartToCloseTimeout: time.Minute,
 		RetryPolicy: &temporal.RetryPolicy{InitialInterval: 2 * time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second, MaximumAttempts: 10},

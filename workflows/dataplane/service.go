@@ -94,6 +94,13 @@ type edpmServiceRecord struct {
 	InventoryConfigMap string                     `json:"inventoryConfigMap,omitempty"`
 	HostVars           map[string]json.RawMessage `json:"hostVars,omitempty"`
 	Cell               string                     `json:"cell,omitempty"`
+	// ComputeRegion is the region of the compute API the service registered with (its cell's Nova).
+	ComputeRegion string `json:"computeRegion,omitempty"`
+}
+
+// regional is implemented by kinds whose service registers with a compute API of a region of its own.
+type regional interface {
+	computeRegion() string
 }
 
 type edpmServiceReconciler struct {
@@ -148,6 +155,9 @@ func (r *edpmServiceReconciler) Reconcile(ctx workflow.Context, lc *object.Lifec
 	}
 	if err := r.kind.waitDependencies(ctx, lc, gen); err != nil {
 		return err
+	}
+	if rk, ok := r.kind.(regional); ok {
+		r.rec.ComputeRegion = rk.computeRegion()
 	}
 	if err := waitSecret(ctx, lc, gen, cond, lc.Ref.Namespace, spec.SSHKeySecretName, activities.SSHKeySecretKey); err != nil {
 		return err

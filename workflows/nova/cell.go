@@ -91,6 +91,17 @@ func (r *cellReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycle, o
 		return err
 	}
 	ns := lc.Ref.Namespace
+	// One cell name per API database: a second NovaCell claiming it (another Nova's cell, one applied on
+	// its own) is refused before it runs anything, and says which NovaCell has it.
+	var cells []activities.EDPMObject
+	if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kube.ListEDPMObjects, activities.EDPMListInput{Ref: novaRef(KindNovaCell, ns, "")}).Get(ctx, &cells); err != nil {
+		return fmt.Errorf("list NovaCells: %w", err)
+	}
+	if other := ClaimedBy(lc.Ref.Name, s, cells); other != "" {
+		msg := fmt.Sprintf("cell %s of API database %s is already served by NovaCell %s: a cell name is mapped once per API database", s.CellName, apiDatabaseKey(s), other)
+		lc.SetCondition(ctx, metav1.Condition{Type: novav1beta1.ConditionCellMapped, Status: metav1.ConditionFalse, Reason: ReasonDuplicateCell, Message: msg})
+		return specError(ReasonDuplicateCell, msg)
+	}
 	children := CellChildren(lc.Ref.Name, s)
 	keys := workflow.DeterministicKeys(children)
 	conductor := KindNovaConductor + "/" + lc.Ref.Name + "-conductor"
@@ -195,6 +206,47 @@ func (r *cellReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycle, o
 	_ = lc.SetField(ctx, "metadataReady", readyCount(sts[lc.Ref.Name+"-metadata"]))
 	_ = lc.SetField(ctx, "noVNCProxyReady", readyCount(sts[lc.Ref.Name+"-novncproxy"]))
 	return nil
+}
+
+// ReasonDuplicateCell is a NovaCell claiming a cell name another NovaCell serves on the same API
+// database.
+const ReasonDuplicateCell = "DuplicateCell"
+
+// apiDatabaseKey names the API database a cell is mapped in ("" when it reaches none).
+func apiDatabaseKey(s novav1beta1.NovaCellSpec) string {
+	if s.APIDatabaseHostname == "" {
+		return "(none)"
+	}
+	return s.APIDatabaseHostname + "/" + firstNonEmpty(s.APIDatabaseName, "nova_api")
+}
+
+// ClaimedBy names the NovaCell that claimed s's cell name on the same API database before self (the
+// older one, by creation time, then by name), or "" when self may serve it. Pure.
+func ClaimedBy(self string, s novav1beta1.NovaCellSpec, cells []activities.EDPMObject) string {
+	created := ""
+	for _, c := range cells {
+		if c.Name == self {
+			created = c.Created
+		}
+	}
+	best := ""
+	bestCreated := ""
+	for _, c := range cells {
+		if c.Name == self || c.Deleting {
+			continue
+		}
+		var o novav1beta1.NovaCellSpec
+		if json.Unmarshal(c.Spec, &o) != nil || o.CellName != s.CellName || apiDatabaseKey(o) != apiDatabaseKey(s) {
+			continue
+		}
+		if c.Created > created || (c.Created == created && c.Name > self) {
+			continue
+		}
+		if best == "" || c.Created < bestCreated || (c.Created == bestCreated && c.Name < best) {
+			best, bestCreated = c.Name, c.Created
+		}
+	}
+	return best
 }
 
 func readyCount(st *activities.ChildStatus) int32 {

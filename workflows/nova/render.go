@@ -118,6 +118,8 @@ type Instance struct {
 	MetadataSecretKey  SecretKey
 	ServiceUser        string
 	KeystoneAuthURL    string
+	// Region is the Keystone region of the compute API (the API registers its endpoints there).
+	Region string
 	// TransportURLSecret holds transport_url; empty for services without a message bus.
 	TransportURLSecret string
 	APIDatabase        *DB
@@ -346,11 +348,18 @@ uuid=$(manage cell_v2 list_cells --verbose | python3 ` + ScriptsDir + `/merge_co
 echo "cell_uuid=${uuid#same }" > ` + TerminationLog + `
 `
 
-// cellDeleteScript unmaps the cell; Nova refuses while hosts or instances remain (exit 2 or 3).
+// cellDeleteScript unmaps the cell; Nova refuses while hosts or instances remain (exit 2 or 3). Mappings
+// of instances that were deleted (exit 4: their rows await archiving) do not hold a cell that is going
+// away: --force removes them with the mapping, and still refuses while a live instance remains.
 const cellDeleteScript = `CONF=` + MergedConfig + `
 set +e
-out=$(nova-manage --config-file "$CONF" cell_v2 delete_cell --cell_uuid "$CELL_UUID" 2>&1)
+delete() { nova-manage --config-file "$CONF" cell_v2 delete_cell --cell_uuid "$CELL_UUID" "$@" 2>&1; }
+out=$(delete)
 rc=$?
+if [ $rc -eq 4 ]; then
+  out=$(delete --force)
+  rc=$?
+fi
 echo "$out" | tee ` + TerminationLog + `
 # 1: no such cell (already unmapped).
 if [ $rc -eq 1 ]; then exit 0; fi

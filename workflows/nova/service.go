@@ -2,8 +2,11 @@ package nova
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"net"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -47,9 +50,12 @@ func NovaNoVNCProxyWorkflow(ctx workflow.Context, in object.Input) error {
 	return object.Run(ctx, in, &serviceReconciler{}, object.Options{})
 }
 
-// serviceRecord is what a service workflow keeps: the inputs' hashes in place.
+// serviceRecord is what a service workflow keeps: the inputs' hashes in place and, for the API, the
+// Keystone endpoints it registered (and as whom, for their removal).
 type serviceRecord struct {
-	Inputs map[string]string `json:"inputs,omitempty"`
+	Inputs    map[string]string       `json:"inputs,omitempty"`
+	Endpoints map[string]string       `json:"endpoints,omitempty"`
+	Keystone  *activities.ServiceUser `json:"keystone,omitempty"`
 }
 
 type serviceReconciler struct{}
@@ -67,7 +73,11 @@ func resolveAuth(in *Instance, base novav1beta1.NovaServiceBase, auth novav1beta
 	in.ServicePasswordKey = firstNonEmpty(auth.PasswordSelectors.Service, "NovaPassword")
 	in.ServiceUser = firstNonEmpty(auth.ServiceUser, "nova")
 	in.KeystoneAuthURL = auth.KeystoneAuthURL
+	in.Region = firstNonEmpty(auth.Region, DefaultRegion)
 }
+
+// DefaultRegion is the Keystone region of a Nova that names none.
+const DefaultRegion = "RegionOne"
 
 func apiDB(auth novav1beta1.NovaServiceAuth, names novav1beta1.DatabaseNames, host, user string) *DB {
 	if host == "" {
@@ -310,8 +320,46 @@ func (r *serviceReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycle
 	lc.SetCondition(ctx, metav1.Condition{Type: novav1beta1.ConditionDeploymentReady, Status: metav1.ConditionTrue, Reason: "RolledOut",
 		Message: fmt.Sprintf("%d/%d replica(s) ready with configuration %s", dep.Ready, dep.Replicas, hash)})
 	if in.Service == API {
-		_ = lc.SetField(ctx, "endpoint", fmt.Sprintf("http://%s.%s.svc:%d/v2.1", in.Name, in.Namespace, in.Port))
+		if err := registerEndpoints(ctx, lc, in, dep.PodIPs, &rec); err != nil {
+			return err
+		}
 	}
+	return nil
+}
+
+// registerEndpoints puts the compute API in Keystone's catalog, public and internal, in the instance's
+// region, at the address of its ready pod (the first by address), and records the endpoints for the
+// teardown.
+func registerEndpoints(ctx workflow.Context, lc *object.Lifecycle, in Instance, podIPs []string, rec *serviceRecord) error {
+	if err := lc.Step(ctx, "keystone endpoints"); err != nil {
+		return err
+	}
+	if len(podIPs) == 0 {
+		return specError("NoPodAddress", "the API's pods report no address to register in Keystone")
+	}
+	url := fmt.Sprintf("http://%s/v2.1", net.JoinHostPort(podIPs[0], strconv.Itoa(int(in.Port))))
+	auth := activities.ServiceUser{AuthURL: in.KeystoneAuthURL, User: in.ServiceUser,
+		Password: activities.SecretKeyRef{Namespace: in.Namespace, Name: in.Secret, Key: in.ServicePasswordKey}}
+	var owned []string
+	for _, id := range workflow.DeterministicKeys(rec.Endpoints) {
+		owned = append(owned, rec.Endpoints[id])
+	}
+	var res activities.EndpointsResult
+	err := workflow.ExecuteActivity(infraActivity(ctx), osActs.EnsureEndpoints, activities.EndpointsInput{
+		Auth: auth, ServiceType: "compute", ServiceName: "nova", Region: in.Region,
+		URLs: map[string]string{"public": url, "internal": url}, Owned: owned,
+	}).Get(ctx, &res)
+	if err != nil {
+		lc.SetCondition(ctx, metav1.Condition{Type: novav1beta1.ConditionEndpointRegistered, Status: metav1.ConditionFalse, Reason: object.FailureReason(err), Message: object.FailureMessage(err)})
+		return fmt.Errorf("keystone endpoints of %s: %w", in.Name, err)
+	}
+	rec.Endpoints, rec.Keystone = res.IDs, &auth
+	if err := lc.Save(*rec); err != nil {
+		return err
+	}
+	_ = lc.SetField(ctx, "endpoint", url)
+	lc.SetCondition(ctx, metav1.Condition{Type: novav1beta1.ConditionEndpointRegistered, Status: metav1.ConditionTrue, Reason: "Registered",
+		Message: fmt.Sprintf("compute endpoints (public, internal) %s registered in region %s", url, in.Region)})
 	return nil
 }
 
@@ -336,5 +384,29 @@ func requireCell(ctx workflow.Context, lc *object.Lifecycle, cell string) error 
 // processes are gone before a parent drops their database).
 func (r *serviceReconciler) Teardown(ctx workflow.Context, lc *object.Lifecycle) error {
 	ns, name := lc.Ref.Namespace, lc.Ref.Name
+	var rec serviceRecord
+	if err := lc.Load(&rec); err != nil {
+		return err
+	}
+	if len(rec.Endpoints) > 0 && rec.Keystone != nil {
+		lc.ShowStep(ctx, "remove keystone endpoints")
+		var ids []string
+		for _, k := range workflow.DeterministicKeys(rec.Endpoints) {
+			ids = append(ids, rec.Endpoints[k])
+		}
+		err := workflow.ExecuteActivity(infraActivity(ctx), osActs.DeleteEndpoints, activities.DeleteEndpointsInput{Auth: *rec.Keystone, IDs: ids}).Get(ctx, nil)
+		var app *temporal.ApplicationError
+		if err != nil && !(errors.As(err, &app) && app.Type() == activities.ErrSecretMissing) {
+			return fmt.Errorf("remove keystone endpoints of %s: %w", lc.Ref, err)
+		}
+		if err != nil {
+			// The service user's Secret went first (its namespace is being deleted): the endpoints stay.
+			workflow.GetLogger(ctx).Warn("keystone endpoints left: the service user's Secret is gone", "object", lc.Ref.String(), "endpoints", ids)
+		}
+		rec.Endpoints = nil
+		if err := lc.Save(rec); err != nil {
+			return err
+		}
+	}
 	return deleteAll(ctx, deploymentRef(ns, name), jobRef(ns, name+"-db-sync"), configMapRef(ns, ConfigDataName(name)), configMapRef(ns, ScriptsName(name)))
 }

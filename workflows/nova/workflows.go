@@ -18,9 +18,10 @@ import (
 
 // Activities the family calls, named through nil receivers; the worker registers the real structs.
 var (
-	kube  *activities.Kube
-	dbs   *activities.Database
-	buses *activities.MessageBus
+	kube   *activities.Kube
+	dbs    *activities.Database
+	buses  *activities.MessageBus
+	osActs *activities.OpenStack
 )
 
 // Workflows lists the family's workflows by type name (the Kind each serves).
@@ -112,12 +113,13 @@ func waitActivity(ctx workflow.Context, within time.Duration) workflow.Context {
 	})
 }
 
-// infraActivity routes database and message-bus work to the OpenStack queue: retried with backoff for as
-// long as the server needs to come back, within 15 minutes.
+// infraActivity routes database, message-bus and Keystone work to the OpenStack queue: retried with
+// backoff for as long as the server needs to come back, within 15 minutes. Each call is short, so a
+// worker that dies in one is replaced within 30 seconds.
 func infraActivity(ctx workflow.Context) workflow.Context {
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		TaskQueue:              lifecycle.OpenStackQueue,
-		StartToCloseTimeout:    time.Minute,
+		StartToCloseTimeout:    30 * time.Second,
 		ScheduleToCloseTimeout: 15 * time.Minute,
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval:    time.Second,

@@ -11,6 +11,8 @@ const (
 	ConditionServiceConfigured = "ServiceConfigReady"
 	ConditionDeploymentReady   = "DeploymentReady"
 	ConditionComputeDeployed   = "ComputeDeployed"
+	// ConditionEndpointRegistered says whether the compute API's endpoints are in Keystone's catalog.
+	ConditionEndpointRegistered = "KeystoneEndpointReady"
 )
 
 // NovaServiceBase is what every Nova service shares, whether it is its own CR or a template inside a
@@ -91,6 +93,13 @@ type NovaServiceAuth struct {
 	// +kubebuilder:validation:MaxLength=2048
 	// +kubebuilder:validation:XValidation:rule="isURL(self) && url(self).getScheme() in ['http', 'https'] && url(self).getHostname() != ''",message="keystoneAuthURL must be an http or https URL"
 	KeystoneAuthURL string `json:"keystoneAuthURL"`
+	// Region is the Keystone region of this Nova's compute API: the NovaAPI registers its endpoints
+	// there, and the computes of its cells are checked through the compute endpoint of that region. The
+	// cloud's own region (RegionOne) when unset. Placement, Neutron and Glance are found in any region.
+	// +optional
+	// +kubebuilder:validation:MaxLength=255
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9][-._A-Za-z0-9]*$`
+	Region string `json:"region,omitempty"`
 }
 
 // DatabaseAccess names a database server and user; the password is in the service Secret.
