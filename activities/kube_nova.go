@@ -213,8 +213,16 @@ func (k *Kube) DeleteSecretKeys(ctx context.Context, ns, name string, keys []str
 	return classify("delete keys of Secret "+ns+"/"+name, err)
 }
 
+// DeploymentInput is a Deployment to apply. The Kubernetes object travels inside a plain struct: on its
+// own, Temporal's converter would take it for a (gogo) protobuf message and encode it as protobuf JSON,
+// which cannot carry its int-or-string fields (a probe's named port) back.
+type DeploymentInput struct {
+	Deployment *appsv1.Deployment `json:"deployment"`
+}
+
 // ApplyDeployment creates the Deployment or replaces its spec, labels and owners.
-func (k *Kube) ApplyDeployment(ctx context.Context, d *appsv1.Deployment) error {
+func (k *Kube) ApplyDeployment(ctx context.Context, in DeploymentInput) error {
+	d := in.Deployment
 	deps := k.Core.AppsV1().Deployments(d.Namespace)
 	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
 		cur, err := deps.Get(ctx, d.Name, metav1.GetOptions{})
@@ -265,8 +273,10 @@ func (k *Kube) WaitDeployment(ctx context.Context, ns, name string) (*Deployment
 		want = *d.Spec.Replicas
 	}
 	st := &DeploymentState{Replicas: want, Ready: d.Status.ReadyReplicas, Updated: d.Status.UpdatedReplicas}
+	// Available, not just ready: a service without a readiness probe counts only once it stayed up for
+	// the Deployment's minReadySeconds.
 	st.RolledOut = d.Status.ObservedGeneration >= d.Generation && d.Status.UpdatedReplicas == want &&
-		d.Status.ReadyReplicas == want && d.Status.Replicas == want
+		d.Status.ReadyReplicas == want && d.Status.AvailableReplicas == want && d.Status.Replicas == want
 	if st.RolledOut {
 		st.PodIPs, err = k.readyPodIPs(ctx, ns, d.Spec.Selector.MatchLabels)
 		if err != nil {
@@ -274,13 +284,24 @@ func (k *Kube) WaitDeployment(ctx context.Context, ns, name string) (*Deployment
 		}
 		return st, nil
 	}
-	st.Waiting = k.podTrouble(ctx, ns, d.Spec.Selector.MatchLabels)
+	var crashing bool
+	st.Waiting, crashing = k.podTrouble(ctx, ns, d.Spec.Selector.MatchLabels)
 	msg := fmt.Sprintf("Deployment %s/%s: %d/%d updated, %d ready", ns, name, st.Updated, want, st.Ready)
 	if st.Waiting != "" {
 		msg += ": " + st.Waiting
 	}
+	if crashing {
+		return nil, temporal.NewNonRetryableApplicationError(msg, ErrServiceCrashing, nil)
+	}
 	return nil, temporal.NewApplicationError(msg, ErrNotRolledOut, st)
 }
+
+// ErrServiceCrashing is the permanent error of a Deployment whose pods keep crashing: waiting longer
+// would not help; the message carries the last crash's log tail.
+const ErrServiceCrashing = "ServiceCrashing"
+
+// crashLoops is how many restarts of a crashing container end the wait for its Deployment.
+const crashLoops = 4
 
 // readyPodIPs lists the addresses of the selector's ready pods, sorted.
 func (k *Kube) readyPodIPs(ctx context.Context, ns string, sel map[string]string) ([]string, error) {
@@ -313,11 +334,12 @@ func labelSelector(sel map[string]string) string {
 	return strings.Join(parts, ",")
 }
 
-// podTrouble is the first reason a pod of the selector gives for not being ready.
-func (k *Kube) podTrouble(ctx context.Context, ns string, sel map[string]string) string {
+// podTrouble is the first reason a pod of the selector gives for not being ready, and whether that pod
+// keeps crashing.
+func (k *Kube) podTrouble(ctx context.Context, ns string, sel map[string]string) (string, bool) {
 	pods, err := k.Core.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: labelSelector(sel)})
 	if err != nil {
-		return ""
+		return "", false
 	}
 	for _, p := range pods.Items {
 		for _, cs := range append(append([]corev1.ContainerStatus{}, p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...) {
@@ -328,11 +350,11 @@ func (k *Kube) podTrouble(ctx context.Context, ns string, sel map[string]string)
 				} else if w.Message != "" {
 					msg += ": " + w.Message
 				}
-				return msg
+				return msg, w.Reason == "CrashLoopBackOff" && cs.RestartCount >= crashLoops
 			}
 		}
 	}
-	return ""
+	return "", false
 }
 
 // JobState is where a Job is.
@@ -343,13 +365,19 @@ type JobState struct {
 	Message string `json:"message,omitempty"`
 }
 
+// JobInput is a Job to run, in a plain struct for the reason DeploymentInput gives.
+type JobInput struct {
+	Job *batchv1.Job `json:"job"`
+}
+
 // ErrJobRunning is the retryable error of RunJob while the Job runs.
 const ErrJobRunning = "JobRunning"
 
 // RunJob creates the Job when missing (a Job of the same name run with other inputs, by its hash
 // annotation, is deleted and created anew) and reports it: it fails retryably while the Job runs, so the
 // retry policy paces the wait, and returns its state once it completed or failed.
-func (k *Kube) RunJob(ctx context.Context, job *batchv1.Job) (*JobState, error) {
+func (k *Kube) RunJob(ctx context.Context, in JobInput) (*JobState, error) {
+	job := in.Job
 	jobs := k.Core.BatchV1().Jobs(job.Namespace)
 	name := job.Namespace + "/" + job.Name
 	cur, err := jobs.Get(ctx, job.Name, metav1.GetOptions{})
@@ -383,7 +411,7 @@ func (k *Kube) RunJob(ctx context.Context, job *batchv1.Job) (*JobState, error) 
 	}
 	if !st.Done {
 		msg := "Job " + name + " running"
-		if t := k.podTrouble(ctx, job.Namespace, map[string]string{"batch.kubernetes.io/job-name": job.Name}); t != "" {
+		if t, _ := k.podTrouble(ctx, job.Namespace, map[string]string{"batch.kubernetes.io/job-name": job.Name}); t != "" {
 			msg += ": " + t
 		}
 		return nil, temporal.NewApplicationError(msg, ErrJobRunning)

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/stackflow/stackflow/deploy/local/procfs"
 )
 
 // Proc describes one long-running process of the stack. Every process runs detached in its own session,
@@ -84,7 +86,7 @@ func (s *Stack) Start(p Proc) (bool, error) {
 	if err := cmd.Start(); err != nil {
 		return false, fmt.Errorf("start %s: %w", p.Name, err)
 	}
-	start, err := procStart(cmd.Process.Pid)
+	start, err := procfs.Start(cmd.Process.Pid)
 	if err != nil {
 		return false, fmt.Errorf("start %s: %w", p.Name, err)
 	}
@@ -139,7 +141,7 @@ func (s *Stack) Stop(name string, grace time.Duration) error {
 		}
 	}
 	// Children that left the group keep the session ID; kill what remains of the session too.
-	killSession(info.PID)
+	procfs.KillSession(info.PID)
 	return os.Remove(file)
 }
 
@@ -172,67 +174,7 @@ func readPID(file string) (pidInfo, error) {
 }
 
 // alive is true when the process exists, is not a zombie, and is the one the PID file recorded.
-func alive(info pidInfo) bool {
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", info.PID))
-	if err != nil {
-		return false
-	}
-	fields := statFields(string(stat))
-	if len(fields) < 20 || fields[0] == "Z" || fields[0] == "X" {
-		return false
-	}
-	start, _ := strconv.ParseUint(fields[19], 10, 64)
-	return start == info.Start
-}
-
-// statFields returns the fields of /proc/PID/stat after the command name (which may hold spaces), so
-// fields[0] is the state and fields[19] the start time.
-func statFields(stat string) []string {
-	i := strings.LastIndexByte(stat, ')')
-	if i < 0 {
-		return nil
-	}
-	return strings.Fields(stat[i+1:])
-}
-
-func procStart(pid int) (uint64, error) {
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, err
-	}
-	fields := statFields(string(stat))
-	if len(fields) < 20 {
-		return 0, fmt.Errorf("short /proc/%d/stat", pid)
-	}
-	return strconv.ParseUint(fields[19], 10, 64)
-}
-
-// killSession kills every process whose session ID is sid (daemons that re-parent themselves stay in it).
-func killSession(sid int) {
-	for _, pid := range sessionMembers(sid) {
-		_ = syscall.Kill(pid, syscall.SIGKILL)
-	}
-}
-
-func sessionMembers(sid int) []int {
-	var pids []int
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			continue
-		}
-		f := statFields(string(stat))
-		if len(f) > 4 && f[0] != "Z" && f[4] == strconv.Itoa(sid) {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
-}
+func alive(info pidInfo) bool { return procfs.Alive(info.PID, info.Start) }
 
 // WaitFor polls check every interval until it returns nil, the context ends, or the named process dies
 // (then the tail of its log is in the error, so a failed start explains itself).

@@ -3,20 +3,24 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"testing"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
+	"sigs.k8s.io/yaml"
 
 	"github.com/stackflow/stackflow/api/lifecycle"
+	"github.com/stackflow/stackflow/deploy/local"
 )
 
 // Ref is the ObjectRef the bridge derives for an object of kind served at gvr; lifecycle.WorkflowID of
@@ -143,4 +147,57 @@ func (e *Env) ForceDelete(gvr schema.GroupVersionResource, ns string, names ...s
 		_ = r.Delete(ctx, n, metav1.DeleteOptions{})
 		_, _ = r.Patch(ctx, n, types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
 	}
+}
+
+// Create creates an object from YAML in namespace ns and, when the test ends, deletes it and waits until
+// its workflow let it go (reporting an error after 5 minutes). An object the test deleted itself is fine.
+func (e *Env) Create(t testing.TB, gvr schema.GroupVersionResource, ns, manifest string) *unstructured.Unstructured {
+	t.Helper()
+	u := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal([]byte(manifest), &u.Object); err != nil {
+		t.Fatalf("manifest: %v", err)
+	}
+	if ns != "" {
+		u.SetNamespace(ns)
+	}
+	out, err := e.resource(gvr, ns).Create(context.Background(), u, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("create %s %s: %v", gvr.Resource, u.GetName(), err)
+	}
+	t.Cleanup(func() { e.DeleteAndWaitT(t, gvr, ns, out.GetName()) })
+	return out
+}
+
+// DeleteAndWaitT is DeleteAndWait within 5 minutes, reporting a failure as a test error.
+func (e *Env) DeleteAndWaitT(t testing.TB, gvr schema.GroupVersionResource, ns, name string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	if err := e.DeleteAndWait(ctx, gvr, ns, name); err != nil {
+		t.Error(err)
+	}
+}
+
+// NamespaceWithSecrets creates namespace ns holding copies of the stack's Secrets (of its system
+// namespace) names: what a user of the stack starts from.
+func (e *Env) NamespaceWithSecrets(ctx context.Context, ns string, names ...string) error {
+	if _, err := e.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	for _, name := range names {
+		src, err := e.Kube.CoreV1().Secrets(local.SystemNamespace).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return fmt.Errorf("stack Secret %s: %w", name, err)
+		}
+		if err := e.CreateSecret(ctx, ns, name, src.Data); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// CreateSecret creates a Secret in namespace ns.
+func (e *Env) CreateSecret(ctx context.Context, ns, name string, data map[string][]byte) error {
+	_, err := e.Kube.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Data: data}, metav1.CreateOptions{})
+	return err
 }

@@ -5,12 +5,10 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/api/workflowservice/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/yaml"
@@ -46,23 +44,7 @@ var (
 // when the test ends.
 func create(t *testing.T, gvr schema.GroupVersionResource, manifest string) *unstructured.Unstructured {
 	t.Helper()
-	u := &unstructured.Unstructured{}
-	require.NoError(t, yaml.Unmarshal([]byte(manifest), &u.Object))
-	u.SetNamespace(ns)
-	out, err := env.Dyn.Resource(gvr).Namespace(ns).Create(context.Background(), u, metav1.CreateOptions{})
-	require.NoError(t, err, "create %s %s", gvr.Resource, u.GetName())
-	t.Cleanup(func() { deleteAndWait(t, gvr, out.GetName()) })
-	return out
-}
-
-// deleteAndWait deletes an object of the run's namespace and reports an error unless its workflow
-// removed the finalizer within 5 minutes.
-func deleteAndWait(t *testing.T, gvr schema.GroupVersionResource, name string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	if err := env.DeleteAndWait(ctx, gvr, ns, name); err != nil {
-		t.Error(err)
-	}
+	return env.Create(t, gvr, ns, manifest)
 }
 
 func get(t *testing.T, gvr schema.GroupVersionResource, name string) *unstructured.Unstructured {

@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/stackflow/stackflow/deploy/local"
@@ -76,22 +75,9 @@ func hostCount() int {
 // setUpNamespace creates the run's namespace with the Secrets the data plane reads there, copied from
 // the stack's: the hosts' SSH key, clouds.yaml, cell1's message bus and the nova service password.
 func setUpNamespace(ctx context.Context) error {
-	if _, err := env.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		return err
-	}
-	for _, name := range []string{"edpm-ssh-key", "openstack-clouds", "cell1-transport", local.ServiceSecretName} {
-		src, err := env.Kube.CoreV1().Secrets(local.SystemNamespace).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return fmt.Errorf("stack Secret %s: %w", name, err)
-		}
-		if err := createSecret(ctx, name, src.Data); err != nil {
-			return err
-		}
-	}
-	return nil
+	return env.NamespaceWithSecrets(ctx, ns, "edpm-ssh-key", "openstack-clouds", "cell1-transport", local.ServiceSecretName)
 }
 
 func createSecret(ctx context.Context, name string, data map[string][]byte) error {
-	_, err := env.Kube.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Data: data}, metav1.CreateOptions{})
-	return err
+	return env.CreateSecret(ctx, ns, name, data)
 }

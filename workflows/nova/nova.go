@@ -150,16 +150,21 @@ func NovaPlanFor(ref lifecycle.ObjectRef, s novav1beta1.NovaSpec) (*NovaPlan, er
 		}
 		users[k] = id
 	}
+	// The top-level services reach the API database and cell0's (their service records).
+	cell0 := p.Cells[novav1beta1.Cell0Name]
 	apiAuth := auth
-	apiAuth.PasswordSelectors = novav1beta1.PasswordSelectors{Service: KeyService, APIDatabase: KeyAPIDatabase, MetadataSecret: KeyMetadata}
-	names := novav1beta1.DatabaseNames{APIDatabaseName: apiDBName}
+	apiAuth.PasswordSelectors = novav1beta1.PasswordSelectors{Service: KeyService, APIDatabase: KeyAPIDatabase,
+		CellDatabase: CellDatabaseKey(novav1beta1.Cell0Name), MetadataSecret: KeyMetadata}
+	names := novav1beta1.DatabaseNames{APIDatabaseName: apiDBName, CellDatabaseName: cell0.CellDatabaseName}
+	cell0DB := novav1beta1.Cell0Database{Cell0DatabaseHostname: cell0.CellDatabaseHostname, Cell0DatabaseUser: cell0.CellDatabaseUser}
 	p.Services[KindNovaAPI+"/"+name+"-api"] = novav1beta1.NovaAPISpec{NovaServiceBase: withSelector(s.APIServiceTemplate), NovaServiceAuth: apiAuth, DatabaseNames: names,
-		APIDatabaseHostname: s.APIDatabase.Hostname, APIDatabaseUser: apiUser, TransportURLSecret: s.APIMessageBus.TransportURLSecret}
+		APIDatabaseHostname: s.APIDatabase.Hostname, APIDatabaseUser: apiUser, Cell0Database: cell0DB, TransportURLSecret: s.APIMessageBus.TransportURLSecret}
 	p.Services[KindNovaScheduler+"/"+name+"-scheduler"] = novav1beta1.NovaSchedulerSpec{NovaServiceBase: withSelector(s.SchedulerServiceTemplate), NovaServiceAuth: apiAuth, DatabaseNames: names,
-		APIDatabaseHostname: s.APIDatabase.Hostname, APIDatabaseUser: apiUser, TransportURLSecret: s.APIMessageBus.TransportURLSecret}
+		APIDatabaseHostname: s.APIDatabase.Hostname, APIDatabaseUser: apiUser, Cell0Database: cell0DB, TransportURLSecret: s.APIMessageBus.TransportURLSecret}
 	if m := s.MetadataServiceTemplate; m.Enabled == nil || *m.Enabled {
 		p.Services[KindNovaMetadata+"/"+name+"-metadata"] = novav1beta1.NovaMetadataSpec{NovaServiceBase: withSelector(m.NovaServiceBase), NovaServiceAuth: apiAuth, DatabaseNames: names,
-			APIDatabaseHostname: s.APIDatabase.Hostname, APIDatabaseUser: apiUser, TransportURLSecret: s.APIMessageBus.TransportURLSecret}
+			APIDatabaseHostname: s.APIDatabase.Hostname, APIDatabaseUser: apiUser, CellDatabaseHostname: cell0.CellDatabaseHostname, CellDatabaseUser: cell0.CellDatabaseUser,
+			TransportURLSecret: s.APIMessageBus.TransportURLSecret}
 	}
 	return p, nil
 }

@@ -1,10 +1,12 @@
 package nova
 
 import (
+	"encoding/json"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/stackflow/stackflow/activities"
 	"github.com/stackflow/stackflow/api/lifecycle"
 	novav1beta1 "github.com/stackflow/stackflow/api/nova/v1beta1"
 )
@@ -48,6 +50,19 @@ func TestNovaPlan(t *testing.T) {
 	require.Contains(t, p.Services, KindNovaAPI+"/nova-api")
 	require.Contains(t, p.Services, KindNovaScheduler+"/nova-scheduler")
 	require.Contains(t, p.Services, KindNovaMetadata+"/nova-metadata", "metadata is global unless disabled")
+	// The top-level services reach cell0's database too (their service records live there).
+	sched := p.Services[KindNovaScheduler+"/nova-scheduler"].(novav1beta1.NovaSchedulerSpec)
+	require.Equal(t, novav1beta1.Cell0Database{Cell0DatabaseHostname: "127.0.0.1", Cell0DatabaseUser: "r1_cell0"}, sched.Cell0Database)
+	require.Equal(t, "r1_cell0", sched.CellDatabaseName)
+	require.Equal(t, CellDatabaseKey("cell0"), sched.PasswordSelectors.CellDatabase)
+	in, err := ServiceInstance(novaRef(KindNovaScheduler, "ns", "nova-scheduler"), mustJSON(t, sched))
+	require.NoError(t, err)
+	require.Equal(t, &DB{Host: "127.0.0.1", User: "r1_cell0", Database: "r1_cell0", PasswordKey: CellDatabaseKey("cell0")}, in.CellDatabase)
+	meta := p.Services[KindNovaMetadata+"/nova-metadata"].(novav1beta1.NovaMetadataSpec)
+	in, err = ServiceInstance(novaRef(KindNovaMetadata, "ns", "nova-metadata"), mustJSON(t, meta))
+	require.NoError(t, err)
+	require.Equal(t, "r1_cell0", in.CellDatabase.Database, "the global metadata service's service record is in cell0")
+	require.Equal(t, "r1_api", in.APIDatabase.Database)
 
 	// Two managed databases of one server sharing a user are refused.
 	bad := spec
@@ -73,4 +88,56 @@ func keysOf[V any](m map[string]V) []string {
 		out = append(out, k)
 	}
 	return out
+}
+
+// A cell name is served once per API database: the oldest NovaCell claiming it keeps it.
+func TestClaimedBy(t *testing.T) {
+	cell := func(name, cellName, apiHost, apiDB, created string, deleting bool) activities.EDPMObject {
+		b, _ := json.Marshal(novav1beta1.NovaCellSpec{CellName: cellName, APIDatabaseHostname: apiHost, DatabaseNames: novav1beta1.DatabaseNames{APIDatabaseName: apiDB}})
+		return activities.EDPMObject{Name: name, Spec: b, Created: created, Deleting: deleting}
+	}
+	spec := novav1beta1.NovaCellSpec{CellName: "cell0", APIDatabaseHostname: "127.0.0.1", DatabaseNames: novav1beta1.DatabaseNames{APIDatabaseName: "r_api"}}
+	for _, tc := range []struct {
+		name  string
+		cells []activities.EDPMObject
+		want  string
+	}{
+		{"alone", []activities.EDPMObject{cell("self", "cell0", "127.0.0.1", "r_api", "2024-01-01T00:00:02Z", false)}, ""},
+		{"an older claim wins", []activities.EDPMObject{
+			cell("nova-cell0", "cell0", "127.0.0.1", "r_api", "2024-01-01T00:00:01Z", false),
+			cell("self", "cell0", "127.0.0.1", "r_api", "2024-01-01T00:00:02Z", false)}, "nova-cell0"},
+		{"a younger claim loses", []activities.EDPMObject{
+			cell("self", "cell0", "127.0.0.1", "r_api", "2024-01-01T00:00:01Z", false),
+			cell("later", "cell0", "127.0.0.1", "r_api", "2024-01-01T00:00:02Z", false)}, ""},
+		{"same second: by name", []activities.EDPMObject{
+			cell("a", "cell0", "127.0.0.1", "r_api", "2024-01-01T00:00:01Z", false),
+			cell("self", "cell0", "127.0.0.1", "r_api", "2024-01-01T00:00:01Z", false)}, "a"},
+		{"another API database", []activities.EDPMObject{
+			cell("other", "cell0", "127.0.0.1", "other_api", "2024-01-01T00:00:01Z", false),
+			cell("self", "cell0", "127.0.0.1", "r_api", "2024-01-01T00:00:02Z", false)}, ""},
+		{"the default API database name", []activities.EDPMObject{
+			cell("other", "cell0", "127.0.0.1", "", "2024-01-01T00:00:01Z", false),
+			cell("self", "cell0", "127.0.0.1", "nova_api", "2024-01-01T00:00:02Z", false)}, "other"},
+		{"another cell name", []activities.EDPMObject{
+			cell("cell1", "cell1", "127.0.0.1", "r_api", "2024-01-01T00:00:01Z", false),
+			cell("self", "cell0", "127.0.0.1", "r_api", "2024-01-01T00:00:02Z", false)}, ""},
+		{"a claim being deleted", []activities.EDPMObject{
+			cell("going", "cell0", "127.0.0.1", "r_api", "2024-01-01T00:00:01Z", true),
+			cell("self", "cell0", "127.0.0.1", "r_api", "2024-01-01T00:00:02Z", false)}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := spec
+			if tc.name == "the default API database name" {
+				s.APIDatabaseName = "nova_api"
+			}
+			require.Equal(t, tc.want, ClaimedBy("self", s, tc.cells))
+		})
+	}
+}
+
+func mustJSON(t *testing.T, v any) json.RawMessage {
+	t.Helper()
+	b, err := json.Marshal(v)
+	require.NoError(t, err)
+	return b
 }

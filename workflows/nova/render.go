@@ -422,6 +422,9 @@ func (in Instance) podSpec(container, script string, env []corev1.EnvVar, restar
 	}
 }
 
+// MinReadySeconds is how long a service without a readiness probe must stay up to count as available.
+const MinReadySeconds = 10
+
 // HashAnnotation carries the hash of every input on a Deployment's pod template and on Jobs.
 const HashAnnotation = "stackflow.io/config-hash"
 
@@ -440,12 +443,19 @@ func (in Instance) Deployment(hash string) *appsv1.Deployment {
 		}
 		c.ReadinessProbe = &corev1.Probe{ProbeHandler: probe, PeriodSeconds: 5, TimeoutSeconds: 5}
 	}
+	// A service without a readiness probe counts as available once it stayed up for a while: a service
+	// that crashes at start (a database it cannot reach) is never taken for rolled out.
+	var minReady int32
+	if c.ReadinessProbe == nil {
+		minReady = MinReadySeconds
+	}
 	return &appsv1.Deployment{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
 		ObjectMeta: metav1.ObjectMeta{Name: in.Name, Namespace: in.Namespace, Labels: in.labels(), OwnerReferences: in.ownerRefs()},
 		Spec: appsv1.DeploymentSpec{
-			Replicas: &replicas,
-			Selector: &metav1.LabelSelector{MatchLabels: in.labels()},
+			Replicas:        &replicas,
+			MinReadySeconds: minReady,
+			Selector:        &metav1.LabelSelector{MatchLabels: in.labels()},
 			// One at a time and never two of a service at once: the pods may share the host's ports.
 			Strategy: appsv1.DeploymentStrategy{Type: appsv1.RecreateDeploymentStrategyType},
 			Template: corev1.PodTemplateSpec{

@@ -113,6 +113,7 @@ func ServiceInstance(ref lifecycle.ObjectRef, raw json.RawMessage) (Instance, er
 		in.Service = API
 		resolveAuth(&in, s.NovaServiceBase, s.NovaServiceAuth)
 		in.APIDatabase = apiDB(s.NovaServiceAuth, s.DatabaseNames, s.APIDatabaseHostname, s.APIDatabaseUser)
+		in.CellDatabase = cellDB(s.NovaServiceAuth, s.DatabaseNames, novav1beta1.Cell0Name, s.Cell0DatabaseHostname, firstNonEmpty(s.Cell0DatabaseUser, "nova_cell0"))
 		in.TransportURLSecret = s.TransportURLSecret
 		in.Port = listenPort(s.CustomServiceConfig, "DEFAULT", "osapi_compute_listen_port", DefaultAPIPort)
 	case KindNovaScheduler:
@@ -123,6 +124,7 @@ func ServiceInstance(ref lifecycle.ObjectRef, raw json.RawMessage) (Instance, er
 		in.Service = Scheduler
 		resolveAuth(&in, s.NovaServiceBase, s.NovaServiceAuth)
 		in.APIDatabase = apiDB(s.NovaServiceAuth, s.DatabaseNames, s.APIDatabaseHostname, s.APIDatabaseUser)
+		in.CellDatabase = cellDB(s.NovaServiceAuth, s.DatabaseNames, novav1beta1.Cell0Name, s.Cell0DatabaseHostname, firstNonEmpty(s.Cell0DatabaseUser, "nova_cell0"))
 		in.TransportURLSecret = s.TransportURLSecret
 	case KindNovaConductor:
 		var s novav1beta1.NovaConductorSpec
@@ -144,10 +146,12 @@ func ServiceInstance(ref lifecycle.ObjectRef, raw json.RawMessage) (Instance, er
 		resolveAuth(&in, s.NovaServiceBase, s.NovaServiceAuth)
 		in.CellName = s.CellName
 		in.MetadataSecretKey = firstNonEmpty(s.PasswordSelectors.MetadataSecret, "MetadataSecret")
+		// The global service reaches the API database and cell0's (its service record), a per-cell one
+		// its cell's.
+		cell := firstNonEmpty(s.CellName, novav1beta1.Cell0Name)
+		in.CellDatabase = cellDB(s.NovaServiceAuth, s.DatabaseNames, cell, s.CellDatabaseHostname, s.CellDatabaseUser)
 		if s.CellName == "" {
 			in.APIDatabase = apiDB(s.NovaServiceAuth, s.DatabaseNames, s.APIDatabaseHostname, s.APIDatabaseUser)
-		} else {
-			in.CellDatabase = cellDB(s.NovaServiceAuth, s.DatabaseNames, s.CellName, s.CellDatabaseHostname, s.CellDatabaseUser)
 		}
 		in.TransportURLSecret = s.TransportURLSecret
 		in.Port = listenPort(s.CustomServiceConfig, "DEFAULT", "metadata_listen_port", DefaultMetadataPort)
@@ -255,7 +259,7 @@ func runJob(ctx workflow.Context, lc *object.Lifecycle, in Instance, job, script
 	}
 	lc.SetCondition(ctx, metav1.Condition{Type: cond, Status: metav1.ConditionFalse, Reason: "Running", Message: "Job " + in.Name + "-" + job + " running"})
 	var st activities.JobState
-	if err := workflow.ExecuteActivity(waitActivity(ctx, 20*time.Minute), kube.RunJob, in.Job(job, script, hash, env)).Get(ctx, &st); err != nil {
+	if err := workflow.ExecuteActivity(waitActivity(ctx, 20*time.Minute), kube.RunJob, activities.JobInput{Job: in.Job(job, script, hash, env)}).Get(ctx, &st); err != nil {
 		msg := object.FailureMessage(err)
 		lc.SetCondition(ctx, metav1.Condition{Type: cond, Status: metav1.ConditionFalse, Reason: ReasonJobFailed, Message: msg})
 		return nil, temporal.NewNonRetryableApplicationError(msg, ReasonJobFailed, err)
@@ -305,7 +309,7 @@ func (r *serviceReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycle
 	if err := lc.Step(ctx, "deployment "+in.Name+" ("+hash+")"); err != nil {
 		return err
 	}
-	if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kube.ApplyDeployment, in.Deployment(hash)).Get(ctx, nil); err != nil {
+	if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kube.ApplyDeployment, activities.DeploymentInput{Deployment: in.Deployment(hash)}).Get(ctx, nil); err != nil {
 		return fmt.Errorf("Deployment %s: %w", in.Name, err)
 	}
 	lc.SetCondition(ctx, metav1.Condition{Type: novav1beta1.ConditionDeploymentReady, Status: metav1.ConditionFalse, Reason: "RollingOut",

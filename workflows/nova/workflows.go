@@ -129,10 +129,13 @@ func infraActivity(ctx workflow.Context) workflow.Context {
 	})
 }
 
-// poll calls check until it reports done, sleeping 2 s doubling to 30 s between calls, and shows what it
-// waits for in condition cond (reason ReasonWaiting) while it is not done. A delete ends it.
+// poll calls check until it reports done, sleeping 1 s doubling to 5 s between calls (what it waits for
+// takes seconds to minutes, and a parent waiting on children should not add a long sleep to each level)
+// and, after 5 minutes, a minute (what waits that long waits for a person), and shows what it waits for
+// in condition cond (reason ReasonWaiting) while it is not done. A delete ends it.
 func poll(ctx workflow.Context, lc *object.Lifecycle, cond string, check func(ctx workflow.Context) (bool, string, error)) error {
-	delay := 2 * time.Second
+	delay := time.Second
+	since := workflow.Now(ctx)
 	shown := ""
 	for {
 		done, why, err := check(ctx)
@@ -149,7 +152,10 @@ func poll(ctx workflow.Context, lc *object.Lifecycle, cond string, check func(ct
 		if err := workflow.Sleep(ctx, delay); err != nil {
 			return err
 		}
-		delay = min(2*delay, 30*time.Second)
+		delay = min(2*delay, 5*time.Second)
+		if workflow.Now(ctx).Sub(since) > 5*time.Minute {
+			delay = time.Minute
+		}
 	}
 }
 

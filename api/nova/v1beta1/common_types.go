@@ -175,7 +175,8 @@ type DatabaseNames struct {
 	// +kubebuilder:validation:MaxLength=64
 	// +kubebuilder:validation:Pattern=`^[a-zA-Z0-9_]+$`
 	APIDatabaseName string `json:"apiDatabaseName,omitempty"`
-	// CellDatabaseName is the cell database's name; nova_<cellName> (hyphens as underscores) when unset.
+	// CellDatabaseName is the cell database's name (cell0's for the top-level services); nova_<cellName>
+	// (hyphens as underscores) when unset.
 	// +optional
 	// +kubebuilder:validation:MaxLength=64
 	// +kubebuilder:validation:Pattern=`^[a-zA-Z0-9_]+$`

@@ -22,17 +22,30 @@ type NovaAPISpec struct {
 	// +kubebuilder:validation:MaxLength=80
 	// +kubebuilder:validation:Pattern=`^[a-zA-Z0-9_]+$`
 	APIDatabaseUser string `json:"apiDatabaseUser,omitempty"`
-	// Cell0DatabaseHostname is cell0's database server, where nova-api lists instances that failed to
-	// schedule.
-	// +optional
-	// +kubebuilder:validation:MaxLength=253
-	// +kubebuilder:validation:XValidation:rule=`isIP(self) || self.matches(r'^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')`,message="cell0DatabaseHostname must be an IP address or a DNS name"
-	Cell0DatabaseHostname string `json:"cell0DatabaseHostname,omitempty"`
+	Cell0Database `json:",inline"`
 	// TransportURLSecret names the Secret holding the API message bus's transport_url.
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
 	TransportURLSecret string `json:"transportURLSecret,omitempty"`
+}
+
+// Cell0Database is cell0's database, which the top-level services (API, scheduler, global metadata) reach
+// besides the API database: their service records live there, and instances that failed to schedule.
+// Its name is DatabaseNames' cellDatabaseName (nova_cell0 when unset), its password the service
+// Secret's cell-database key.
+type Cell0Database struct {
+	// Cell0DatabaseHostname is cell0's database server.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule=`isIP(self) || self.matches(r'^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')`,message="cell0DatabaseHostname must be an IP address or a DNS name"
+	Cell0DatabaseHostname string `json:"cell0DatabaseHostname"`
+	// Cell0DatabaseUser is cell0's database user.
+	// +optional
+	// +kubebuilder:default=nova_cell0
+	// +kubebuilder:validation:MaxLength=80
+	// +kubebuilder:validation:Pattern=`^[a-zA-Z0-9_]+$`
+	Cell0DatabaseUser string `json:"cell0DatabaseUser,omitempty"`
 }
 
 // NovaAPIStatus is the state of a NovaAPI.
@@ -77,6 +90,7 @@ type NovaSchedulerSpec struct {
 	NovaServiceBase `json:",inline"`
 	NovaServiceAuth `json:",inline"`
 	DatabaseNames   `json:",inline"`
+	Cell0Database   `json:",inline"`
 	// APIDatabaseHostname is the API database server's DNS name or IP address.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
@@ -210,7 +224,7 @@ type NovaConductorList struct {
 // NovaMetadataSpec is the nova-metadata service, global (no cellName) or for one cell.
 //
 // +kubebuilder:validation:XValidation:rule="has(self.cellName) || has(self.apiDatabaseHostname)",message="a global metadata service (no cellName) needs apiDatabaseHostname",fieldPath=".apiDatabaseHostname"
-// +kubebuilder:validation:XValidation:rule="!has(self.cellName) || has(self.cellDatabaseHostname)",message="a per-cell metadata service (cellName set) needs cellDatabaseHostname",fieldPath=".cellDatabaseHostname"
+// +kubebuilder:validation:XValidation:rule="has(self.cellDatabaseHostname)",message="a metadata service needs cellDatabaseHostname (its cell's, or cell0's for the global one)",fieldPath=".cellDatabaseHostname"
 type NovaMetadataSpec struct {
 	NovaServiceBase `json:",inline"`
 	NovaServiceAuth `json:",inline"`
@@ -232,7 +246,8 @@ type NovaMetadataSpec struct {
 	// +kubebuilder:validation:MaxLength=80
 	// +kubebuilder:validation:Pattern=`^[a-zA-Z0-9_]+$`
 	APIDatabaseUser string `json:"apiDatabaseUser,omitempty"`
-	// CellDatabaseHostname is the cell database server (per-cell metadata service).
+	// CellDatabaseHostname is the cell database server: the cell's for a per-cell metadata service,
+	// cell0's for the global one (where its service record lives).
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
 	// +kubebuilder:validation:XValidation:rule=`isIP(self) || self.matches(r'^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')`,message="cellDatabaseHostname must be an IP address or a DNS name"

@@ -37,6 +37,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/retry"
+
+	"github.com/stackflow/stackflow/deploy/local/procfs"
 )
 
 // Config configures a Runner.
@@ -184,7 +186,7 @@ func (r *Runner) stopLeftovers() {
 	files, _ := filepath.Glob(filepath.Join(r.cfg.Dir, "pods", "*", "*.pid"))
 	for _, f := range files {
 		pid, start, err := readPIDFile(f)
-		if err == nil && processAlive(pid, start) {
+		if err == nil && procfs.Alive(pid, start) {
 			r.cfg.Log.Info("stopping a container left by an earlier runner", "pidfile", f, "pid", pid)
 			killGroup(pid, start, 5*time.Second)
 		}
@@ -481,7 +483,7 @@ func (p *podRun) runContainer(c corev1.Container, st *containerState, vols map[s
 		return 1, err
 	}
 	pid := cmd.Process.Pid
-	start, _ := procStart(pid)
+	start, _ := procfs.Start(pid)
 	pidFile := filepath.Join(p.dir, c.Name+".pid")
 	_ = os.WriteFile(pidFile, fmt.Appendf(nil, "%d %d\n", pid, start), 0o600)
 	began := metav1.NewTime(time.Now())
@@ -519,7 +521,7 @@ func (p *podRun) runContainer(c corev1.Container, st *containerState, vols map[s
 		}
 	}
 	// Whatever the command left in its session (forked workers) goes with it.
-	killSession(pid)
+	procfs.KillSession(pid)
 	_ = os.Remove(pidFile)
 	code := 0
 	if waitErr != nil {
@@ -802,67 +804,14 @@ func readPIDFile(path string) (int, uint64, error) {
 	return pid, start, nil
 }
 
-// procStart is the process's start time (field 22 of /proc/PID/stat), which tells a reused PID apart.
-func procStart(pid int) (uint64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, err
-	}
-	f := statFields(string(b))
-	if len(f) < 20 {
-		return 0, fmt.Errorf("short /proc/%d/stat", pid)
-	}
-	return strconv.ParseUint(f[19], 10, 64)
-}
-
-func statFields(stat string) []string {
-	i := strings.LastIndexByte(stat, ')')
-	if i < 0 {
-		return nil
-	}
-	return strings.Fields(stat[i+1:])
-}
-
-func processAlive(pid int, start uint64) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	f := statFields(string(b))
-	if len(f) < 20 || f[0] == "Z" || f[0] == "X" {
-		return false
-	}
-	s, _ := strconv.ParseUint(f[19], 10, 64)
-	return s == start
-}
-
 // killGroup sends SIGTERM to the process group, then SIGKILL after grace, and kills what is left of its
 // session.
 func killGroup(pid int, start uint64, grace time.Duration) {
 	_ = syscall.Kill(-pid, syscall.SIGTERM)
 	deadline := time.Now().Add(grace)
-	for processAlive(pid, start) && time.Now().Before(deadline) {
+	for procfs.Alive(pid, start) && time.Now().Before(deadline) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	_ = syscall.Kill(-pid, syscall.SIGKILL)
-	killSession(pid)
-}
-
-// killSession kills every process of session sid (daemons that left the process group stay in it).
-func killSession(sid int) {
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			continue
-		}
-		f := statFields(string(b))
-		if len(f) > 4 && f[0] != "Z" && f[4] == strconv.Itoa(sid) {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-		}
-	}
+	procfs.KillSession(pid)
 }
