@@ -249,6 +249,29 @@ func ClaimedBy(self string, s novav1beta1.NovaCellSpec, cells []activities.EDPMO
 	return best
 }
 
+// unmapCell runs the Job that removes the cell's mapping (Nova refuses while hosts or live instances
+// remain: the Job fails with Nova's message). Without the Secrets it reads (its namespace is being
+// deleted), it cannot run: the mapping is left, and the teardown goes on.
+func unmapCell(ctx workflow.Context, lc *object.Lifecycle, s novav1beta1.NovaCellSpec, uuid string) error {
+	jobs := cellJobs(lc.Ref, s)
+	var hashes activities.SecretHashes
+	if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kube.HashSecrets,
+		activities.SecretHashesInput{Namespace: jobs.Namespace, Keys: jobs.secretKeys()}).Get(ctx, &hashes); err != nil {
+		return err
+	}
+	if len(hashes.Missing) > 0 {
+		workflow.GetLogger(ctx).Warn("cell mapping left: its Secrets are gone", "object", lc.Ref.String(), "cell", s.CellName, "missing", hashes.Missing)
+		return nil
+	}
+	var srec serviceRecord
+	hash, err := prepare(ctx, lc, jobs, &srec)
+	if err != nil {
+		return err
+	}
+	_, err = runJob(ctx, lc, jobs, "cell-delete", "cell-delete.sh", hash, novav1beta1.ConditionCellMapped, map[string]string{"CELL_UUID": uuid})
+	return err
+}
+
 func readyCount(st *activities.ChildStatus) int32 {
 	if st == nil {
 		return 0
@@ -285,13 +308,7 @@ func (r *cellReconciler) Teardown(ctx workflow.Context, lc *object.Lifecycle) er
 			_ = json.Unmarshal(obj.Spec, &s)
 		}
 		if s.CellName != "" && s.CellName != novav1beta1.Cell0Name {
-			jobs := cellJobs(lc.Ref, s)
-			var srec serviceRecord
-			hash, err := prepare(ctx, lc, jobs, &srec)
-			if err != nil {
-				return err
-			}
-			if _, err := runJob(ctx, lc, jobs, "cell-delete", "cell-delete.sh", hash, novav1beta1.ConditionCellMapped, map[string]string{"CELL_UUID": rec.CellUUID}); err != nil {
+			if err := unmapCell(ctx, lc, s, rec.CellUUID); err != nil {
 				return err
 			}
 		}

@@ -254,7 +254,11 @@ func prepare(ctx workflow.Context, lc *object.Lifecycle, in Instance, rec *servi
 // runJob runs one of the instance's Jobs to its end, reporting it in cond; a failed Job fails the
 // reconcile with the Job's own message.
 func runJob(ctx workflow.Context, lc *object.Lifecycle, in Instance, job, script, hash, cond string, env map[string]string) (*activities.JobState, error) {
-	if err := lc.Step(ctx, "job "+in.Name+"-"+job); err != nil {
+	// A teardown's Job (unmapping a cell) runs while the object is being deleted: it shows its step
+	// without holding for a pause or refusing.
+	if lc.Deleting() {
+		lc.ShowStep(ctx, "job "+in.Name+"-"+job)
+	} else if err := lc.Step(ctx, "job "+in.Name+"-"+job); err != nil {
 		return nil, err
 	}
 	lc.SetCondition(ctx, metav1.Condition{Type: cond, Status: metav1.ConditionFalse, Reason: "Running", Message: "Job " + in.Name + "-" + job + " running"})
