@@ -22,7 +22,7 @@ type NovaAPISpec struct {
 	// +kubebuilder:validation:MaxLength=80
 	// +kubebuilder:validation:Pattern=`^[a-zA-Z0-9_]+$`
 	APIDatabaseUser string `json:"apiDatabaseUser,omitempty"`
-	Cell0Database `json:",inline"`
+	Cell0Database   `json:",inline"`
 	// TransportURLSecret names the Secret holding the API message bus's transport_url.
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
