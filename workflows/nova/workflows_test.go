@@ -1,0 +1,179 @@
+package nova
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/mock"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/stackflow/stackflow/activities"
+	"github.com/stackflow/stackflow/api/lifecycle"
+	novav1beta1 "github.com/stackflow/stackflow/api/nova/v1beta1"
+	"github.com/stackflow/stackflow/workflows/object"
+)
+
+// fakeCluster answers the Kubernetes activities of a service workflow from memory, and records what
+// the workflow asked for.
+type fakeCluster struct {
+	mu          sync.Mutex
+	spec        json.RawMessage
+	deployments []*DeploymentSeen
+	jobs        []string
+	deleted     []string
+	endpoints   []activities.EndpointsInput
+	removedEPs  []string
+	statuses    []activities.StatusPatch
+}
+
+// DeploymentSeen is what ApplyDeployment received, decoded as the activity decodes it.
+type DeploymentSeen struct {
+	Name      string
+	ProbePort string
+	Hash      string
+}
+
+func newEnv(t *testing.T, f *fakeCluster, kind string, wf any) *testsuite.TestWorkflowEnvironment {
+	var ts testsuite.WorkflowTestSuite
+	env := ts.NewTestWorkflowEnvironment()
+	env.RegisterActivity(&activities.Kube{})
+	env.RegisterActivity(&activities.OpenStack{})
+	env.RegisterWorkflowWithOptions(wf, workflow.RegisterOptions{Name: kind})
+	env.OnActivity(kube.GetObject, mock.Anything, mock.Anything).Return(func(context.Context, lifecycle.ObjectRef) (*activities.Object, error) {
+		return &activities.Object{Exists: true, Generation: 1, Spec: f.spec}, nil
+	})
+	env.OnActivity(kube.PatchStatus, mock.Anything, mock.Anything).Return(func(_ context.Context, p activities.StatusPatch) error {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.statuses = append(f.statuses, p)
+		return nil
+	})
+	env.OnActivity(kube.RemoveFinalizer, mock.Anything, mock.Anything).Return(nil)
+	env.OnActivity(kube.HashSecrets, mock.Anything, mock.Anything).Return(func(_ context.Context, in activities.SecretHashesInput) (*activities.SecretHashes, error) {
+		out := &activities.SecretHashes{Hashes: map[string]string{}}
+		for name := range in.Keys {
+			out.Hashes[name] = "h-" + name
+		}
+		return out, nil
+	})
+	env.OnActivity(kube.ApplyConfigMap, mock.Anything, mock.Anything).Return(nil)
+	env.OnActivity(kube.ApplyDeployment, mock.Anything, mock.Anything).Return(func(_ context.Context, in activities.DeploymentInput) error {
+		d := in.Deployment
+		seen := &DeploymentSeen{Name: d.Name, Hash: d.Spec.Template.Annotations[HashAnnotation]}
+		if p := d.Spec.Template.Spec.Containers[0].ReadinessProbe; p != nil && p.HTTPGet != nil {
+			seen.ProbePort = p.HTTPGet.Port.String()
+		}
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.deployments = append(f.deployments, seen)
+		return nil
+	})
+	env.OnActivity(kube.WaitDeployment, mock.Anything, mock.Anything, mock.Anything).Return(&activities.DeploymentState{Replicas: 1, Ready: 1, Updated: 1, RolledOut: true, PodIPs: []string{"198.51.100.1"}}, nil)
+	env.OnActivity(kube.RunJob, mock.Anything, mock.Anything).Return(func(_ context.Context, in activities.JobInput) (*activities.JobState, error) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.jobs = append(f.jobs, in.Job.Name)
+		msg := ""
+		if in.Job.Labels["stackflow.io/job"] == "cell-mapping" {
+			msg = "cell_uuid=11111111-2222-3333-4444-555555555555"
+		}
+		return &activities.JobState{Done: true, Message: msg}, nil
+	})
+	env.OnActivity(kube.DeleteObject, mock.Anything, mock.Anything).Return(func(_ context.Context, ref lifecycle.ObjectRef) error {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.deleted = append(f.deleted, ref.Kind+"/"+ref.Name)
+		return nil
+	})
+	env.OnActivity(kube.WaitDeleted, mock.Anything, mock.Anything).Return(nil)
+	env.OnActivity(osActs.EnsureEndpoints, mock.Anything, mock.Anything).Return(func(_ context.Context, in activities.EndpointsInput) (*activities.EndpointsResult, error) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.endpoints = append(f.endpoints, in)
+		return &activities.EndpointsResult{IDs: map[string]string{"public": "ep-public", "internal": "ep-internal"}}, nil
+	})
+	env.OnActivity(osActs.DeleteEndpoints, mock.Anything, mock.Anything).Return(func(_ context.Context, in activities.DeleteEndpointsInput) error {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.removedEPs = append(f.removedEPs, in.IDs...)
+		return nil
+	})
+	return env
+}
+
+func (f *fakeCluster) lastField(key string) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i := len(f.statuses) - 1; i >= 0; i-- {
+		if v, ok := f.statuses[i].Fields[key]; ok {
+			var s string
+			_ = json.Unmarshal(v, &s)
+			return s
+		}
+	}
+	return ""
+}
+
+// The API's Deployment reaches its activity whole (its readiness probe's named port survives Temporal's
+// converter), its endpoints are registered at its pod's address in the Nova's region, and deleting it
+// removes the endpoints it registered before its Deployment and ConfigMaps.
+func TestNovaAPIRegistersAndRemovesItsEndpoints(t *testing.T) {
+	spec := novav1beta1.NovaAPISpec{
+		NovaServiceBase:     novav1beta1.NovaServiceBase{CustomServiceConfig: "[DEFAULT]\nosapi_compute_listen_port = 18774\n"},
+		NovaServiceAuth:     novav1beta1.NovaServiceAuth{Secret: "nova-secret", KeystoneAuthURL: "http://198.51.100.1:5000/v3", Region: "NovaE2E"},
+		APIDatabaseHostname: "127.0.0.1", Cell0Database: novav1beta1.Cell0Database{Cell0DatabaseHostname: "127.0.0.1"},
+		TransportURLSecret: "nova-api-transport",
+	}
+	f := &fakeCluster{spec: mustJSON(t, spec)}
+	env := newEnv(t, f, KindNovaAPI, NovaAPIWorkflow)
+	env.RegisterDelayedCallback(func() { env.SignalWorkflow(lifecycle.SignalSpec, lifecycle.SpecSignal{Generation: 1}) }, time.Second)
+	env.RegisterDelayedCallback(func() {
+		require.Equal(t, "http://198.51.100.1:18774/v2.1", f.lastField("endpoint"))
+		env.SignalWorkflow(lifecycle.SignalDelete, lifecycle.DeleteSignal{})
+	}, time.Minute)
+	env.ExecuteWorkflow(KindNovaAPI, object.Input{ObjectRef: novaRef(KindNovaAPI, "ns", "nova-api")})
+	require.True(t, env.IsWorkflowCompleted())
+	require.NoError(t, env.GetWorkflowError())
+
+	require.Len(t, f.deployments, 1)
+	require.Equal(t, "service", f.deployments[0].ProbePort, "the probe's named port survived the activity's input")
+	require.Len(t, f.endpoints, 1)
+	ep := f.endpoints[0]
+	require.Equal(t, "NovaE2E", ep.Region)
+	require.Equal(t, map[string]string{"public": "http://198.51.100.1:18774/v2.1", "internal": "http://198.51.100.1:18774/v2.1"}, ep.URLs)
+	require.Equal(t, activities.SecretKeyRef{Namespace: "ns", Name: "nova-secret", Key: "NovaPassword"}, ep.Auth.Password, "a reference, never the password")
+	require.ElementsMatch(t, []string{"ep-public", "ep-internal"}, f.removedEPs)
+	require.Contains(t, f.deleted, "Deployment/nova-api")
+}
+
+// A cell maps itself, discovers its hosts, and on deletion runs its unmapping Job before its services go.
+func TestNovaCellMapsThenUnmapsOnDelete(t *testing.T) {
+	spec := novav1beta1.NovaCellSpec{
+		NovaServiceAuth: novav1beta1.NovaServiceAuth{Secret: "nova-secret", KeystoneAuthURL: "http://198.51.100.1:5000/v3"},
+		CellName:        "cell1", CellDatabaseHostname: "127.0.0.1", APIDatabaseHostname: "127.0.0.1",
+		TransportURLSecret:        "nova-cell1-transport",
+		NoVNCProxyServiceTemplate: novav1beta1.NovaNoVNCProxyTemplate{Enabled: new(bool)},
+	}
+	f := &fakeCluster{spec: mustJSON(t, spec)}
+	env := newEnv(t, f, KindNovaCell, NovaCellWorkflow)
+	env.OnActivity(kube.ListEDPMObjects, mock.Anything, mock.Anything).Return([]activities.EDPMObject{{Name: "nova-cell1", Spec: f.spec, Created: "2024-01-01T00:00:00Z"}}, nil)
+	env.OnActivity(kube.ApplyChild, mock.Anything, mock.Anything).Return("uid", nil)
+	env.OnActivity(kube.GetChildStatus, mock.Anything, mock.Anything).Return(&activities.ChildStatus{Exists: true, Generation: 1, ObservedGeneration: 1,
+		Conditions: []metav1.Condition{{Type: lifecycle.ConditionReady, Status: metav1.ConditionTrue}}}, nil)
+	env.RegisterDelayedCallback(func() { env.SignalWorkflow(lifecycle.SignalSpec, lifecycle.SpecSignal{Generation: 1}) }, time.Second)
+	env.RegisterDelayedCallback(func() {
+		require.Equal(t, "11111111-2222-3333-4444-555555555555", f.lastField("cellUUID"))
+		env.SignalWorkflow(lifecycle.SignalDelete, lifecycle.DeleteSignal{})
+	}, time.Minute)
+	env.ExecuteWorkflow(KindNovaCell, object.Input{ObjectRef: novaRef(KindNovaCell, "ns", "nova-cell1")})
+	require.True(t, env.IsWorkflowCompleted())
+	require.NoError(t, env.GetWorkflowError())
+	require.Equal(t, []string{"nova-cell1-cell-mapping", "nova-cell1-host-discovery", "nova-cell1-cell-delete"}, f.jobs)
+	require.Contains(t, f.deleted, "NovaConductor/nova-cell1-conductor")
+}
