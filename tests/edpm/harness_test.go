@@ -2,7 +2,6 @@ package edpm
 
 import (
 	"context"
-	"encoding/json"
 	"strings"
 	"testing"
 
