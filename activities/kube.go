@@ -159,6 +159,8 @@ type ListInput struct {
 type ListedObject struct {
 	Ref lifecycle.ObjectRef `json:"ref"`
 	Object
+	// Created is the object's creation time (RFC 3339), which orders objects claiming the same thing.
+	Created string `json:"created,omitempty"`
 }
 
 // ListObjects lists the objects of a kind, sorted by namespace and name.
@@ -180,7 +182,7 @@ func (k *Kube) ListObjects(ctx context.Context, in ListInput) ([]ListedObject, e
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, ListedObject{Ref: r, Object: obj})
+		out = append(out, ListedObject{Ref: r, Object: obj, Created: u.GetCreationTimestamp().UTC().Format(time.RFC3339)})
 	}
 	slices.SortFunc(out, func(a, b ListedObject) int {
 		return strings.Compare(a.Ref.Namespace+"/"+a.Ref.Name, b.Ref.Namespace+"/"+b.Ref.Name)

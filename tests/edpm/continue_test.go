@@ -21,8 +21,8 @@ import (
 // watched, reports it deployed. Every run stays short.
 func TestLongWaitContinuesAsNew(t *testing.T) {
 	const maxHistory = 150
-	h0 := host(t, "edpm-compute-0")
-	resetHost(t, h0)
+	h0 := env.Host(t, "edpm-compute-0")
+	e2e.ResetHost(t, h0)
 	startBridge(t)
 	env.StartWorker(t, e2e.WorkerOptions{Identity: env.Run + "-worker",
 		ExtraArgs: []string{"--max-history", fmt.Sprint(maxHistory), "--poll-interval", "1s"}})
@@ -55,28 +55,28 @@ spec: {roles: [patient], deploy: true, maxConcurrency: 1}
 	continued := func(id string) int {
 		return len(workflowsWith(t, fmt.Sprintf("WorkflowId = %q AND ExecutionStatus = 'ContinuedAsNew'", id)))
 	}
-	waitFor(t, "patient-0 continued as new three times while it waited for its Secret", 5*time.Minute, func() (bool, string) {
-		c := condition(get(t, gvrNode, "patient-0"), "SSHKeyReady")
+	e2e.WaitFor(t, "patient-0 continued as new three times while it waited for its Secret", 5*time.Minute, func() (bool, string) {
+		c := e2e.Condition(get(t, gvrNode, "patient-0"), "SSHKeyReady")
 		waiting := c != nil && c.Reason == "WaitingForSecret" && strings.Contains(c.Message, ns+"/patient-key")
 		n := continued(nodeID)
-		return waiting && n >= 3, fmt.Sprintf("%d runs continued as new; %s", n, condStr(c))
+		return waiting && n >= 3, fmt.Sprintf("%d runs continued as new; %s", n, e2e.CondString(c))
 	})
-	require.Contains(t, str(get(t, gvrDP, "patience"), "status", "nodeStates"), `"state":"Running"`,
+	require.Contains(t, e2e.Str(get(t, gvrDP, "patience"), "status", "nodeStates"), `"state":"Running"`,
 		"the data plane granted the waiting node its slot")
 
 	key, err := env.Kube.CoreV1().Secrets(ns).Get(ctx, "edpm-ssh-key", metav1.GetOptions{})
 	require.NoError(t, err)
 	require.NoError(t, createSecret(ctx, "patient-key", key.Data))
-	waitFor(t, "patient-0 deployed on the grant it carried", 10*time.Minute, func() (bool, string) {
+	e2e.WaitFor(t, "patient-0 deployed on the grant it carried", 10*time.Minute, func() (bool, string) {
 		n := get(t, gvrNode, "patient-0")
-		return str(n, "status", "deployed") == "true", summary(n)
+		return e2e.Str(n, "status", "deployed") == "true", e2e.Summary(n)
 	})
-	waitFor(t, "the data plane reports the node deployed", 3*time.Minute, func() (bool, string) {
+	e2e.WaitFor(t, "the data plane reports the node deployed", 3*time.Minute, func() (bool, string) {
 		d := get(t, gvrDP, "patience")
-		c := condition(d, "Deployed")
-		return c != nil && c.Status == metav1.ConditionTrue, summary(d)
+		c := e2e.Condition(d, "Deployed")
+		return c != nil && c.Status == metav1.ConditionTrue, e2e.Summary(d)
 	})
-	require.Contains(t, str(get(t, gvrDP, "patience"), "status", "nodeStates"), `"attempts":1`, "one grant, carried, was enough")
+	require.Contains(t, e2e.Str(get(t, gvrDP, "patience"), "status", "nodeStates"), `"attempts":1`, "one grant, carried, was enough")
 
 	// Every run of both stayed near the limit: a wait continues as new at its next look past it.
 	for _, id := range []string{nodeID, dpID} {

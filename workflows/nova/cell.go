@@ -93,8 +93,8 @@ func (r *cellReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycle, o
 	ns := lc.Ref.Namespace
 	// One cell name per API database: a second NovaCell claiming it (another Nova's cell, one applied on
 	// its own) is refused before it runs anything, and says which NovaCell has it.
-	var cells []activities.EDPMObject
-	if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kube.ListEDPMObjects, activities.EDPMListInput{Ref: novaRef(KindNovaCell, ns, "")}).Get(ctx, &cells); err != nil {
+	var cells []activities.ListedObject
+	if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kube.ListObjects, activities.ListInput{Ref: novaRef(KindNovaCell, ns, "")}).Get(ctx, &cells); err != nil {
 		return fmt.Errorf("list NovaCells: %w", err)
 	}
 	if other := ClaimedBy(lc.Ref.Name, s, cells); other != "" {
@@ -222,28 +222,28 @@ func apiDatabaseKey(s novav1beta1.NovaCellSpec) string {
 
 // ClaimedBy names the NovaCell that claimed s's cell name on the same API database before self (the
 // older one, by creation time, then by name), or "" when self may serve it. Pure.
-func ClaimedBy(self string, s novav1beta1.NovaCellSpec, cells []activities.EDPMObject) string {
+func ClaimedBy(self string, s novav1beta1.NovaCellSpec, cells []activities.ListedObject) string {
 	created := ""
 	for _, c := range cells {
-		if c.Name == self {
+		if c.Ref.Name == self {
 			created = c.Created
 		}
 	}
 	best := ""
 	bestCreated := ""
 	for _, c := range cells {
-		if c.Name == self || c.Deleting {
+		if c.Ref.Name == self || c.Deleting {
 			continue
 		}
 		var o novav1beta1.NovaCellSpec
 		if json.Unmarshal(c.Spec, &o) != nil || o.CellName != s.CellName || apiDatabaseKey(o) != apiDatabaseKey(s) {
 			continue
 		}
-		if c.Created > created || (c.Created == created && c.Name > self) {
+		if c.Created > created || (c.Created == created && c.Ref.Name > self) {
 			continue
 		}
-		if best == "" || c.Created < bestCreated || (c.Created == bestCreated && c.Name < best) {
-			best, bestCreated = c.Name, c.Created
+		if best == "" || c.Created < bestCreated || (c.Created == bestCreated && c.Ref.Name < best) {
+			best, bestCreated = c.Ref.Name, c.Created
 		}
 	}
 	return best

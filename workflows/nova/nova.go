@@ -355,15 +355,15 @@ func (r *novaReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycle, o
 func removeCell(ctx workflow.Context, lc *object.Lifecycle, rec *novaRecord, cell string) error {
 	ns := lc.Ref.Namespace
 	err := poll(ctx, lc, ConditionCellsReady, func(ctx workflow.Context) (bool, string, error) {
-		var necs []activities.EDPMObject
-		if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kube.ListEDPMObjects, activities.EDPMListInput{Ref: novaRef("NovaExternalCompute", ns, "")}).Get(ctx, &necs); err != nil {
+		var necs []activities.ListedObject
+		if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kube.ListObjects, activities.ListInput{Ref: novaRef("NovaExternalCompute", ns, "")}).Get(ctx, &necs); err != nil {
 			return false, "", err
 		}
 		var using []string
 		for _, o := range necs {
 			var spec novav1beta1.NovaExternalComputeSpec
 			if json.Unmarshal(o.Spec, &spec) == nil && spec.CellName == cell {
-				using = append(using, o.Name)
+				using = append(using, o.Ref.Name)
 			}
 		}
 		if len(using) == 0 {

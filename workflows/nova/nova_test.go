@@ -92,36 +92,36 @@ func keysOf[V any](m map[string]V) []string {
 
 // A cell name is served once per API database: the oldest NovaCell claiming it keeps it.
 func TestClaimedBy(t *testing.T) {
-	cell := func(name, cellName, apiHost, apiDB, created string, deleting bool) activities.EDPMObject {
+	cell := func(name, cellName, apiHost, apiDB, created string, deleting bool) activities.ListedObject {
 		b, _ := json.Marshal(novav1beta1.NovaCellSpec{CellName: cellName, APIDatabaseHostname: apiHost, DatabaseNames: novav1beta1.DatabaseNames{APIDatabaseName: apiDB}})
-		return activities.EDPMObject{Name: name, Spec: b, Created: created, Deleting: deleting}
+		return activities.ListedObject{Ref: lifecycle.ObjectRef{Name: name}, Object: activities.Object{Spec: b, Deleting: deleting}, Created: created}
 	}
 	spec := novav1beta1.NovaCellSpec{CellName: "cell0", APIDatabaseHostname: "127.0.0.1", DatabaseNames: novav1beta1.DatabaseNames{APIDatabaseName: "r_api"}}
 	for _, tc := range []struct {
 		name  string
-		cells []activities.EDPMObject
+		cells []activities.ListedObject
 		want  string
 	}{
-		{"alone", []activities.EDPMObject{cell("self", "cell0", "127.0.0.1", "r_api", "2024-01-01T00:00:02Z", false)}, ""},
-		{"an older claim wins", []activities.EDPMObject{
+		{"alone", []activities.ListedObject{cell("self", "cell0", "127.0.0.1", "r_api", "2024-01-01T00:00:02Z", false)}, ""},
+		{"an older claim wins", []activities.ListedObject{
 			cell("nova-cell0", "cell0", "127.0.0.1", "r_api", "2024-01-01T00:00:01Z", false),
 			cell("self", "cell0", "127.0.0.1", "r_api", "2024-01-01T00:00:02Z", false)}, "nova-cell0"},
-		{"a younger claim loses", []activities.EDPMObject{
+		{"a younger claim loses", []activities.ListedObject{
 			cell("self", "cell0", "127.0.0.1", "r_api", "2024-01-01T00:00:01Z", false),
 			cell("later", "cell0", "127.0.0.1", "r_api", "2024-01-01T00:00:02Z", false)}, ""},
-		{"same second: by name", []activities.EDPMObject{
+		{"same second: by name", []activities.ListedObject{
 			cell("a", "cell0", "127.0.0.1", "r_api", "2024-01-01T00:00:01Z", false),
 			cell("self", "cell0", "127.0.0.1", "r_api", "2024-01-01T00:00:01Z", false)}, "a"},
-		{"another API database", []activities.EDPMObject{
+		{"another API database", []activities.ListedObject{
 			cell("other", "cell0", "127.0.0.1", "other_api", "2024-01-01T00:00:01Z", false),
 			cell("self", "cell0", "127.0.0.1", "r_api", "2024-01-01T00:00:02Z", false)}, ""},
-		{"the default API database name", []activities.EDPMObject{
+		{"the default API database name", []activities.ListedObject{
 			cell("other", "cell0", "127.0.0.1", "", "2024-01-01T00:00:01Z", false),
 			cell("self", "cell0", "127.0.0.1", "nova_api", "2024-01-01T00:00:02Z", false)}, "other"},
-		{"another cell name", []activities.EDPMObject{
+		{"another cell name", []activities.ListedObject{
 			cell("cell1", "cell1", "127.0.0.1", "r_api", "2024-01-01T00:00:01Z", false),
 			cell("self", "cell0", "127.0.0.1", "r_api", "2024-01-01T00:00:02Z", false)}, ""},
-		{"a claim being deleted", []activities.EDPMObject{
+		{"a claim being deleted", []activities.ListedObject{
 			cell("going", "cell0", "127.0.0.1", "r_api", "2024-01-01T00:00:01Z", true),
 			cell("self", "cell0", "127.0.0.1", "r_api", "2024-01-01T00:00:02Z", false)}, ""},
 	} {

@@ -373,8 +373,8 @@ func registerEndpoints(ctx workflow.Context, lc *object.Lifecycle, in Instance, 
 
 // requireCell refuses a per-cell service of a cell no NovaCell of the namespace serves.
 func requireCell(ctx workflow.Context, lc *object.Lifecycle, cell string) error {
-	var cells []activities.EDPMObject
-	if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kube.ListEDPMObjects, activities.EDPMListInput{Ref: novaRef(KindNovaCell, lc.Ref.Namespace, "")}).Get(ctx, &cells); err != nil {
+	var cells []activities.ListedObject
+	if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kube.ListObjects, activities.ListInput{Ref: novaRef(KindNovaCell, lc.Ref.Namespace, "")}).Get(ctx, &cells); err != nil {
 		return fmt.Errorf("list NovaCells: %w", err)
 	}
 	for _, c := range cells {

@@ -131,12 +131,17 @@ func infraActivity(ctx workflow.Context) workflow.Context {
 
 // poll calls check until it reports done, sleeping 1 s doubling to 5 s between calls (what it waits for
 // takes seconds to minutes, and a parent waiting on children should not add a long sleep to each level)
-// and, after 5 minutes, a minute (what waits that long waits for a person), and shows what it waits for
-// in condition cond (reason ReasonWaiting) while it is not done. A delete ends it.
+// and, after 5 minutes, the limits' poll interval (what waits that long waits for a person), and shows
+// what it waits for in condition cond (reason ReasonWaiting) while it is not done. A delete ends it
+// (ErrDeleted); so does a due history (ErrContinueAsNew: the next run reconciles again and looks again).
 func poll(ctx workflow.Context, lc *object.Lifecycle, cond string, check func(ctx workflow.Context) (bool, string, error)) error {
 	delay := time.Second
 	since := workflow.Now(ctx)
 	shown := ""
+	if c, ok := lc.Condition(cond); ok && c.Status == metav1.ConditionFalse && c.Reason == ReasonWaiting {
+		// A resumed wait already shows why it waits.
+		shown = c.Message
+	}
 	for {
 		done, why, err := check(ctx)
 		if err != nil || done {
@@ -149,12 +154,15 @@ func poll(ctx workflow.Context, lc *object.Lifecycle, cond string, check func(ct
 		if lc.Deleting() {
 			return object.ErrDeleted
 		}
+		if lc.ContinueAsNewDue(ctx) {
+			return object.ErrContinueAsNew
+		}
 		if err := workflow.Sleep(ctx, delay); err != nil {
 			return err
 		}
 		delay = min(2*delay, 5*time.Second)
 		if workflow.Now(ctx).Sub(since) > 5*time.Minute {
-			delay = time.Minute
+			delay = max(delay, lc.Limits().PollInterval)
 		}
 	}
 }

@@ -9,6 +9,8 @@ import (
 
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -17,6 +19,7 @@ import (
 	"github.com/stackflow/stackflow/api/lifecycle"
 	novav1beta1 "github.com/stackflow/stackflow/api/nova/v1beta1"
 	"github.com/stackflow/stackflow/workflows/object"
+	"github.com/stackflow/stackflow/workflows/object/objecttest"
 )
 
 // fakeCluster answers the Kubernetes activities of a service workflow from memory, and records what
@@ -132,12 +135,23 @@ func TestNovaAPIRegistersAndRemovesItsEndpoints(t *testing.T) {
 	}
 	f := &fakeCluster{spec: mustJSON(t, spec)}
 	env := newEnv(t, f, KindNovaAPI, NovaAPIWorkflow)
-	env.RegisterDelayedCallback(func() { env.SignalWorkflow(lifecycle.SignalSpec, lifecycle.SpecSignal{Generation: 1}) }, time.Second)
+	chain := objecttest.New(env)
+	env.RegisterDelayedCallback(func() { require.NoError(t, chain.Signal(lifecycle.SignalSpec, lifecycle.SpecSignal{Generation: 1})) }, time.Second)
+	// Settled, it does nothing at all: no activity, no timer, until the delete.
+	acts, timers, settled := 0, 0, 0
+	env.SetOnActivityStartedListener(func(*activity.Info, context.Context, converter.EncodedValues) { acts++ })
+	env.SetOnTimerScheduledListener(func(string, time.Duration) { timers++ })
 	env.RegisterDelayedCallback(func() {
 		require.Equal(t, "http://198.51.100.1:18774/v2.1", f.lastField("endpoint"))
-		env.SignalWorkflow(lifecycle.SignalDelete, lifecycle.DeleteSignal{})
+		require.Equal(t, 2, chain.Runs(), "the settled reconcile continued as new")
+		settled = acts + timers
 	}, time.Minute)
-	env.ExecuteWorkflow(KindNovaAPI, object.Input{ObjectRef: novaRef(KindNovaAPI, "ns", "nova-api")})
+	env.RegisterDelayedCallback(func() {
+		require.Equal(t, settled, acts+timers, "activities and timers while settled")
+		require.Equal(t, 2, chain.Runs())
+		require.NoError(t, chain.Signal(lifecycle.SignalDelete, lifecycle.DeleteSignal{}))
+	}, 48*time.Hour)
+	chain.Execute(KindNovaAPI, object.Input{ObjectRef: novaRef(KindNovaAPI, "ns", "nova-api")})
 	require.True(t, env.IsWorkflowCompleted())
 	require.NoError(t, env.GetWorkflowError())
 
@@ -162,16 +176,18 @@ func TestNovaCellMapsThenUnmapsOnDelete(t *testing.T) {
 	}
 	f := &fakeCluster{spec: mustJSON(t, spec)}
 	env := newEnv(t, f, KindNovaCell, NovaCellWorkflow)
-	env.OnActivity(kube.ListEDPMObjects, mock.Anything, mock.Anything).Return([]activities.EDPMObject{{Name: "nova-cell1", Spec: f.spec, Created: "2024-01-01T00:00:00Z"}}, nil)
+	env.OnActivity(kube.ListObjects, mock.Anything, mock.Anything).Return([]activities.ListedObject{{Ref: lifecycle.ObjectRef{Name: "nova-cell1"}, Object: activities.Object{Spec: f.spec}, Created: "2024-01-01T00:00:00Z"}}, nil)
 	env.OnActivity(kube.ApplyChild, mock.Anything, mock.Anything).Return("uid", nil)
 	env.OnActivity(kube.GetChildStatus, mock.Anything, mock.Anything).Return(&activities.ChildStatus{Exists: true, Generation: 1, ObservedGeneration: 1,
 		Conditions: []metav1.Condition{{Type: lifecycle.ConditionReady, Status: metav1.ConditionTrue}}}, nil)
-	env.RegisterDelayedCallback(func() { env.SignalWorkflow(lifecycle.SignalSpec, lifecycle.SpecSignal{Generation: 1}) }, time.Second)
+	chain := objecttest.New(env)
+	env.RegisterDelayedCallback(func() { require.NoError(t, chain.Signal(lifecycle.SignalSpec, lifecycle.SpecSignal{Generation: 1})) }, time.Second)
 	env.RegisterDelayedCallback(func() {
 		require.Equal(t, "11111111-2222-3333-4444-555555555555", f.lastField("cellUUID"))
-		env.SignalWorkflow(lifecycle.SignalDelete, lifecycle.DeleteSignal{})
+		require.Equal(t, 2, chain.Runs(), "the settled reconcile continued as new")
+		require.NoError(t, chain.Signal(lifecycle.SignalDelete, lifecycle.DeleteSignal{}))
 	}, time.Minute)
-	env.ExecuteWorkflow(KindNovaCell, object.Input{ObjectRef: novaRef(KindNovaCell, "ns", "nova-cell1")})
+	chain.Execute(KindNovaCell, object.Input{ObjectRef: novaRef(KindNovaCell, "ns", "nova-cell1")})
 	require.True(t, env.IsWorkflowCompleted())
 	require.NoError(t, env.GetWorkflowError())
 	require.Equal(t, []string{"nova-cell1-cell-mapping", "nova-cell1-host-discovery", "nova-cell1-cell-delete"}, f.jobs)
