@@ -125,7 +125,7 @@ func mustReplay() []string {
 		out = append(out, k.Kind)
 	}
 	for _, k := range bridge.NotYetServed {
-		kinds[k] = true
+		kinds[k.Kind] = true
 	}
 	for _, d := range workflows.All() {
 		if !kinds[d.Name] {

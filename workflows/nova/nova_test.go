@@ -57,7 +57,7 @@ func TestNovaPlan(t *testing.T) {
 	require.Equal(t, CellDatabaseKey("cell0"), sched.PasswordSelectors.CellDatabase)
 	in, err := ServiceInstance(novaRef(KindNovaScheduler, "ns", "nova-scheduler"), mustJSON(t, sched))
 	require.NoError(t, err)
-	require.Equal(t, &DB{Host: "127.0.0.1", User: "r1_cell0", Database: "r1_cell0", PasswordKey: CellDatabaseKey("cell0")}, in.CellDatabase)
+	require.Equal(t, &DB{Host: "127.0.0.1", User: "r1_cell0", Database: "r1_cell0", PasswordKey: SecretKey(CellDatabaseKey("cell0"))}, in.CellDatabase)
 	meta := p.Services[KindNovaMetadata+"/nova-metadata"].(novav1beta1.NovaMetadataSpec)
 	in, err = ServiceInstance(novaRef(KindNovaMetadata, "ns", "nova-metadata"), mustJSON(t, meta))
 	require.NoError(t, err)

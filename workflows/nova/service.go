@@ -70,7 +70,7 @@ func resolveAuth(in *Instance, base novav1beta1.NovaServiceBase, auth novav1beta
 	in.NodeSelector = base.NodeSelector
 	in.CustomServiceConfig = base.CustomServiceConfig
 	in.Secret = auth.Secret
-	in.ServicePasswordKey = firstNonEmpty(auth.PasswordSelectors.Service, "NovaPassword")
+	in.ServicePasswordKey = SecretKey(firstNonEmpty(auth.PasswordSelectors.Service, "NovaPassword"))
 	in.ServiceUser = firstNonEmpty(auth.ServiceUser, "nova")
 	in.KeystoneAuthURL = auth.KeystoneAuthURL
 	in.Region = firstNonEmpty(auth.Region, DefaultRegion)
@@ -84,7 +84,7 @@ func apiDB(auth novav1beta1.NovaServiceAuth, names novav1beta1.DatabaseNames, ho
 		return nil
 	}
 	return &DB{Host: host, User: firstNonEmpty(user, "nova_api"), Database: firstNonEmpty(names.APIDatabaseName, "nova_api"),
-		PasswordKey: firstNonEmpty(auth.PasswordSelectors.APIDatabase, "NovaAPIDatabasePassword")}
+		PasswordKey: SecretKey(firstNonEmpty(auth.PasswordSelectors.APIDatabase, "NovaAPIDatabasePassword"))}
 }
 
 func cellDB(auth novav1beta1.NovaServiceAuth, names novav1beta1.DatabaseNames, cell, host, user string) *DB {
@@ -92,7 +92,7 @@ func cellDB(auth novav1beta1.NovaServiceAuth, names novav1beta1.DatabaseNames, c
 		return nil
 	}
 	return &DB{Host: host, User: firstNonEmpty(user, "nova_cell"), Database: firstNonEmpty(names.CellDatabaseName, CellDatabaseName(cell)),
-		PasswordKey: firstNonEmpty(auth.PasswordSelectors.CellDatabase, "NovaCellDatabasePassword")}
+		PasswordKey: SecretKey(firstNonEmpty(auth.PasswordSelectors.CellDatabase, "NovaCellDatabasePassword"))}
 }
 
 // ServiceInstance resolves a service CR's spec into the instance it runs. Pure.
@@ -145,7 +145,7 @@ func ServiceInstance(ref lifecycle.ObjectRef, raw json.RawMessage) (Instance, er
 		in.Service = Metadata
 		resolveAuth(&in, s.NovaServiceBase, s.NovaServiceAuth)
 		in.CellName = s.CellName
-		in.MetadataSecretKey = firstNonEmpty(s.PasswordSelectors.MetadataSecret, "MetadataSecret")
+		in.MetadataSecretKey = SecretKey(firstNonEmpty(s.PasswordSelectors.MetadataSecret, "MetadataSecret"))
 		// The global service reaches the API database and cell0's (its service record), a per-cell one
 		// its cell's.
 		cell := firstNonEmpty(s.CellName, novav1beta1.Cell0Name)
@@ -347,7 +347,7 @@ func registerEndpoints(ctx workflow.Context, lc *object.Lifecycle, in Instance, 
 	}
 	url := fmt.Sprintf("http://%s/v2.1", net.JoinHostPort(podIPs[0], strconv.Itoa(int(in.Port))))
 	auth := activities.ServiceUser{AuthURL: in.KeystoneAuthURL, User: in.ServiceUser,
-		Password: activities.SecretKeyRef{Namespace: in.Namespace, Name: in.Secret, Key: in.ServicePasswordKey}}
+		Password: activities.SecretKeyRef{Namespace: in.Namespace, Name: in.Secret, Key: string(in.ServicePasswordKey)}}
 	var owned []string
 	for _, id := range workflow.DeterministicKeys(rec.Endpoints) {
 		owned = append(owned, rec.Endpoints[id])

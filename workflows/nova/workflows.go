@@ -26,14 +26,18 @@ var (
 
 // Workflows lists the family's workflows by type name (the Kind each serves).
 func Workflows() []object.Definition {
+	// Every one auto-upgrades (see object.Definition): each lives as long as its object (a control
+	// plane runs for years) and the chart replaces workers in place, so no build outlives its pods to
+	// finish a pinned run.
+	auto := workflow.VersioningBehaviorAutoUpgrade
 	return []object.Definition{
-		{Name: KindNova, Fn: NovaWorkflow},
-		{Name: KindNovaCell, Fn: NovaCellWorkflow},
-		{Name: KindNovaAPI, Fn: NovaAPIWorkflow},
-		{Name: KindNovaScheduler, Fn: NovaSchedulerWorkflow},
-		{Name: KindNovaConductor, Fn: NovaConductorWorkflow},
-		{Name: KindNovaMetadata, Fn: NovaMetadataWorkflow},
-		{Name: KindNovaNoVNCProxy, Fn: NovaNoVNCProxyWorkflow},
+		{Name: KindNova, Fn: NovaWorkflow, Versioning: auto},
+		{Name: KindNovaCell, Fn: NovaCellWorkflow, Versioning: auto},
+		{Name: KindNovaAPI, Fn: NovaAPIWorkflow, Versioning: auto},
+		{Name: KindNovaScheduler, Fn: NovaSchedulerWorkflow, Versioning: auto},
+		{Name: KindNovaConductor, Fn: NovaConductorWorkflow, Versioning: auto},
+		{Name: KindNovaMetadata, Fn: NovaMetadataWorkflow, Versioning: auto},
+		{Name: KindNovaNoVNCProxy, Fn: NovaNoVNCProxyWorkflow, Versioning: auto},
 	}
 }
 
