@@ -140,6 +140,19 @@ type ObjectStatus struct {
 	Fields map[string]json.RawMessage `json:"fields,omitempty"`
 }
 
+// Ready is true when the object acted on its newest generation and says Ready=True.
+func (st *ObjectStatus) Ready() bool {
+	if st == nil || !st.Exists || st.ObservedGeneration < st.Generation {
+		return false
+	}
+	for _, c := range st.Conditions {
+		if c.Type == lifecycle.ConditionReady {
+			return c.Status == metav1.ConditionTrue
+		}
+	}
+	return false
+}
+
 // StatusInput names an object (any UID when Ref.UID is empty) and extra status fields to return.
 type StatusInput struct {
 	Ref    lifecycle.ObjectRef `json:"ref"`

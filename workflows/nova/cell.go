@@ -272,7 +272,7 @@ func unmapCell(ctx workflow.Context, lc *object.Lifecycle, s novav1beta1.NovaCel
 	return err
 }
 
-func readyCount(st *activities.ChildStatus) int32 {
+func readyCount(st *activities.ObjectStatus) int32 {
 	if st == nil {
 		return 0
 	}

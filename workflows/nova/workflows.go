@@ -182,10 +182,11 @@ func applyChild(ctx workflow.Context, lc *object.Lifecycle, kind, name string, s
 	return workflow.ExecuteActivity(object.KubeActivity(ctx), kube.ApplyChild, in).Get(ctx, nil)
 }
 
-// childStatus reads a child's status.
-func childStatus(ctx workflow.Context, ref lifecycle.ObjectRef) (*activities.ChildStatus, error) {
-	var st activities.ChildStatus
-	if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kube.GetChildStatus, ref).Get(ctx, &st); err != nil {
+// childStatus reads a child's status and its readyCount.
+func childStatus(ctx workflow.Context, ref lifecycle.ObjectRef) (*activities.ObjectStatus, error) {
+	var st activities.ObjectStatus
+	in := activities.StatusInput{Ref: ref, Fields: []string{"readyCount"}}
+	if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kube.GetObjectStatus, in).Get(ctx, &st); err != nil {
 		return nil, fmt.Errorf("status of %s: %w", ref, err)
 	}
 	return &st, nil
@@ -193,8 +194,8 @@ func childStatus(ctx workflow.Context, ref lifecycle.ObjectRef) (*activities.Chi
 
 // waitChildren waits until every child is Ready, showing in cond which are not (and why, from their
 // own Ready condition). A child that failed fails the wait with its message.
-func waitChildren(ctx workflow.Context, lc *object.Lifecycle, cond string, refs []lifecycle.ObjectRef) (map[string]*activities.ChildStatus, error) {
-	out := map[string]*activities.ChildStatus{}
+func waitChildren(ctx workflow.Context, lc *object.Lifecycle, cond string, refs []lifecycle.ObjectRef) (map[string]*activities.ObjectStatus, error) {
+	out := map[string]*activities.ObjectStatus{}
 	err := poll(ctx, lc, cond, func(ctx workflow.Context) (bool, string, error) {
 		var waiting []string
 		for _, r := range refs {

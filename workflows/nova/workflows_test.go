@@ -178,7 +178,7 @@ func TestNovaCellMapsThenUnmapsOnDelete(t *testing.T) {
 	env := newEnv(t, f, KindNovaCell, NovaCellWorkflow)
 	env.OnActivity(kube.ListObjects, mock.Anything, mock.Anything).Return([]activities.ListedObject{{Ref: lifecycle.ObjectRef{Name: "nova-cell1"}, Object: activities.Object{Spec: f.spec}, Created: "2024-01-01T00:00:00Z"}}, nil)
 	env.OnActivity(kube.ApplyChild, mock.Anything, mock.Anything).Return("uid", nil)
-	env.OnActivity(kube.GetChildStatus, mock.Anything, mock.Anything).Return(&activities.ChildStatus{Exists: true, Generation: 1, ObservedGeneration: 1,
+	env.OnActivity(kube.GetObjectStatus, mock.Anything, mock.Anything).Return(&activities.ObjectStatus{Exists: true, Generation: 1, ObservedGeneration: 1,
 		Conditions: []metav1.Condition{{Type: lifecycle.ConditionReady, Status: metav1.ConditionTrue}}}, nil)
 	chain := objecttest.New(env)
 	env.RegisterDelayedCallback(func() { require.NoError(t, chain.Signal(lifecycle.SignalSpec, lifecycle.SpecSignal{Generation: 1})) }, time.Second)
