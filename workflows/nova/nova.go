@@ -355,21 +355,10 @@ func (r *novaReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycle, o
 func removeCell(ctx workflow.Context, lc *object.Lifecycle, rec *novaRecord, cell string) error {
 	ns := lc.Ref.Namespace
 	err := poll(ctx, lc, ConditionCellsReady, func(ctx workflow.Context) (bool, string, error) {
-		var necs []activities.ListedObject
-		if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kube.ListObjects, activities.ListInput{Ref: novaRef("NovaExternalCompute", ns, "")}).Get(ctx, &necs); err != nil {
-			return false, "", err
+		using, err := computesIn(ctx, ns, cell)
+		if err != nil || len(using) == 0 {
+			return err == nil, "", err
 		}
-		var using []string
-		for _, o := range necs {
-			var spec novav1beta1.NovaExternalComputeSpec
-			if json.Unmarshal(o.Spec, &spec) == nil && spec.CellName == cell {
-				using = append(using, o.Ref.Name)
-			}
-		}
-		if len(using) == 0 {
-			return true, "", nil
-		}
-		slices.Sort(using)
 		lc.SetCondition(ctx, metav1.Condition{Type: ConditionCellsReady, Status: metav1.ConditionFalse, Reason: ReasonCellRemovalBlocked,
 			Message: fmt.Sprintf("cell %s was removed from cellTemplates but still has computes (NovaExternalCompute %s): it is torn down once they are gone", cell, strings.Join(using, ", "))})
 		return false, "", nil
@@ -400,13 +389,41 @@ func removeCell(ctx workflow.Context, lc *object.Lifecycle, rec *novaRecord, cel
 	return lc.Save(*rec)
 }
 
+// computesIn lists the NovaExternalComputes of the namespace that are in one of the cells, sorted.
+func computesIn(ctx workflow.Context, ns string, cells ...string) ([]string, error) {
+	var necs []activities.ListedObject
+	if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kube.ListObjects, activities.ListInput{Ref: novaRef("NovaExternalCompute", ns, "")}).Get(ctx, &necs); err != nil {
+		return nil, err
+	}
+	var using []string
+	for _, o := range necs {
+		var spec novav1beta1.NovaExternalComputeSpec
+		if json.Unmarshal(o.Spec, &spec) == nil && slices.Contains(cells, spec.CellName) {
+			using = append(using, o.Ref.Name)
+		}
+	}
+	slices.Sort(using)
+	return using, nil
+}
+
 // Teardown removes the services, the cells (cell0 last), then every database, user and vhost recorded.
+// While computes remain in its cells it removes nothing and fails, naming them: a cell with hosts cannot
+// be unmapped, and the computes need the compute API to deregister (retry once they are gone).
 func (r *novaReconciler) Teardown(ctx workflow.Context, lc *object.Lifecycle) error {
 	var rec novaRecord
 	if err := lc.Load(&rec); err != nil {
 		return err
 	}
 	ns, name := lc.Ref.Namespace, lc.Ref.Name
+	using, err := computesIn(ctx, ns, rec.Cells...)
+	if err != nil {
+		return err
+	}
+	if len(using) > 0 {
+		msg := fmt.Sprintf("the cells still have computes (NovaExternalCompute %s): delete them first", strings.Join(using, ", "))
+		lc.SetCondition(ctx, metav1.Condition{Type: ConditionCellsReady, Status: metav1.ConditionFalse, Reason: ReasonCellRemovalBlocked, Message: msg})
+		return specError(ReasonCellRemovalBlocked, msg)
+	}
 	var first []lifecycle.ObjectRef
 	for _, k := range rec.Services {
 		first = append(first, childRef(ns, k))
