@@ -491,4 +491,3 @@ func (k *Kube) ApplyChild(ctx context.Context, in ChildInput) (string, error) {
 	}
 	return uid, nil
 }
-

@@ -60,9 +60,9 @@ format = %(asctime)s %(process)d %(levelname)s %(name)s %(message)s
 func TestRollingUpdateOfComputes(t *testing.T) {
 	start := time.Now()
 	ctx := context.Background()
-	h0, h1 := host(t, "edpm-compute-0"), host(t, "edpm-compute-1")
-	resetHost(t, h0)
-	resetHost(t, h1)
+	h0, h1 := env.Host(t, "edpm-compute-0"), env.Host(t, "edpm-compute-1")
+	e2e.ResetHost(t, h0)
+	e2e.ResetHost(t, h1)
 	startBridge(t)
 	w := startWorker(t)
 	hostA, hostB := env.Run+"-up-0", env.Run+"-up-1"
@@ -99,17 +99,17 @@ spec: {role: upd, hostName: %s, ansibleHost: %s, deploy: true}
 `, i, []string{hostA, hostB}[i], h.Address))
 	}
 	for _, node := range []string{"upd-0", "upd-1"} {
-		waitFor(t, "NovaExternalCompute "+node, 3*time.Minute, func() (bool, string) {
-			return get(t, gvrNEC, node) != nil, summary(get(t, gvrNEC, node))
+		e2e.WaitFor(t, "NovaExternalCompute "+node, 3*time.Minute, func() (bool, string) {
+			return get(t, gvrNEC, node) != nil, e2e.Summary(get(t, gvrNEC, node))
 		})
 		patch := fmt.Sprintf(`{"spec":{"customServiceConfig":%q}}`, customConfig)
 		_, err := env.Dyn.Resource(gvrNEC).Namespace(ns).Patch(ctx, node, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
 		require.NoError(t, err)
 	}
-	waitFor(t, "data plane upd deployed", 15*time.Minute, func() (bool, string) {
+	e2e.WaitFor(t, "data plane upd deployed", 15*time.Minute, func() (bool, string) {
 		d := get(t, gvrDP, "upd")
-		c := condition(d, "Deployed")
-		return c != nil && c.Status == metav1.ConditionTrue, summary(d)
+		c := e2e.Condition(d, "Deployed")
+		return c != nil && c.Status == metav1.ConditionTrue, e2e.Summary(d)
 	})
 	t.Logf("two computes deployed in %.0fs", time.Since(start).Seconds())
 
@@ -138,7 +138,7 @@ spec:
 	// What Nova shows while the canary updates, sampled from the compute API until the gate.
 	watch := watchCanary(cc, hostA, []string{s1, s2})
 	migrating := false
-	waitFor(t, "the canary draining", 5*time.Minute, func() (bool, string) {
+	e2e.WaitFor(t, "the canary draining", 5*time.Minute, func() (bool, string) {
 		on, err := cc.ServersOn(ctx, hostA)
 		require.NoError(t, err)
 		for _, s := range on {
@@ -155,9 +155,9 @@ spec:
 	time.Sleep(2 * time.Second)
 	w.Start()
 
-	waitFor(t, "the gate holding the second node", 5*time.Minute, func() (bool, string) {
+	e2e.WaitFor(t, "the gate holding the second node", 5*time.Minute, func() (bool, string) {
 		u := get(t, gvrUpdate, "to-2")
-		return str(u, "status", "gate") == "canary", summary(u)
+		return e2e.Str(u, "status", "gate") == "canary", e2e.Summary(u)
 	})
 	samples := watch()
 	require.NotEmpty(t, samples, "the canary was seen updating")
@@ -166,7 +166,7 @@ spec:
 		require.Equal(t, []string{hostB, hostB}, smp.hosts, "its instances wait on the other compute (%s)", smp.state)
 	}
 	u := get(t, gvrUpdate, "to-2")
-	require.Equal(t, "AwaitingApproval", str(u, "status", "phase"))
+	require.Equal(t, "AwaitingApproval", e2e.Str(u, "status", "phase"))
 	require.Equal(t, "Succeeded", nodeState(t, "to-2", "upd-0")["state"])
 	require.Equal(t, "Pending", nodeState(t, "to-2", "upd-1")["state"])
 	require.Equal(t, "enabled", computeService(t, cc, hostA).Status)
@@ -192,7 +192,7 @@ spec:
 	require.NoError(t, err)
 	require.NoError(t, res.Get(ctx, nil))
 
-	waitFor(t, "the second node's update playbook running", 5*time.Minute, func() (bool, string) {
+	e2e.WaitFor(t, "the second node's update playbook running", 5*time.Minute, func() (bool, string) {
 		out, _ := exec.Command("pgrep", "-f", "nova-compute-update.yml").Output()
 		return len(strings.TrimSpace(string(out))) > 0, fmt.Sprint(nodeState(t, "to-2", "upd-1"))
 	})
@@ -200,10 +200,10 @@ spec:
 	time.Sleep(2 * time.Second)
 	w.Start()
 
-	waitFor(t, "update to-2 Ready", 10*time.Minute, func() (bool, string) {
+	e2e.WaitFor(t, "update to-2 Ready", 10*time.Minute, func() (bool, string) {
 		u := get(t, gvrUpdate, "to-2")
-		c := condition(u, lifecycle.ConditionReady)
-		return c != nil && c.Status == metav1.ConditionTrue, summary(u)
+		c := e2e.Condition(u, lifecycle.ConditionReady)
+		return c != nil && c.Status == metav1.ConditionTrue, e2e.Summary(u)
 	})
 	for _, node := range []string{"upd-0", "upd-1"} {
 		st := nodeState(t, "to-2", node)
@@ -217,8 +217,8 @@ spec:
 		require.Equal(t, []string{"CUSTOM_STACKFLOW_NOVA_COMPUTE_2"}, versionClasses(t, cc, h), h)
 	}
 	for _, h := range []local.TestHost{h0, h1} {
-		require.Equal(t, "2\n", hostFile(h, "etc/stackflow/nova-compute.version"), h.Name)
-		require.Contains(t, hostFile(h, "etc/nova/nova.conf.d/50-stackflow-update.conf"), "reserved_host_memory_mb = 128")
+		require.Equal(t, "2\n", e2e.HostFile(h, "etc/stackflow/nova-compute.version"), h.Name)
+		require.Contains(t, e2e.HostFile(h, "etc/nova/nova.conf.d/50-stackflow-update.conf"), "reserved_host_memory_mb = 128")
 	}
 	t.Logf("first update done at %.0fs", time.Since(start).Seconds())
 	runs, err := e2e.Runs(ctx, env.Temporal, u1ID)
@@ -245,11 +245,11 @@ spec:
       log_config_append = /etc/nova/site-logging.conf
   strategy: {canary: 0, maxUnavailable: 1}
 `)
-	waitFor(t, "update to-3 Failed", 10*time.Minute, func() (bool, string) {
+	e2e.WaitFor(t, "update to-3 Failed", 10*time.Minute, func() (bool, string) {
 		u := get(t, gvrUpdate, "to-3")
-		return str(u, "status", "phase") == lifecycle.PhaseFailed, summary(u)
+		return e2e.Str(u, "status", "phase") == lifecycle.PhaseFailed, e2e.Summary(u)
 	})
-	ready := condition(get(t, gvrUpdate, "to-3"), lifecycle.ConditionReady)
+	ready := e2e.Condition(get(t, gvrUpdate, "to-3"), lifecycle.ConditionReady)
 	require.Equal(t, "VerificationFailed", ready.Reason)
 	require.Contains(t, ready.Message, "upd-1 (VerificationFailed at apply")
 	require.Contains(t, ready.Message, "nova-compute exited at start", "the reason")
@@ -262,9 +262,9 @@ spec:
 	require.Contains(t, failed["message"], "rolled back to its checkpoint")
 	require.Equal(t, "up", computeService(t, cc, hostB).State)
 	require.Equal(t, []string{"CUSTOM_STACKFLOW_NOVA_COMPUTE_2"}, versionClasses(t, cc, hostB), "nova-compute runs the old version again")
-	require.Equal(t, "2\n", hostFile(h1, "etc/stackflow/nova-compute.version"))
-	require.Contains(t, hostFile(h1, "etc/nova/nova.conf.d/50-stackflow-update.conf"), "reserved_host_memory_mb = 128", "the previous update's layer is back")
-	require.NotContains(t, hostFile(h1, "etc/nova/nova.conf.d/50-stackflow-update.conf"), "log_config_append")
+	require.Equal(t, "2\n", e2e.HostFile(h1, "etc/stackflow/nova-compute.version"))
+	require.Contains(t, e2e.HostFile(h1, "etc/nova/nova.conf.d/50-stackflow-update.conf"), "reserved_host_memory_mb = 128", "the previous update's layer is back")
+	require.NotContains(t, e2e.HostFile(h1, "etc/nova/nova.conf.d/50-stackflow-update.conf"), "log_config_append")
 	require.Equal(t, []string{"CUSTOM_STACKFLOW_NOVA_COMPUTE_3"}, versionClasses(t, cc, hostA))
 	requireAllEnabledAndHome(t, cc, home, hostA, hostB)
 
@@ -272,10 +272,10 @@ spec:
 	require.NoError(t, os.WriteFile(filepath.Join(h1.Root, logging), []byte(siteLogging), 0o644))
 	u2ID := workflowID("OpenStackDataPlaneUpdate", gvrUpdate, u2)
 	require.NoError(t, env.Temporal.SignalWorkflow(ctx, u2ID, "", lifecycle.SignalRetry, lifecycle.RetrySignal{}))
-	waitFor(t, "update to-3 Ready after the retry", 10*time.Minute, func() (bool, string) {
+	e2e.WaitFor(t, "update to-3 Ready after the retry", 10*time.Minute, func() (bool, string) {
 		u := get(t, gvrUpdate, "to-3")
-		c := condition(u, lifecycle.ConditionReady)
-		return c != nil && c.Status == metav1.ConditionTrue, summary(u)
+		c := e2e.Condition(u, lifecycle.ConditionReady)
+		return c != nil && c.Status == metav1.ConditionTrue, e2e.Summary(u)
 	})
 	require.Equal(t, "1", fmt.Sprint(nodeState(t, "to-3", "upd-0")["attempts"]), "the node that succeeded is not run again")
 	require.Equal(t, "2", fmt.Sprint(nodeState(t, "to-3", "upd-1")["attempts"]))
