@@ -59,6 +59,8 @@ lint:
 
 unit:
 	$(GO) test -count=1 ./api/... ./workflows/... ./activities/... ./bridge/... ./worker/... ./deploy/...
+	# the upgrade test's build B (a GetVersion-guarded extra reconcile step) replays the whole corpus
+	$(GO) test -count=1 -tags upgradeprobe -run 'TestReplay' ./workflows/
 
 e2e:
 	$(LOCAL) up

@@ -358,6 +358,11 @@ func (lc *Lifecycle) ContinueAsNewDue(ctx workflow.Context) bool {
 	return info.GetContinueAsNewSuggested() || info.GetCurrentHistoryLength() > lc.limits.MaxHistory
 }
 
+// reconcileStep, when set, is a step every reconcile takes first. Only the upgrade test's second build
+// sets it (upgrade_probe.go, build tag upgradeprobe): a changed reconcile path, guarded as a release
+// guards one.
+var reconcileStep func(ctx workflow.Context, lc *Lifecycle) error
+
 // reconcile fetches the object and runs the reconciler on it in a context a delete signal cancels.
 func (lc *Lifecycle) reconcile(ctx workflow.Context, r Reconciler) error {
 	rctx, cancel := workflow.WithCancel(ctx)
@@ -369,6 +374,11 @@ func (lc *Lifecycle) reconcile(ctx workflow.Context, r Reconciler) error {
 	lc.state.Refresh, lc.state.Resume = false, false
 	// The retry request stays readable (lc.Retry) while this reconcile runs, and is spent by it.
 	defer func() { lc.state.Retry = nil }()
+	if reconcileStep != nil {
+		if err := reconcileStep(rctx, lc); err != nil {
+			return err
+		}
+	}
 
 	obj, err := lc.GetObject(rctx)
 	if err != nil {
