@@ -280,7 +280,7 @@ func (r *novaReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycle, o
 		return err
 	}
 
-	if err := lc.Step(ctx, "services and cells"); err != nil {
+	if err := lc.Step(ctx, "cells, then services"); err != nil {
 		return err
 	}
 	var refs []lifecycle.ObjectRef
@@ -296,6 +296,11 @@ func (r *novaReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycle, o
 			return err
 		}
 		refs = append(refs, novaRef(KindNovaCell, ns, cellCR(name, cell)))
+	}
+	// The top-level services start once every cell is mapped: nova-api and nova-scheduler read the
+	// cell mappings once, when they start, and would never see a cell mapped after them.
+	if _, err := waitChildren(ctx, lc, ConditionCellsReady, refs); err != nil {
+		return err
 	}
 	for _, k := range workflow.DeterministicKeys(plan.Services) {
 		kind, child, _ := strings.Cut(k, "/")
