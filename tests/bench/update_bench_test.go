@@ -170,6 +170,11 @@ func updateBenchSplit(ctx context.Context, env *e2e.Env, wfID string) (map[strin
 	if err != nil {
 		return nil, err
 	}
+	// Activity inputs are encrypted in Temporal: the host each names is read through the codec.
+	codec, err := env.Codec()
+	if err != nil {
+		return nil, err
+	}
 	nodes := map[string]*updateBenchNode{}
 	for _, events := range runs {
 		// Event IDs restart with each run.
@@ -186,7 +191,11 @@ func updateBenchSplit(ctx context.Context, env *e2e.Env, wfID string) (map[strin
 					Targets []string `json:"targets"`
 				}
 				if p := a.GetInput().GetPayloads(); len(p) > 0 {
-					_ = json.Unmarshal(p[0].GetData(), &in)
+					plain, err := codec.Decode(p[:1])
+					if err != nil {
+						return nil, fmt.Errorf("decode the input of %s in %s: %w", a.GetActivityType().GetName(), wfID, err)
+					}
+					_ = json.Unmarshal(plain[0].GetData(), &in)
 				}
 				host := in.Host
 				if host == "" {

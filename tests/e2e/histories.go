@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"go.temporal.io/sdk/converter"
 	"os"
 	"path/filepath"
 	"testing"
@@ -336,6 +337,16 @@ func (e *Env) recorder() (*Recorder, error) {
 	if err != nil {
 		return nil, err
 	}
+	codec, err := e.Codec()
+	if err != nil {
+		return nil, err
+	}
+	return &Recorder{Dir: dir, Package: filepath.Base(wd), Codec: codec}, nil
+}
+
+// Codec is the payload codec of the stack's Temporal: what reads the payloads of a history as the
+// workers wrote them (they are encrypted in Temporal).
+func (e *Env) Codec() (converter.PayloadCodec, error) {
 	keys := e.TemporalOptions().CodecKeys
 	if keys == "" {
 		return nil, errors.New("the stack's Temporal options name no codec keys to decode histories with")
@@ -344,5 +355,5 @@ func (e *Env) recorder() (*Recorder, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Recorder{Dir: dir, Package: filepath.Base(wd), Codec: temporalconn.NewCodec(ring)}, nil
+	return temporalconn.NewCodec(ring), nil
 }
