@@ -111,9 +111,7 @@ func replayFile(t *testing.T, replayer worker.WorkflowReplayer, f string) string
 
 // notRecordedYet are the workflows the corpus does not hold yet, each with the reason; each is a gap to
 // close by recording, not a place to park a failure, and the test fails once one of them is recorded.
-var notRecordedYet = map[string]string{
-	"Node": "tests/samples starts no Node workflow (they outlive its runs); record tests/bridge, which does",
-}
+var notRecordedYet = map[string]string{}
 
 // mustReplay lists the workflow types the corpus must cover: every kind the bridge serves, and every
 // registered workflow that is no kind at all (children such as a rollout's components).
