@@ -52,6 +52,7 @@ func TestGoTypesRoundTrip(t *testing.T) {
 			NovaServiceBase:     novav1beta1.NovaServiceBase{CustomServiceConfig: "[DEFAULT]\ndebug = true\n"},
 			NovaServiceAuth:     novav1beta1.NovaServiceAuth{Secret: "osp-secret", KeystoneAuthURL: "http://127.0.0.1:5000/v3"},
 			APIDatabaseHostname: "127.0.0.1",
+			Cell0Database:       novav1beta1.Cell0Database{Cell0DatabaseHostname: "127.0.0.1"},
 		},
 	}
 	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(in)
