@@ -32,8 +32,9 @@ const (
 	// stopGrace is how long Stop waits after SIGTERM before it kills; the worker drains its activities
 	// in that time.
 	stopGrace = 40 * time.Second
-	// failureTail is how many log lines a failed test prints per process.
-	failureTail = 80
+	// failureTail is how many of its last warnings and errors a failed test prints per process part:
+	// few, so the failure itself stays within the tail CI shows; the whole logs are kept (KeptLogs).
+	failureTail = 6
 )
 
 // ProcSpec describes a stackflow binary to run.
@@ -118,7 +119,9 @@ func (e *Env) StartProc(t testing.TB, spec ProcSpec) *Proc {
 	t.Cleanup(func() {
 		p.Stop()
 		if t.Failed() {
-			t.Logf("--- %s log (tail) ---\n%s", p.name, p.Tail(failureTail))
+			dir := e.Stack.Path(KeptLogs, strings.ReplaceAll(t.Name(), "/", "_"))
+			kept := p.Keep(dir)
+			t.Logf("--- %s: last warnings and errors (whole log: %s) ---\n%s", p.name, kept, p.Problems(failureTail))
 		}
 	})
 	p.Start()
@@ -405,6 +408,49 @@ func (p *Proc) Tail(n int) string {
 	var out []string
 	for _, pp := range p.parts {
 		out = append(out, "--- "+pp.name+" ---", pp.tail(n))
+	}
+	return strings.Join(out, "\n")
+}
+
+// KeptLogs is the directory of the stack's state directory where a failed test keeps its processes'
+// whole logs (the test's own scratch directory is removed when it ends).
+const KeptLogs = "e2e-logs"
+
+// Keep copies every part's log into dir and returns dir, or the error's text if it could not.
+func (p *Proc) Keep(dir string) string {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err.Error()
+	}
+	for _, pp := range p.parts {
+		b, err := os.ReadFile(pp.log)
+		if err == nil {
+			err = os.WriteFile(filepath.Join(dir, pp.name+".log"), b, 0o644)
+		}
+		if err != nil {
+			return err.Error()
+		}
+	}
+	return dir
+}
+
+// Problems is the last n warning, error and panic lines of each part's log.
+func (p *Proc) Problems(n int) string {
+	var out []string
+	for _, pp := range p.parts {
+		b, _ := os.ReadFile(pp.log)
+		var lines []string
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.Contains(l, "level=WARN") || strings.Contains(l, "level=ERROR") || strings.HasPrefix(l, "panic:") || strings.Contains(l, "fatal error:") {
+				lines = append(lines, l)
+			}
+		}
+		if len(lines) > n {
+			lines = lines[len(lines)-n:]
+		}
+		if len(p.parts) > 1 {
+			out = append(out, "--- "+pp.name+" ---")
+		}
+		out = append(out, lines...)
 	}
 	return strings.Join(out, "\n")
 }
