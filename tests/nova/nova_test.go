@@ -1,0 +1,183 @@
+package nova
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gophercloud/gophercloud/v2"
+	"github.com/gophercloud/gophercloud/v2/openstack"
+	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/services"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/stackflow/stackflow/deploy/local"
+	"github.com/stackflow/stackflow/tests/e2e"
+)
+
+// NovaRegion is the Keystone region this test's Nova serves: the stack's own Nova has RegionOne.
+const NovaRegion = "NovaE2E"
+
+// apiPort is where this Nova's compute API listens: the stack's own nova-api holds 8774 on this machine,
+// whose network the pod runner's pods share.
+const apiPort = 18774
+
+// computeConfig is the computes' customServiceConfig: the test hosts have no hypervisor and no network
+// agent.
+const computeConfig = `[DEFAULT]
+compute_driver = fake.FakeDriver
+vif_plugging_is_fatal = false
+vif_plugging_timeout = 0
+`
+
+// novaManifest is the Nova CR: cell0 and cell1, every database and vhost created by the Nova with the
+// stack's administrators, the global metadata service and cell1's console proxy, services on the pod
+// runner's node.
+func novaManifest() string {
+	return fmt.Sprintf(`
+apiVersion: nova.openstack.org/v1beta1
+kind: Nova
+metadata: {name: nova}
+spec:
+  secret: %[1]s
+  keystoneAuthURL: http://%[2]s:5000/v3
+  region: %[3]s
+  nodeSelector: {%[4]s: %[5]s}
+  apiDatabase: {hostname: 127.0.0.1, database: %[6]s_api, adminSecret: %[7]s}
+  apiMessageBus: {adminSecret: %[8]s, transportURLSecret: nova-api-transport}
+  apiServiceTemplate:
+    customServiceConfig: |
+      [DEFAULT]
+      osapi_compute_listen_port = %[9]d
+  cellTemplates:
+    cell0:
+      cellDatabase: {hostname: 127.0.0.1, database: %[6]s_cell0, adminSecret: %[7]s}
+    cell1:
+      cellDatabase: {hostname: 127.0.0.1, database: %[6]s_cell1, adminSecret: %[7]s}
+      cellMessageBus: {adminSecret: %[8]s, transportURLSecret: nova-cell1-transport}
+`, local.ServiceSecretName, local.HostGateway, NovaRegion, local.RunnerNodeLabel, local.RunnerNodeValue,
+		env.Run, local.DatabaseAdminSecretName, local.MessageBusAdminSecretName, apiPort)
+}
+
+// TestNovaControlPlane is the Nova control plane's life on the real stack, in one flow: a Nova with cell0
+// and cell1 deploys its services as pods the stack's pod runner runs as real Nova processes, the EDPM
+// computes join cell1 through host discovery and answer through the deployed compute API, and deleting
+// the Nova removes its services, cells, databases, users, vhosts and endpoints.
+func TestNovaControlPlane(t *testing.T) {
+	start := time.Now()
+	ctx := context.Background()
+	h0, h1 := env.Host(t, "edpm-compute-0"), env.Host(t, "edpm-compute-1")
+	e2e.ResetHost(t, h0)
+	e2e.ResetHost(t, h1)
+	env.StartBridge(t, e2e.BridgeOptions{Identity: env.Run + "-bridge", Kinds: servedKinds})
+	env.StartWorker(t, e2e.WorkerOptions{Identity: env.Run + "-worker"})
+	db := adminDB(t)
+	broker := brokerAdmin(t)
+
+	// The computes first: their phase 0 runs while the control plane comes up. The role puts its nodes
+	// in cell1.
+	hosts := []string{env.Run + "-compute-0", env.Run + "-compute-1"}
+	create(t, gvrRole, `
+apiVersion: dataplane.openstack.org/v1beta1
+kind: OpenStackDataPlaneRole
+metadata:
+  name: compute
+  annotations: {nova.openstack.org/cell: cell1}
+spec:
+  preProvisioned: true
+  nodeTemplate: {ansibleUser: root, ansibleSSHPrivateKeySecret: edpm-ssh-key, managementNetwork: ctlplane}
+`)
+	for i, h := range []local.TestHost{h0, h1} {
+		create(t, gvrNode, fmt.Sprintf(`
+apiVersion: dataplane.openstack.org/v1beta1
+kind: OpenStackDataPlaneNode
+metadata: {name: edpm-compute-%d}
+spec: {role: compute, hostName: %s, ansibleHost: %s, deploy: true}
+`, i, hosts[i], h.Address))
+	}
+	for _, node := range []string{"edpm-compute-0", "edpm-compute-1"} {
+		e2e.WaitFor(t, "NovaExternalCompute "+node+" created by its node", 3*time.Minute, func() (bool, string) {
+			u := get(t, gvrNEC, node)
+			return u != nil, e2e.Summary(u)
+		})
+		patch(t, gvrNEC, node, fmt.Sprintf(`{"spec":{"customServiceConfig":%q}}`, computeConfig))
+	}
+
+	novaStart := time.Now()
+	create(t, gvrNova, novaManifest())
+	waitReady(t, gvrNova, "nova", 12*time.Minute)
+	t.Logf("FIGURE: Nova with cell0 and cell1 Ready %s after it was created", time.Since(novaStart).Round(time.Second))
+	forbidSecrets(t)
+
+	// Every service a process the pod runner runs, from the pod spec on runner-0.
+	for _, inst := range []string{"nova-api", "nova-scheduler", "nova-metadata", "nova-cell0-conductor", "nova-cell1-conductor", "nova-cell1-novncproxy"} {
+		s := mustService(t, inst)
+		require.Equal(t, local.RunnerNode, s.node, "%s runs on the pod runner's node", inst)
+		require.Contains(t, e2e.ReadFile(t, s.mergedConfig()), "[DEFAULT]", "%s loaded its merged configuration", inst)
+	}
+
+	// Databases, users and vhosts, each once.
+	want := []string{env.Run + "_api", env.Run + "_cell0", env.Run + "_cell1"}
+	require.Equal(t, want, databases(t, db))
+	require.Equal(t, want, users(t, db))
+	require.Equal(t, []string{ns + "-nova-api", ns + "-nova-cell1"}, vhosts(t, broker))
+
+	// The cells as nova-manage lists them with the superconductor's configuration: each once, with its
+	// own database and transport URL.
+	superconductor := mustService(t, "nova-cell0-conductor")
+	cells, names := listCells(t, superconductor.mergedConfig())
+	t.Logf("cell_v2 list_cells: %v", cells)
+	require.Equal(t, []string{"cell0", "cell1"}, names, "each cell mapped once")
+	require.Equal(t, "none:/", cells["cell0"].transport, "cell0 has no message bus: its none:/// mapping, as nova-manage prints it")
+	for _, c := range names {
+		require.True(t, strings.HasSuffix(cells[c].database, "/"+env.Run+"_"+c+"?charset=utf8"), "%s: %s", c, cells[c].database)
+	}
+	require.True(t, strings.HasSuffix(cells["cell1"].transport, "/"+ns+"-nova-cell1"), cells["cell1"].transport)
+
+	// The compute API answers through the deployed API, registered in Keystone in the Nova's region.
+	endpoint := fmt.Sprintf("http://%s:%d/v2.1", local.HostGateway, apiPort)
+	require.Equal(t, endpoint, e2e.Str(get(t, gvrAPI, "nova-api"), "status", "endpoint"))
+	require.Equal(t, "True", string(e2e.Condition(get(t, gvrAPI, "nova-api"), "KeystoneEndpointReady").Status))
+	cc := env.ComputeClient(t, NovaRegion)
+	require.Equal(t, endpoint+"/", cc.Endpoint, "the catalog's compute endpoint of region "+NovaRegion)
+
+	// The computes register in cell1: mapped by host discovery, their services up in the deployed API.
+	for _, node := range []string{"edpm-compute-0", "edpm-compute-1"} {
+		waitReady(t, gvrNEC, node, 15*time.Minute)
+	}
+	e2e.WaitFor(t, "both computes mapped in cell1", 2*time.Minute, func() (bool, string) {
+		mapped := listHosts(t, superconductor.mergedConfig())
+		return mapped[hosts[0]] == "cell1" && mapped[hosts[1]] == "cell1", fmt.Sprint(mapped)
+	})
+	pages, err := services.List(cc, services.ListOpts{Binary: "nova-compute"}).AllPages(ctx)
+	require.NoError(t, err)
+	computes, err := services.ExtractServices(pages)
+	require.NoError(t, err)
+	up := map[string]string{}
+	for _, s := range computes {
+		up[s.Host] = s.State
+	}
+	require.Equal(t, map[string]string{hosts[0]: "up", hosts[1]: "up"}, up, "the computes, as the deployed API lists them")
+	require.Regexp(t, `(?m)^transport_url = rabbit://\S+@`+local.HostGateway+`:5672/`+ns+`-nova-cell1$`, e2e.HostFile(h0, "etc/nova/nova.conf.d/01-nova.conf"))
+
+	// Everything goes with the Nova: services, cells, databases, users, vhosts, endpoints.
+	forbidSecrets(t)
+	deleteAndWait(t, gvrNode, "edpm-compute-0")
+	deleteAndWait(t, gvrNode, "edpm-compute-1")
+	deleteAndWait(t, gvrNova, "nova")
+	require.Empty(t, databases(t, db))
+	require.Empty(t, users(t, db))
+	require.Empty(t, vhosts(t, broker))
+	for _, gvr := range []schema.GroupVersionResource{gvrCell, gvrAPI, gvrScheduler, gvrConductor, gvrMetadata} {
+		list, err := env.Dyn.Resource(gvr).Namespace(ns).List(ctx, metav1.ListOptions{})
+		require.NoError(t, err)
+		require.Empty(t, list.Items, "no %s left", gvr.Resource)
+	}
+	fresh, _ := env.CloudProvider(t)
+	_, err = openstack.NewComputeV2(fresh, gophercloud.EndpointOpts{Region: NovaRegion})
+	require.Error(t, err, "no compute endpoint left in region "+NovaRegion)
+	t.Logf("FIGURE: scenario done in %s", time.Since(start).Round(time.Second))
+}
