@@ -59,10 +59,10 @@ type Env struct {
 	Endpoint  gophercloud.EndpointOpts
 }
 
-// Setup brings up Kubernetes, Temporal and OpenStack, builds the bridge and the worker, registers
-// temporalNS and creates a namespace holding the identity Secret.
-func Setup(ctx context.Context, temporalNS, prefix string) (_ *Env, err error) {
-	base, err := e2e.Setup(ctx, e2e.Config{Components: []string{local.Kubernetes, local.Temporal, local.OpenStack},
+// Setup brings up Kubernetes, Temporal and OpenStack (and the extra components named), builds the
+// bridge and the worker, registers temporalNS and creates a namespace holding the identity Secret.
+func Setup(ctx context.Context, temporalNS, prefix string, extra ...string) (_ *Env, err error) {
+	base, err := e2e.Setup(ctx, e2e.Config{Components: append([]string{local.Kubernetes, local.Temporal, local.OpenStack}, extra...),
 		TemporalNamespace: temporalNS, RunPrefix: prefix, QPS: 200, Burst: 400})
 	if err != nil {
 		return nil, err

@@ -43,7 +43,7 @@ func mainErr(m *testing.M) int {
 	// Build B's histories hold its extra step, which the tree without its tag does not replay: they are
 	// never part of the replay corpus.
 	os.Unsetenv(e2e.RecordEnv)
-	env, err = servers.Setup(ctx, temporalNamespace, "upg")
+	env, err = servers.Setup(ctx, temporalNamespace, "upg", local.Hosts)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

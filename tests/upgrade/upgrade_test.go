@@ -22,6 +22,7 @@ import (
 	"github.com/stackflow/stackflow/activities"
 	kupenstackv1alpha1 "github.com/stackflow/stackflow/api/kupenstack/v1alpha1"
 	"github.com/stackflow/stackflow/api/lifecycle"
+	"github.com/stackflow/stackflow/deploy/local"
 	"github.com/stackflow/stackflow/tests/e2e"
 	"github.com/stackflow/stackflow/tests/servers"
 	"github.com/stackflow/stackflow/worker"
@@ -38,7 +39,13 @@ const (
 var (
 	gvrConfig  = schema.GroupVersionResource{Group: "kupenstack.io", Version: "v1alpha1", Resource: "kupenstackconfigurations"}
 	gvrProfile = schema.GroupVersionResource{Group: "kupenstack.io", Version: "v1alpha1", Resource: "openstackcloudconfigurationprofiles"}
+	gvrRole    = schema.GroupVersionResource{Group: "dataplane.openstack.org", Version: "v1beta1", Resource: "openstackdataplaneroles"}
+	gvrNode    = schema.GroupVersionResource{Group: "dataplane.openstack.org", Version: "v1beta1", Resource: "openstackdataplanenodes"}
+	gvrDP      = schema.GroupVersionResource{Group: "dataplane.openstack.org", Version: "v1beta1", Resource: "openstackdataplanes"}
 )
+
+// sshKeySecret is the stack's Secret with the EDPM test hosts' SSH key, copied into the run's namespace.
+const sshKeySecret = "edpm-ssh-key"
 
 // components the rollout deploys: three tiers of the graph (infrastructure, keystone, glance), so it is
 // still rolling out when build A stops.
@@ -100,21 +107,25 @@ func ready(u *unstructured.Unstructured) error {
 	return nil
 }
 
-// TestUpgradeMidFlight starts 8 objects of five kinds on build A and stops A while a rollout is in
-// progress and servers are being created, creates 2 more while no worker runs, and starts build B.
-// Every object finishes on B: no workflow task fails on non-determinism, OpenStack holds exactly one
-// server per object and Helm one revision per release, the runs that were in flight finish on B
-// without its new step (their histories passed it), and the reconciles that start on B take it.
+// TestUpgradeMidFlight starts 11 objects of eight kinds on build A and stops A while an EDPM node is
+// in phase 0, a rollout is in progress and servers are being created, creates 2 more while no worker
+// runs, and starts build B. Every object finishes on B: no workflow task fails on non-determinism,
+// OpenStack holds exactly one server per object, Helm one revision per release and the EDPM host ran
+// each phase-0 step once; the runs that were in flight finish on B without its new step (their
+// histories passed it), and the reconciles that start on B take it.
 func TestUpgradeMidFlight(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	buildA, buildB := "a-"+env.Run, "b-"+env.Run
 	// Namespaced kinds only in the run's namespace: other packages' objects are not this test's.
 	env.Env.StartBridge(t, e2e.BridgeOptions{Identity: env.Run + "-bridge", Lease: env.Run, Workers: 16,
-		Kinds:     "OpenStackServer,OpenStackMachine,OpenStackCluster,KupenstackConfiguration,OpenStackCloudConfigurationProfile",
+		Kinds:     "OpenStackServer,OpenStackMachine,OpenStackCluster,KupenstackConfiguration,OpenStackCloudConfigurationProfile,OpenStackDataPlane,OpenStackDataPlaneRole,OpenStackDataPlaneNode",
 		ExtraArgs: []string{"--watch-namespaces", env.Namespace}})
 	helmCache := []string{"STACKFLOW_HELM_CACHE=" + t.TempDir()}
-	workerA := env.Env.StartWorker(t, e2e.WorkerOptions{Identity: env.Run + "-worker-a", Env: helmCache, ExtraArgs: []string{"--build-id", buildA}})
+	// A drains for up to 30 s when stopped, so the playbook it runs finishes and is recorded done: the
+	// host's step log then tells a step run twice from a step retried after a kill.
+	workerA := env.Env.StartWorker(t, e2e.WorkerOptions{Identity: env.Run + "-worker-a", Env: helmCache,
+		ExtraArgs: []string{"--build-id", buildA, "--stop-timeout", "30s"}})
 	waitCurrent(t, ctx, buildA)
 
 	releaseNS := env.Run + "-cp"
@@ -145,18 +156,55 @@ func TestUpgradeMidFlight(t *testing.T) {
 			"externalNetwork": map[string]any{"filter": map[string]any{"name": env.Stack.OpenStack.ExternalNetwork}},
 			"bastion":         map[string]any{"enabled": true, "spec": env.ServerSpec(env.Flavor(), 1)},
 		}}
+	// EDPM: a pre-provisioned node on a test host, with no services (phase 0 only); its bootstrap
+	// sleeps so the node is still in phase 0 when A stops.
+	host := env.Host(t, "edpm-compute-0")
+	e2e.ResetHost(t, host)
+	key, err := env.Kube.CoreV1().Secrets(local.SystemNamespace).Get(ctx, sshKeySecret, metav1.GetOptions{})
+	require.NoError(t, err)
+	require.NoError(t, env.CreateSecret(ctx, env.Namespace, sshKeySecret, key.Data))
+	dpName := env.Run + "-dp"
+	role := &object{kind: "OpenStackDataPlaneRole", apiVersion: "dataplane.openstack.org/v1beta1", gvr: gvrRole, name: env.Run + "-role", namespace: env.Namespace,
+		spec: map[string]any{"dataPlane": dpName, "preProvisioned": true, "nodeTemplate": map[string]any{
+			"ansibleUser": "root", "ansibleSSHPrivateKeySecret": sshKeySecret, "ansibleVars": map[string]any{"edpm_bootstrap_command": "sleep 12"}}}}
+	node := &object{kind: "OpenStackDataPlaneNode", apiVersion: "dataplane.openstack.org/v1beta1", gvr: gvrNode, name: env.Run + "-node", namespace: env.Namespace,
+		spec: map[string]any{"role": role.name, "hostName": host.Name, "ansibleHost": host.Address, "deploy": true}}
+	dataPlane := &object{kind: "OpenStackDataPlane", apiVersion: "dataplane.openstack.org/v1beta1", gvr: gvrDP, name: dpName, namespace: env.Namespace,
+		spec: map[string]any{"roles": []any{role.name}, "deploy": true}}
+	edpm := []*object{role, dataPlane, node}
+
 	onA := []*object{srv("srv-0", "OpenStackServer", 1, false), srv("srv-1", "OpenStackServer", 2, false), srv("srv-2", "OpenStackServer", 1, false),
 		srv("srv-3", "OpenStackServer", 1, false), srv("machine-0", "OpenStackMachine", 1, false), bastion}
 	downs := []*object{srv("srv-4", "OpenStackServer", 1, true), srv("machine-1", "OpenStackMachine", 1, true)}
-	all := append([]*object{profile, config}, append(onA, downs...)...)
+	startedOnA := slices.Concat(edpm, []*object{profile, config}, onA)
+	all := append(slices.Clone(startedOnA), downs...)
 
-	// Build A: every object at once; A stops once the rollout is under way (a component deploying or
-	// deployed, not all) and at least three servers are being created (their reconcile running).
+	// Build A: the EDPM node first, until its phase 0 runs (admission and the SSH key take seconds the
+	// other objects do not wait); then every other object at once. A stops once the node is in phase 0,
+	// the rollout is under way (a component deploying or deployed, not all) and at least three servers
+	// are being created (their reconcile running).
 	start := time.Now()
-	for _, o := range append([]*object{profile, config}, onA...) {
+	for _, o := range edpm {
 		o.create(t, ctx)
 	}
-	waitUntil(t, ctx, 2*time.Minute, "the rollout under way and servers being created on build A", func() error {
+	inPhase0 := func() error {
+		u, err := node.get(ctx)
+		if err != nil {
+			return err
+		}
+		if s := phaseState(u, 0); s != "Running" {
+			return fmt.Errorf("node's phase 0 %q", s)
+		}
+		return nil
+	}
+	waitUntil(t, ctx, 2*time.Minute, "the EDPM node in phase 0 on build A", inPhase0)
+	for _, o := range startedOnA[len(edpm):] {
+		o.create(t, ctx)
+	}
+	waitUntil(t, ctx, 2*time.Minute, "the node in phase 0, the rollout under way and servers being created on build A", func() error {
+		if err := inPhase0(); err != nil {
+			return err
+		}
 		s, err := configStatus(ctx, config)
 		if err != nil {
 			return err
@@ -177,7 +225,7 @@ func TestUpgradeMidFlight(t *testing.T) {
 	})
 	workerA.Stop()
 	var midFlight []*object
-	for _, o := range append([]*object{profile, config}, onA...) {
+	for _, o := range startedOnA {
 		u, err := o.get(ctx)
 		require.NoError(t, err)
 		if ready(u) != nil {
@@ -189,7 +237,8 @@ func TestUpgradeMidFlight(t *testing.T) {
 	t.Logf("build A stopped %s after the first object: %d of %d components deployed; %d objects mid-flight: %v",
 		time.Since(start).Round(100*time.Millisecond), deployed(s), len(components), len(midFlight), midFlight)
 	require.Contains(t, midFlight, config, "the rollout was under way when A stopped")
-	require.GreaterOrEqual(t, len(midFlight), 4, "the rollout and at least three servers were in flight when A stopped")
+	require.Contains(t, midFlight, node, "the EDPM node was in phase 0 when A stopped")
+	require.GreaterOrEqual(t, len(midFlight), 5, "the node, the rollout and at least three servers were in flight when A stopped")
 
 	// No worker runs: two more objects; the bridge starts their workflows, which wait for a worker.
 	for _, o := range downs {
@@ -258,6 +307,15 @@ func TestUpgradeMidFlight(t *testing.T) {
 			require.Equal(t, []int{1, o.ports}, []int{len(owned.Servers), len(owned.Ports)}, "servers and ports OpenStack holds for %s: %s", o, owned)
 		}
 	}
+	// The EDPM host ran each phase-0 step once: the playbook A ran when it stopped finished on A and
+	// was not run again on B, and B ran the rest.
+	steps := stepLog(host)
+	t.Logf("EDPM host %s ran %v", host.Name, steps)
+	require.Equal(t, map[string]int{"bootstrap": 1, "configure-network": 1, "configure-os": 1}, steps, "phase-0 steps the host ran")
+	runs, err := e2e.Runs(ctx, env.Temporal, lifecycle.WorkflowID(node.ref))
+	require.NoError(t, err)
+	require.Equal(t, 3, readHistory(t, dc, runs).scheduled["RunPlaybook"], "playbooks the node's workflow scheduled")
+
 	rels, err := releases(t, releaseNS)
 	require.NoError(t, err)
 	s, err = configStatus(ctx, config)
@@ -408,6 +466,30 @@ func waitUntil(t *testing.T, ctx context.Context, timeout time.Duration, what st
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// phaseState is the state of an EDPM node's phase (Pending, Running, …), "" when not shown.
+func phaseState(u *unstructured.Unstructured, phase int64) string {
+	phases, _, _ := unstructured.NestedSlice(u.Object, "status", "phases")
+	for _, p := range phases {
+		m, _ := p.(map[string]any)
+		if n, ok := m["phase"].(int64); ok && n == phase {
+			s, _ := m["state"].(string)
+			return s
+		}
+	}
+	return ""
+}
+
+// stepLog counts the steps an EDPM host's own log says ran there, by step.
+func stepLog(h local.TestHost) map[string]int {
+	out := map[string]int{}
+	for _, line := range strings.Split(e2e.HostFile(h, "var/log/stackflow/edpm-steps.log"), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 {
+			out[f[1]]++
+		}
+	}
+	return out
 }
 
 func phaseOf(u *unstructured.Unstructured) string {
