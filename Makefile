@@ -71,7 +71,7 @@ e2e:
 ## end-to-end packages that run every served kind and path; the unit tests replay it (tests/e2e.Recorder).
 ## HISTORY_PACKAGES=nova records one package's anew and keeps the others'.
 HISTORIES := $(CURDIR)/workflows/testdata/histories
-HISTORY_PACKAGES ?= samples servers edpm rollout bridge
+HISTORY_PACKAGES ?= samples servers edpm rollout bridge nova
 histories: packages tools build
 	$(LOCAL) up
 	rm -rf $(addprefix $(HISTORIES)/,$(HISTORY_PACKAGES))
