@@ -36,7 +36,9 @@ func ResetHost(t testing.TB, h local.TestHost) {
 			}
 		}
 	}
-	for _, d := range []string{"etc/edpm", "var/lib/edpm", "etc/nova", "var/lib/nova", "var/log/nova", "var/log/stackflow", "run/stackflow", "etc/neutron"} {
+	// etc/stackflow and var/lib/stackflow hold the installed nova-compute version and the update's
+	// checkpoints: a reused host showed an earlier run's version as its starting one.
+	for _, d := range []string{"etc/edpm", "var/lib/edpm", "etc/nova", "var/lib/nova", "var/log/nova", "var/log/stackflow", "run/stackflow", "etc/neutron", "etc/stackflow", "var/lib/stackflow"} {
 		entries, _ := os.ReadDir(filepath.Join(h.Root, d))
 		for _, en := range entries {
 			if err := os.RemoveAll(filepath.Join(h.Root, d, en.Name())); err != nil {
