@@ -9,7 +9,10 @@ import (
 
 	"github.com/gophercloud/gophercloud/v2"
 	"github.com/gophercloud/gophercloud/v2/openstack"
+	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/flavors"
+	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/servers"
 	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/services"
+	"github.com/gophercloud/gophercloud/v2/openstack/identity/v3/endpoints"
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -33,9 +36,9 @@ vif_plugging_is_fatal = false
 vif_plugging_timeout = 0
 `
 
-// novaManifest is the Nova CR: cell0 and cell1, every database and vhost created by the Nova with the
-// stack's administrators, the global metadata service and cell1's console proxy, services on the pod
-// runner's node.
+// novaManifest is the Nova CR: cell0, cell1 and cell2 (each of the two with a message bus of its own),
+// every database and vhost created by the Nova with the stack's administrators, the global metadata
+// service and cell1's console proxy, services on the pod runner's node.
 func novaManifest() string {
 	return fmt.Sprintf(`
 apiVersion: nova.openstack.org/v1beta1
@@ -58,14 +61,19 @@ spec:
     cell1:
       cellDatabase: {hostname: 127.0.0.1, database: %[6]s_cell1, adminSecret: %[7]s}
       cellMessageBus: {adminSecret: %[8]s, transportURLSecret: nova-cell1-transport}
+    cell2:
+      cellDatabase: {hostname: 127.0.0.1, database: %[6]s_cell2, adminSecret: %[7]s}
+      cellMessageBus: {adminSecret: %[8]s, transportURLSecret: nova-cell2-transport}
+      noVNCProxyServiceTemplate: {enabled: false}
 `, local.ServiceSecretName, local.HostGateway, NovaRegion, local.RunnerNodeLabel, local.RunnerNodeValue,
 		env.Run, local.DatabaseAdminSecretName, local.MessageBusAdminSecretName, apiPort)
 }
 
-// TestNovaControlPlane is the Nova control plane's life on the real stack, in one flow: a Nova with cell0
-// and cell1 deploys its services as pods the stack's pod runner runs as real Nova processes, the EDPM
-// computes join cell1 through host discovery and answer through the deployed compute API, and deleting
-// the Nova removes its services, cells, databases, users, vhosts and endpoints.
+// TestNovaControlPlane is the Nova control plane's life on the real stack, in one flow: a Nova with
+// cell0, cell1 and cell2 deploys its services as pods the stack's pod runner runs as real Nova
+// processes; the EDPM computes join cell1 and cell2 through host discovery and a server boots on cell2's
+// through the deployed compute API; removing cell2 waits for its compute, then unmaps it and removes its
+// database, user and vhost; deleting the Nova removes the rest.
 func TestNovaControlPlane(t *testing.T) {
 	start := time.Now()
 	ctx := context.Background()
@@ -78,8 +86,8 @@ func TestNovaControlPlane(t *testing.T) {
 	broker := brokerAdmin(t)
 
 	// The computes first: their phase 0 runs while the control plane comes up. The role puts its nodes
-	// in cell1.
-	hosts := []string{env.Run + "-compute-0", env.Run + "-compute-1"}
+	// in cell1; edpm-compute-1's own annotation puts it in cell2.
+	hostA, hostB := env.Run+"-compute-0", env.Run+"-compute-1"
 	create(t, gvrRole, `
 apiVersion: dataplane.openstack.org/v1beta1
 kind: OpenStackDataPlaneRole
@@ -90,14 +98,20 @@ spec:
   preProvisioned: true
   nodeTemplate: {ansibleUser: root, ansibleSSHPrivateKeySecret: edpm-ssh-key, managementNetwork: ctlplane}
 `)
-	for i, h := range []local.TestHost{h0, h1} {
-		create(t, gvrNode, fmt.Sprintf(`
+	create(t, gvrNode, fmt.Sprintf(`
 apiVersion: dataplane.openstack.org/v1beta1
 kind: OpenStackDataPlaneNode
-metadata: {name: edpm-compute-%d}
+metadata: {name: edpm-compute-0}
 spec: {role: compute, hostName: %s, ansibleHost: %s, deploy: true}
-`, i, hosts[i], h.Address))
-	}
+`, hostA, h0.Address))
+	create(t, gvrNode, fmt.Sprintf(`
+apiVersion: dataplane.openstack.org/v1beta1
+kind: OpenStackDataPlaneNode
+metadata:
+  name: edpm-compute-1
+  annotations: {nova.openstack.org/cell: cell2}
+spec: {role: compute, hostName: %s, ansibleHost: %s, deploy: true}
+`, hostB, h1.Address))
 	for _, node := range []string{"edpm-compute-0", "edpm-compute-1"} {
 		e2e.WaitFor(t, "NovaExternalCompute "+node+" created by its node", 3*time.Minute, func() (bool, string) {
 			u := get(t, gvrNEC, node)
@@ -109,33 +123,37 @@ spec: {role: compute, hostName: %s, ansibleHost: %s, deploy: true}
 	novaStart := time.Now()
 	create(t, gvrNova, novaManifest())
 	waitReady(t, gvrNova, "nova", 12*time.Minute)
-	t.Logf("FIGURE: Nova with cell0 and cell1 Ready %s after it was created", time.Since(novaStart).Round(time.Second))
+	t.Logf("FIGURE: Nova with cell0, cell1 and cell2 Ready %s after it was created", time.Since(novaStart).Round(time.Second))
 	forbidSecrets(t)
 
 	// Every service a process the pod runner runs, from the pod spec on runner-0.
-	for _, inst := range []string{"nova-api", "nova-scheduler", "nova-metadata", "nova-cell0-conductor", "nova-cell1-conductor", "nova-cell1-novncproxy"} {
+	for _, inst := range []string{"nova-api", "nova-scheduler", "nova-metadata", "nova-cell0-conductor", "nova-cell1-conductor", "nova-cell1-novncproxy", "nova-cell2-conductor"} {
 		s := mustService(t, inst)
 		require.Equal(t, local.RunnerNode, s.node, "%s runs on the pod runner's node", inst)
 		require.Contains(t, e2e.ReadFile(t, s.mergedConfig()), "[DEFAULT]", "%s loaded its merged configuration", inst)
 	}
 
-	// Databases, users and vhosts, each once.
-	want := []string{env.Run + "_api", env.Run + "_cell0", env.Run + "_cell1"}
+	// Databases, users and vhosts, each once; cell2 has a vhost of its own.
+	want := []string{env.Run + "_api", env.Run + "_cell0", env.Run + "_cell1", env.Run + "_cell2"}
 	require.Equal(t, want, databases(t, db))
 	require.Equal(t, want, users(t, db))
-	require.Equal(t, []string{ns + "-nova-api", ns + "-nova-cell1"}, vhosts(t, broker))
+	require.Equal(t, []string{ns + "-nova-api", ns + "-nova-cell1", ns + "-nova-cell2"}, vhosts(t, broker))
 
 	// The cells as nova-manage lists them with the superconductor's configuration: each once, with its
 	// own database and transport URL.
 	superconductor := mustService(t, "nova-cell0-conductor")
 	cells, names := listCells(t, superconductor.mergedConfig())
 	t.Logf("cell_v2 list_cells: %v", cells)
-	require.Equal(t, []string{"cell0", "cell1"}, names, "each cell mapped once")
+	require.Equal(t, []string{"cell0", "cell1", "cell2"}, names, "each cell mapped once")
 	require.Equal(t, "none:/", cells["cell0"].transport, "cell0 has no message bus: its none:/// mapping, as nova-manage prints it")
 	for _, c := range names {
 		require.True(t, strings.HasSuffix(cells[c].database, "/"+env.Run+"_"+c+"?charset=utf8"), "%s: %s", c, cells[c].database)
+		if c != "cell0" {
+			require.True(t, strings.HasSuffix(cells[c].transport, "/"+ns+"-nova-"+c), "%s: %s", c, cells[c].transport)
+		}
 	}
-	require.True(t, strings.HasSuffix(cells["cell1"].transport, "/"+ns+"-nova-cell1"), cells["cell1"].transport)
+	require.Contains(t, e2e.ReadFile(t, mustService(t, "nova-cell2-conductor").mergedConfig()), "/"+ns+"-nova-cell2\n",
+		"cell2's conductor on cell2's own vhost")
 
 	// The compute API answers through the deployed API, registered in Keystone in the Nova's region.
 	endpoint := fmt.Sprintf("http://%s:%d/v2.1", local.HostGateway, apiPort)
@@ -144,13 +162,14 @@ spec: {role: compute, hostName: %s, ansibleHost: %s, deploy: true}
 	cc := env.ComputeClient(t, NovaRegion)
 	require.Equal(t, endpoint+"/", cc.Endpoint, "the catalog's compute endpoint of region "+NovaRegion)
 
-	// The computes register in cell1: mapped by host discovery, their services up in the deployed API.
+	// The computes register in cell1 and cell2: mapped by host discovery, their services up in the
+	// deployed API, cell2's on cell2's vhost.
 	for _, node := range []string{"edpm-compute-0", "edpm-compute-1"} {
 		waitReady(t, gvrNEC, node, 15*time.Minute)
 	}
-	e2e.WaitFor(t, "both computes mapped in cell1", 2*time.Minute, func() (bool, string) {
+	e2e.WaitFor(t, "the computes mapped in their cells", 2*time.Minute, func() (bool, string) {
 		mapped := listHosts(t, superconductor.mergedConfig())
-		return mapped[hosts[0]] == "cell1" && mapped[hosts[1]] == "cell1", fmt.Sprint(mapped)
+		return mapped[hostA] == "cell1" && mapped[hostB] == "cell2", fmt.Sprint(mapped)
 	})
 	pages, err := services.List(cc, services.ListOpts{Binary: "nova-compute"}).AllPages(ctx)
 	require.NoError(t, err)
@@ -160,13 +179,46 @@ spec: {role: compute, hostName: %s, ansibleHost: %s, deploy: true}
 	for _, s := range computes {
 		up[s.Host] = s.State
 	}
-	require.Equal(t, map[string]string{hosts[0]: "up", hosts[1]: "up"}, up, "the computes, as the deployed API lists them")
+	require.Equal(t, map[string]string{hostA: "up", hostB: "up"}, up, "the computes, as the deployed API lists them")
 	require.Regexp(t, `(?m)^transport_url = rabbit://\S+@`+local.HostGateway+`:5672/`+ns+`-nova-cell1$`, e2e.HostFile(h0, "etc/nova/nova.conf.d/01-nova.conf"))
+	require.Regexp(t, `(?m)^transport_url = rabbit://\S+@`+local.HostGateway+`:5672/`+ns+`-nova-cell2$`, e2e.HostFile(h1, "etc/nova/nova.conf.d/01-nova.conf"))
+
+	// A server boots on the cell2 compute, through the deployed API (whose API database has flavors of
+	// its own: none until this one).
+	cloud, err := env.Cloud(ctx)
+	require.NoError(t, err)
+	cloud.Compute = cc
+	disk := 1
+	_, err = flavors.Create(ctx, cc, flavors.CreateOpts{Name: "m1.tiny", RAM: 512, VCPUs: 1, Disk: &disk}).Extract()
+	require.NoError(t, err, "create a flavor through the deployed API")
+	serverID, err := cloud.BootServer(ctx, env.Run+"-vm", hostB, env.Stack.OpenStack.Image, env.Stack.OpenStack.TenantNetwork)
+	require.NoError(t, err)
+	require.NoError(t, servers.Delete(ctx, cc, serverID).ExtractErr())
+	e2e.WaitFor(t, "server deleted", 3*time.Minute, func() (bool, string) {
+		_, err := servers.Get(ctx, cc, serverID).Extract()
+		return gophercloud.ResponseCodeIs(err, 404), fmt.Sprint(err)
+	})
+
+	// Removing cell2 while it has a compute is refused, saying why; once the compute is gone the cell
+	// is unmapped and its database, user and vhost removed.
+	patch(t, gvrNova, "nova", `{"spec":{"cellTemplates":{"cell2":null}}}`)
+	blocked := waitCondition(t, gvrNova, "nova", "CellsReady", "CellRemovalBlocked", 3*time.Minute)
+	require.Contains(t, blocked.Message, "edpm-compute-1")
+	_, names = listCells(t, superconductor.mergedConfig())
+	require.Equal(t, []string{"cell0", "cell1", "cell2"}, names, "cell2 stays mapped while its compute remains")
+	deleteAndWait(t, gvrNode, "edpm-compute-1")
+	waitReady(t, gvrNova, "nova", 5*time.Minute)
+	_, names = listCells(t, superconductor.mergedConfig())
+	require.Equal(t, []string{"cell0", "cell1"}, names)
+	want = []string{env.Run + "_api", env.Run + "_cell0", env.Run + "_cell1"}
+	require.Equal(t, want, databases(t, db))
+	require.Equal(t, want, users(t, db))
+	require.Equal(t, []string{ns + "-nova-api", ns + "-nova-cell1"}, vhosts(t, broker))
+	require.Nil(t, get(t, gvrCell, "nova-cell2"))
 
 	// Everything goes with the Nova: services, cells, databases, users, vhosts, endpoints.
 	forbidSecrets(t)
 	deleteAndWait(t, gvrNode, "edpm-compute-0")
-	deleteAndWait(t, gvrNode, "edpm-compute-1")
 	deleteAndWait(t, gvrNova, "nova")
 	require.Empty(t, databases(t, db))
 	require.Empty(t, users(t, db))
@@ -176,8 +228,15 @@ spec: {role: compute, hostName: %s, ansibleHost: %s, deploy: true}
 		require.NoError(t, err)
 		require.Empty(t, list.Items, "no %s left", gvr.Resource)
 	}
-	fresh, _ := env.CloudProvider(t)
-	_, err = openstack.NewComputeV2(fresh, gophercloud.EndpointOpts{Region: NovaRegion})
-	require.Error(t, err, "no compute endpoint left in region "+NovaRegion)
+	// Keystone's endpoint list, not a token's catalog: each of the stack's two Keystone processes caches
+	// the catalog it computed, so a new token may list a deleted endpoint for a while.
+	provider, eo := env.CloudProvider(t)
+	identity, err := openstack.NewIdentityV3(provider, eo)
+	require.NoError(t, err)
+	pages, err = endpoints.List(identity, endpoints.ListOpts{RegionID: NovaRegion}).AllPages(ctx)
+	require.NoError(t, err)
+	left, err := endpoints.ExtractEndpoints(pages)
+	require.NoError(t, err)
+	require.Empty(t, left, "no endpoint left in region "+NovaRegion)
 	t.Logf("FIGURE: scenario done in %s", time.Since(start).Round(time.Second))
 }
