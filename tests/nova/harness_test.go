@@ -128,6 +128,12 @@ func (s service) mergedConfig() string {
 	return fmt.Sprintf("/proc/%d/root/var/lib/openstack/config/nova.conf", s.pid)
 }
 
+// mappedCells is the path, seen from this machine, of the list of cells the API or the scheduler found
+// mapped when it started.
+func (s service) mappedCells() string {
+	return fmt.Sprintf("/proc/%d/root/var/lib/openstack/config/mapped-cells", s.pid)
+}
+
 // log is the service's container log.
 func (s service) log(t *testing.T, container string) string {
 	b, err := os.ReadFile(filepath.Join(env.Stack.StateDir, "logs", "pods", ns+"_"+s.pod+"_"+container+".log"))

@@ -215,6 +215,10 @@ spec: {role: compute, hostName: %s, ansibleHost: %s, deploy: true}
 	require.Equal(t, want, users(t, db))
 	require.Equal(t, []string{ns + "-nova-api", ns + "-nova-cell1"}, vhosts(t, broker))
 	require.Nil(t, get(t, gvrCell, "nova-cell2"))
+	// The API and the scheduler restarted without cell2 (they read the mappings once, at start).
+	for _, inst := range []string{"nova-api", "nova-scheduler"} {
+		require.True(t, strings.HasSuffix(e2e.ReadFile(t, mustService(t, inst).mappedCells()), "\ncell0\ncell1\n"), "%s restarted with cell0 and cell1 mapped", inst)
+	}
 
 	// Everything goes with the Nova: services, cells, databases, users, vhosts, endpoints.
 	forbidSecrets(t)

@@ -21,9 +21,10 @@ import (
 // databases and users (in the database server of every apiDatabase/cellDatabase naming an adminSecret)
 // and vhosts and users (on the broker of every message bus naming one, writing its transportURLSecret),
 // then cell0 (its superconductor migrates the API database), then the API, scheduler, global metadata
-// service and the other cells side by side. A cell removed from cellTemplates is torn down once no
-// NovaExternalCompute uses it (until then the Nova says which do): unmapped, its database, user and vhost
-// removed.
+// service and the other cells side by side. The API and the scheduler are given the mapped cells
+// (they read the mappings once, at start): a cell mapped or unmapped restarts them. A cell removed from
+// cellTemplates is torn down once no NovaExternalCompute uses it (until then the Nova says which do):
+// unmapped, the API and the scheduler restarted without it, then its database, user and vhost removed.
 func NovaWorkflow(ctx workflow.Context, in object.Input) error {
 	return object.Run(ctx, in, &novaReconciler{}, object.Options{})
 }
@@ -31,7 +32,10 @@ func NovaWorkflow(ctx workflow.Context, in object.Input) error {
 // novaRecord is what a Nova created, for teardown: every database and vhost is recorded before it is
 // created, so a crash in between leaves nothing the teardown does not know of.
 type novaRecord struct {
-	Cells     []string                            `json:"cells,omitempty"`
+	Cells []string `json:"cells,omitempty"`
+	// Unmapped are cells removed from cellTemplates whose NovaCell is gone (so they are unmapped) and
+	// whose database and vhost are still to be removed.
+	Unmapped  []string                            `json:"unmapped,omitempty"`
 	Services  []string                            `json:"services,omitempty"`
 	Databases map[string]activities.DatabaseInput `json:"databases,omitempty"`
 	Vhosts    map[string]activities.VhostInput    `json:"vhosts,omitempty"`
@@ -308,7 +312,7 @@ func (r *novaReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycle, o
 		if err := lc.Save(rec); err != nil {
 			return err
 		}
-		if err := applyChild(ctx, lc, kind, child, plan.Services[k]); err != nil {
+		if err := applyChild(ctx, lc, kind, child, withMappedCells(plan.Services[k], mappedCells(rec))); err != nil {
 			return err
 		}
 		refs = append(refs, childRef(ns, k))
@@ -334,16 +338,54 @@ func (r *novaReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycle, o
 	_ = lc.SetField(ctx, "schedulerReady", readyCount(sts[name+"-scheduler"]))
 	_ = lc.SetField(ctx, "metadataReady", readyCount(sts[name+"-metadata"]))
 
-	// Cells no longer in the templates.
-	for _, cell := range slices.Clone(rec.Cells) {
-		if _, ok := plan.Cells[cell]; ok {
+	// Cells no longer in the templates: unmapped once no compute uses them, then the API and the
+	// scheduler restart without them (they hold the mappings they read at start: a request reaching a
+	// dropped cell's database fails), then their databases and vhosts go.
+	var removed []string
+	for _, cell := range rec.Cells {
+		if _, ok := plan.Cells[cell]; !ok {
+			removed = append(removed, cell)
+		}
+	}
+	for _, cell := range removed {
+		if slices.Contains(rec.Unmapped, cell) {
 			continue
 		}
-		if err := lc.Step(ctx, "remove cell "+cell); err != nil {
+		if err := lc.Step(ctx, "unmap cell "+cell); err != nil {
 			return err
 		}
-		if err := removeCell(ctx, lc, &rec, cell); err != nil {
+		if err := unmapRemovedCell(ctx, lc, cell); err != nil {
 			return err
+		}
+		rec.Unmapped = addOnce(rec.Unmapped, cell)
+		if err := lc.Save(rec); err != nil {
+			return err
+		}
+	}
+	if len(removed) > 0 {
+		if err := lc.Step(ctx, "restart the API and the scheduler"); err != nil {
+			return err
+		}
+		var restarted []lifecycle.ObjectRef
+		for _, k := range workflow.DeterministicKeys(plan.Services) {
+			spec := withMappedCells(plan.Services[k], mappedCells(rec))
+			if kind, child, _ := strings.Cut(k, "/"); kind == KindNovaAPI || kind == KindNovaScheduler {
+				if err := applyChild(ctx, lc, kind, child, spec); err != nil {
+					return err
+				}
+				restarted = append(restarted, childRef(ns, k))
+			}
+		}
+		if _, err := waitChildren(ctx, lc, ConditionServicesReady, restarted); err != nil {
+			return err
+		}
+		for _, cell := range removed {
+			if err := lc.Step(ctx, "remove cell "+cell); err != nil {
+				return err
+			}
+			if err := dropCell(ctx, lc, &rec, cell); err != nil {
+				return err
+			}
 		}
 	}
 	var cells []novav1beta1.CellSummary
@@ -355,9 +397,9 @@ func (r *novaReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycle, o
 	return nil
 }
 
-// removeCell tears a cell down once no NovaExternalCompute of the namespace is in it: its NovaCell (whose
-// teardown unmaps it), then its database, user and vhost.
-func removeCell(ctx workflow.Context, lc *object.Lifecycle, rec *novaRecord, cell string) error {
+// unmapRemovedCell waits until no NovaExternalCompute of the namespace is in the cell (saying which are),
+// then deletes its NovaCell, whose teardown unmaps it.
+func unmapRemovedCell(ctx workflow.Context, lc *object.Lifecycle, cell string) error {
 	ns := lc.Ref.Namespace
 	err := poll(ctx, lc, ConditionCellsReady, func(ctx workflow.Context) (bool, string, error) {
 		using, err := computesIn(ctx, ns, cell)
@@ -371,9 +413,12 @@ func removeCell(ctx workflow.Context, lc *object.Lifecycle, rec *novaRecord, cel
 	if err != nil {
 		return err
 	}
-	if err := deleteAll(ctx, novaRef(KindNovaCell, ns, cellCR(lc.Ref.Name, cell))); err != nil {
-		return err
-	}
+	return deleteAll(ctx, novaRef(KindNovaCell, ns, cellCR(lc.Ref.Name, cell)))
+}
+
+// dropCell removes an unmapped cell's database, user, vhost and handed-down keys, and forgets the cell.
+func dropCell(ctx workflow.Context, lc *object.Lifecycle, rec *novaRecord, cell string) error {
+	ns := lc.Ref.Namespace
 	if d, ok := rec.Databases["cell-"+cell]; ok {
 		if err := workflow.ExecuteActivity(infraActivity(ctx), dbs.DropDatabase, d).Get(ctx, nil); err != nil {
 			return fmt.Errorf("drop database %s: %w", d.Database, err)
@@ -391,7 +436,35 @@ func removeCell(ctx workflow.Context, lc *object.Lifecycle, rec *novaRecord, cel
 		return err
 	}
 	rec.Cells = slices.DeleteFunc(rec.Cells, func(c string) bool { return c == cell })
+	rec.Unmapped = slices.DeleteFunc(rec.Unmapped, func(c string) bool { return c == cell })
 	return lc.Save(*rec)
+}
+
+// mappedCells are the cells mapped in the API database, sorted: those the Nova created and has not
+// unmapped.
+func mappedCells(rec novaRecord) []string {
+	var out []string
+	for _, c := range rec.Cells {
+		if !slices.Contains(rec.Unmapped, c) {
+			out = append(out, c)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// withMappedCells gives the API's and the scheduler's spec the mapped cells (a change restarts them);
+// other specs are returned as they are. Pure.
+func withMappedCells(spec any, cells []string) any {
+	switch s := spec.(type) {
+	case novav1beta1.NovaAPISpec:
+		s.Cells = cells
+		return s
+	case novav1beta1.NovaSchedulerSpec:
+		s.Cells = cells
+		return s
+	}
+	return spec
 }
 
 // computesIn lists the NovaExternalComputes of the namespace that are in one of the cells, sorted.

@@ -141,3 +141,35 @@ func mustJSON(t *testing.T, v any) json.RawMessage {
 	require.NoError(t, err)
 	return b
 }
+
+// The API and the scheduler are given the cells mapped (not those being unmapped), so a cell mapped or
+// unmapped restarts them; the other services are not touched.
+func TestMappedCellsRestartTheAPIAndTheScheduler(t *testing.T) {
+	rec := novaRecord{Cells: []string{"cell0", "cell2", "cell1"}, Unmapped: []string{"cell2"}}
+	cells := mappedCells(rec)
+	require.Equal(t, []string{"cell0", "cell1"}, cells)
+	for _, tc := range []struct {
+		spec any
+		want []string
+	}{
+		{novav1beta1.NovaAPISpec{}, cells},
+		{novav1beta1.NovaSchedulerSpec{}, cells},
+		{novav1beta1.NovaMetadataSpec{}, nil},
+		{novav1beta1.NovaConductorSpec{}, nil},
+	} {
+		raw, err := json.Marshal(withMappedCells(tc.spec, cells))
+		require.NoError(t, err)
+		var got struct {
+			Cells []string `json:"cells"`
+		}
+		require.NoError(t, json.Unmarshal(raw, &got))
+		require.Equal(t, tc.want, got.Cells, "%T", tc.spec)
+	}
+	// The list is an input of the API's configuration: a change rolls it, naming config-data.
+	in := Instance{Service: API, Name: "nova-api", Cells: []string{"cell0", "cell1", "cell2"}}
+	_, before := ConfigHash(in.ConfigData(), in.Scripts(), nil)
+	in.Cells = cells
+	require.Equal(t, "# The cells mapped when this service started: a change restarts it (it reads the mappings once).\ncell0\ncell1\n", in.ConfigData()[MappedCellsFile])
+	_, after := ConfigHash(in.ConfigData(), in.Scripts(), nil)
+	require.Equal(t, []string{"config-data"}, ChangedInputs(before, after))
+}

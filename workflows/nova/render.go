@@ -128,6 +128,8 @@ type Instance struct {
 	CellName string
 	// Port is where the API, metadata service or console proxy listens.
 	Port int32
+	// Cells are the cells mapped when the API or the scheduler starts (see MappedCellsFile).
+	Cells []string
 }
 
 // host is the Nova host name of the instance's services: its CR's name, stable across rollouts, so a
@@ -249,8 +251,17 @@ func (in Instance) ConfigData() map[string]string {
 	if in.CustomServiceConfig != "" {
 		out[CustomFile] = in.CustomServiceConfig
 	}
+	if len(in.Cells) > 0 {
+		out[MappedCellsFile] = "# The cells mapped when this service started: a change restarts it (it reads the mappings once).\n" +
+			strings.Join(in.Cells, "\n") + "\n"
+	}
 	return out
 }
+
+// MappedCellsFile lists, in the API's and the scheduler's config-data, the cells mapped when they
+// start: nova-api and nova-scheduler read the cell mappings once, so a cell mapped or unmapped later
+// must restart them, which this input's change does. The init container copies it beside nova.conf.
+const MappedCellsFile = "mapped-cells"
 
 // Secrets are the Secrets the credential template names, sorted: the init container mounts each.
 func (in Instance) Secrets() []string {

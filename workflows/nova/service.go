@@ -116,6 +116,7 @@ func ServiceInstance(ref lifecycle.ObjectRef, raw json.RawMessage) (Instance, er
 		in.CellDatabase = cellDB(s.NovaServiceAuth, s.DatabaseNames, novav1beta1.Cell0Name, s.Cell0DatabaseHostname, firstNonEmpty(s.Cell0DatabaseUser, "nova_cell0"))
 		in.TransportURLSecret = s.TransportURLSecret
 		in.Port = listenPort(s.CustomServiceConfig, "DEFAULT", "osapi_compute_listen_port", DefaultAPIPort)
+		in.Cells = s.Cells
 	case KindNovaScheduler:
 		var s novav1beta1.NovaSchedulerSpec
 		if err := decode(&s); err != nil {
@@ -126,6 +127,7 @@ func ServiceInstance(ref lifecycle.ObjectRef, raw json.RawMessage) (Instance, er
 		in.APIDatabase = apiDB(s.NovaServiceAuth, s.DatabaseNames, s.APIDatabaseHostname, s.APIDatabaseUser)
 		in.CellDatabase = cellDB(s.NovaServiceAuth, s.DatabaseNames, novav1beta1.Cell0Name, s.Cell0DatabaseHostname, firstNonEmpty(s.Cell0DatabaseUser, "nova_cell0"))
 		in.TransportURLSecret = s.TransportURLSecret
+		in.Cells = s.Cells
 	case KindNovaConductor:
 		var s novav1beta1.NovaConductorSpec
 		if err := decode(&s); err != nil {

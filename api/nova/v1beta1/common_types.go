@@ -167,6 +167,20 @@ type ServiceStatus struct {
 	InputHashes map[string]string `json:"inputHashes,omitempty"`
 }
 
+// MappedCells are the cells mapped in the API database, for the top-level services that read the cell
+// mappings once, when they start (nova-api, nova-scheduler).
+type MappedCells struct {
+	// Cells are the cells mapped in the API database, as the Nova owning the service mapped and
+	// unmapped them: a change of this list restarts the service, so it sees a cell mapped or unmapped
+	// after it started. A service deployed on its own may leave it empty (restart it after mapping or
+	// removing a cell).
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=63
+	Cells []string `json:"cells,omitempty"`
+}
+
 // DatabaseNames name the databases (schemas) a service reaches, when not the defaults.
 type DatabaseNames struct {
 	// APIDatabaseName is the API database's name.

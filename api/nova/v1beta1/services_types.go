@@ -11,6 +11,7 @@ type NovaAPISpec struct {
 	NovaServiceBase `json:",inline"`
 	NovaServiceAuth `json:",inline"`
 	DatabaseNames   `json:",inline"`
+	MappedCells     `json:",inline"`
 	// APIDatabaseHostname is the API database server's DNS name or IP address.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
@@ -90,6 +91,7 @@ type NovaSchedulerSpec struct {
 	NovaServiceBase `json:",inline"`
 	NovaServiceAuth `json:",inline"`
 	DatabaseNames   `json:",inline"`
+	MappedCells     `json:",inline"`
 	Cell0Database   `json:",inline"`
 	// APIDatabaseHostname is the API database server's DNS name or IP address.
 	// +kubebuilder:validation:MinLength=1
