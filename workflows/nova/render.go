@@ -337,7 +337,9 @@ func (in Instance) Scripts() map[string]string {
 
 // cellMappingScript maps the cell in the API database once: an existing mapping of the same name and
 // database is updated (transport URL or password changes), one of the same name on another database is a
-// conflict (exit 3), and the cell's UUID ends in the termination message.
+// conflict (exit 3), and the cell's UUID ends in the termination message: cell0's is fixed, create_cell
+// --verbose prints a new cell's last, list_cells an existing one's (no second listing: each nova-manage
+// run costs seconds of start-up).
 const cellMappingScript = `CONF=` + MergedConfig + `
 manage() { nova-manage --config-file "$CONF" "$@"; }
 want=$(python3 ` + ScriptsDir + `/merge_config.py get "$CONF" database connection)
@@ -346,18 +348,22 @@ case "$found" in
   missing)
     if [ "$CELL_NAME" = cell0 ]; then
       manage cell_v2 map_cell0 --database_connection "$want"
+      uuid=` + Cell0UUID + `
     else
-      manage cell_v2 create_cell --name "$CELL_NAME" --verbose
+      uuid=$(manage cell_v2 create_cell --name "$CELL_NAME" --verbose | tail -n 1)
     fi ;;
   same\ *)
-    if [ "$CELL_NAME" != cell0 ]; then manage cell_v2 update_cell --cell_uuid "${found#same }"; fi ;;
+    uuid=${found#same }
+    if [ "$CELL_NAME" != cell0 ]; then manage cell_v2 update_cell --cell_uuid "$uuid"; fi ;;
   *)
     echo "cell $CELL_NAME is already mapped to another database (${found#other }): refusing to map it twice" | tee ` + TerminationLog + ` >&2
     exit 3 ;;
 esac
-uuid=$(manage cell_v2 list_cells --verbose | python3 ` + ScriptsDir + `/merge_config.py cell "$CELL_NAME" "$want")
-echo "cell_uuid=${uuid#same }" > ` + TerminationLog + `
+echo "cell_uuid=$uuid" > ` + TerminationLog + `
 `
+
+// Cell0UUID is the UUID Nova gives cell0's mapping, always.
+const Cell0UUID = "00000000-0000-0000-0000-000000000000"
 
 // cellDeleteScript unmaps the cell; Nova refuses while hosts or instances remain (exit 2 or 3). Mappings
 // of instances that were deleted (exit 4: their rows await archiving) do not hold a cell that is going
