@@ -3,8 +3,10 @@ package activities
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -51,13 +53,26 @@ type StoreValuesInput struct {
 // StoreValues stores the values under ref (creating the release namespace when needed). It is
 // idempotent: the name carries the hash, so an existing ConfigMap of that name already holds them.
 func (h *Helm) StoreValues(ctx context.Context, in StoreValuesInput) error {
+	if err := h.ensureNamespace(ctx, in.Ref.Namespace); err != nil {
+		return err
+	}
+	return h.storeValues(ctx, in)
+}
+
+// ensureNamespace creates the release namespace when it is missing.
+func (h *Helm) ensureNamespace(ctx context.Context, name string) error {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if _, err := h.core.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return classify("create namespace "+name, err)
+	}
+	return nil
+}
+
+// storeValues creates the ConfigMap holding in's values; one of that name already holds them.
+func (h *Helm) storeValues(ctx context.Context, in StoreValuesInput) error {
 	b, err := json.Marshal(in.Values)
 	if err != nil {
 		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("values of %s: %v", in.Ref.Component, err), ErrInvalid, err)
-	}
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: in.Ref.Namespace}}
-	if _, err := h.core.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return classify("create namespace "+in.Ref.Namespace, err)
 	}
 	cm := &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: in.Ref.Name(), Namespace: in.Ref.Namespace, Labels: map[string]string{
@@ -68,6 +83,52 @@ func (h *Helm) StoreValues(ctx context.Context, in StoreValuesInput) error {
 		return classify("store values "+in.Ref.String(), err)
 	}
 	return nil
+}
+
+// StoreAllValuesInput is the rendered values of every component a rollout rolls, stored in one activity.
+type StoreAllValuesInput struct {
+	Items []StoreValuesInput `json:"items"`
+}
+
+// StoreAllValues stores each item's values as StoreValues does, side by side: a rollout waits for one
+// activity, not one per component (each a round trip through Temporal). Idempotent like StoreValues.
+func (h *Helm) StoreAllValues(ctx context.Context, in StoreAllValuesInput) error {
+	namespaces := map[string]bool{}
+	for _, item := range in.Items {
+		if !namespaces[item.Ref.Namespace] {
+			namespaces[item.Ref.Namespace] = true
+			if err := h.ensureNamespace(ctx, item.Ref.Namespace); err != nil {
+				return err
+			}
+		}
+	}
+	errs := make([]error, len(in.Items))
+	var wg sync.WaitGroup
+	for i, item := range in.Items {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = h.storeValues(ctx, item)
+		}()
+	}
+	wg.Wait()
+	return firstPermanent(errs)
+}
+
+// firstPermanent is the first non-retryable error of errs, else the first error: a batch fails for good
+// when one of its items cannot succeed.
+func firstPermanent(errs []error) error {
+	var first error
+	for _, err := range errs {
+		var app *temporal.ApplicationError
+		if errors.As(err, &app) && app.NonRetryable() {
+			return err
+		}
+		if first == nil {
+			first = err
+		}
+	}
+	return first
 }
 
 // PruneValues deletes the component's stored values other than keep's (every one when keep.Hash is
