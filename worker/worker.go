@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -115,12 +116,14 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 	}
 
+	// serving is set once every task queue's worker polls: /readyz answers from it.
+	var serving atomic.Bool
 	reg := prom.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	scope, closeScope := newScope(reg)
 	defer closeScope.Close()
 	if cfg.MetricsAddress != "" {
-		stop, err := serveMetrics(cfg.MetricsAddress, reg, log)
+		stop, err := serveMetrics(cfg.MetricsAddress, reg, &serving, log)
 		if err != nil {
 			return err
 		}
@@ -173,6 +176,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if len(running) == 0 {
 		return errors.New("no task queue has anything registered")
 	}
+	serving.Store(true)
 	if versioned {
 		log.Info("workflow worker versioned", "deployment", cfg.Deployment, "buildID", cfg.BuildID)
 		if !cfg.NoPromote {
@@ -352,8 +356,9 @@ func newScope(reg *prom.Registry) (tally.Scope, closer) {
 	return sdktally.NewPrometheusNamingScope(scope), c
 }
 
-// serveMetrics serves /metrics and /healthz on addr and returns a function that stops the server.
-func serveMetrics(addr string, reg *prom.Registry, log *slog.Logger) (func(), error) {
+// serveMetrics serves /metrics, /healthz (the process lives) and /readyz (its workers poll their task
+// queues: it serves tasks) on addr and returns a function that stops the server.
+func serveMetrics(addr string, reg *prom.Registry, serving *atomic.Bool, log *slog.Logger) (func(), error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("metrics listener on %s: %w", addr, err)
@@ -361,6 +366,13 @@ func serveMetrics(addr string, reg *prom.Registry, log *slog.Logger) (func(), er
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !serving.Load() {
+			http.Error(w, "not serving its task queues yet", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ok\n"))
+	})
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {

@@ -2,8 +2,14 @@ package worker
 
 import (
 	"context"
+	"log/slog"
+	"net"
+	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
+
+	prom "github.com/prometheus/client_golang/prometheus"
 
 	"github.com/stackflow/stackflow/workflows"
 )
@@ -32,5 +38,39 @@ func TestWorkflowNamesUnique(t *testing.T) {
 		if !seen[kind] {
 			t.Errorf("no workflow for the bridge's kind %s", kind)
 		}
+	}
+}
+
+// /readyz says whether the worker serves its task queues; /healthz only that the process lives.
+func TestReadyzAnswersOnceServing(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	var serving atomic.Bool
+	stop, err := serveMetrics(addr, prom.NewRegistry(), &serving, slog.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	code := func(path string) int {
+		resp, err := http.Get("http://" + addr + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if got := code("/healthz"); got != http.StatusOK {
+		t.Errorf("/healthz before serving = %d, want 200", got)
+	}
+	if got := code("/readyz"); got != http.StatusServiceUnavailable {
+		t.Errorf("/readyz before serving = %d, want 503", got)
+	}
+	serving.Store(true)
+	if got := code("/readyz"); got != http.StatusOK {
+		t.Errorf("/readyz while serving = %d, want 200", got)
 	}
 }

@@ -27,7 +27,7 @@ import (
 )
 
 const (
-	// healthTimeout bounds the wait for a started process to serve /healthz.
+	// healthTimeout bounds the wait for a started process to serve (ProcSpec.Ready).
 	healthTimeout = time.Minute
 	// stopGrace is how long Stop waits after SIGTERM before it kills; the worker drains its activities
 	// in that time.
@@ -53,6 +53,9 @@ type ProcSpec struct {
 	// Parts run the binary several times as one Proc, each with its own extra arguments and account
 	// (a worker per task queue, as the chart deploys them); Args and Account apply when empty.
 	Parts []ProcPart
+	// Ready is the path that answers 200 once the process serves (a worker's /readyz: it polls its task
+	// queues); /healthz when empty.
+	Ready string
 }
 
 // ProcPart is one process of a Proc made of several.
@@ -77,13 +80,14 @@ type procPart struct {
 	env     []string
 	log     string
 	metrics string
+	ready   string
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
 	exited chan struct{}
 }
 
-// StartProc starts spec's binary and waits until it serves /healthz. The process is stopped when the
+// StartProc starts spec's binary and waits until it serves (spec.Ready). The process is stopped when the
 // test ends, and its log tail is printed if the test failed; a failed start fails the test.
 func (e *Env) StartProc(t testing.TB, spec ProcSpec) *Proc {
 	t.Helper()
@@ -102,7 +106,11 @@ func (e *Env) StartProc(t testing.TB, spec ProcSpec) *Proc {
 			t.Fatalf("kubeconfig of %s: %v", spec.Name, err)
 		}
 		name := spec.Name + part.Suffix
-		pp := &procPart{name: name, metrics: addr, log: filepath.Join(t.TempDir(), name+".log"),
+		ready := spec.Ready
+		if ready == "" {
+			ready = "/healthz"
+		}
+		pp := &procPart{name: name, metrics: addr, ready: ready, log: filepath.Join(t.TempDir(), name+".log"),
 			// The kubeconfig goes by environment, so no process has the stack's state directory on its
 			// command line.
 			env: slices.Concat(os.Environ(), []string{"KUBECONFIG=" + kubeconfig,
@@ -203,7 +211,8 @@ func (e *Env) StartWorker(t testing.TB, opts WorkerOptions) *Proc {
 	if binary == "" {
 		binary = Worker
 	}
-	return e.StartProc(t, ProcSpec{Name: opts.Identity, Binary: binary, Args: args, Env: opts.Env, Parts: parts})
+	// Started once it polls: a test's clock never runs while the worker still connects.
+	return e.StartProc(t, ProcSpec{Name: opts.Identity, Binary: binary, Args: args, Env: opts.Env, Parts: parts, Ready: "/readyz"})
 }
 
 // BridgeOptions tune a bridge replica for a test.
@@ -247,7 +256,7 @@ func (e *Env) StartBridge(t testing.TB, opts BridgeOptions) *Proc {
 	return e.StartProc(t, ProcSpec{Name: opts.Identity, Binary: Bridge, Args: append(args, opts.ExtraArgs...), Account: "bridge"})
 }
 
-// Start (re)starts the process, appending to its log, and waits until it serves /healthz; it fails the
+// Start (re)starts the process, appending to its log, and waits until it serves (ProcSpec.Ready); it fails the
 // test if the process exits or does not become healthy in time. Call it from the test's goroutine;
 // elsewhere, use Restart.
 func (p *Proc) Start() {
@@ -301,7 +310,7 @@ func (pp *procPart) waitHealthy() error {
 	exited := pp.exited
 	pp.mu.Unlock()
 	for deadline := time.Now().Add(healthTimeout); ; {
-		resp, err := http.Get("http://" + pp.metrics + "/healthz")
+		resp, err := http.Get("http://" + pp.metrics + pp.ready)
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
@@ -309,7 +318,7 @@ func (pp *procPart) waitHealthy() error {
 			}
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%s did not serve /healthz within %s:\n%s", pp.name, healthTimeout, pp.tail(30))
+			return fmt.Errorf("%s did not serve %s within %s:\n%s", pp.name, pp.ready, healthTimeout, pp.tail(30))
 		}
 		select {
 		case <-exited:
