@@ -2,6 +2,7 @@ package controlplane
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -104,38 +105,29 @@ func parseConfigSpec(ref lifecycle.ObjectRef, raw json.RawMessage) (kupenstackv1
 	return spec, nil
 }
 
+// ChangePrepareSideBySide guards the reconcile path that prepares a rollout side by side (prepare):
+// runs recorded before it replay the serial path (prepareSerially).
+const ChangePrepareSideBySide = "rollout-prepare-side-by-side"
+
 func (r *configReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycle, obj *activities.Object) error {
 	spec, err := parseConfigSpec(lc.Ref, obj.Spec)
 	if err != nil {
 		return err
 	}
-	if err := lc.Step(ctx, "render profile "+spec.DefaultProfile); err != nil {
-		return err
-	}
-	_, rendered, err := renderProfile(ctx, spec.DefaultProfile, nil)
-	if err != nil {
-		lc.SetCondition(ctx, metav1.Condition{Type: ConditionComponentsReady, Status: metav1.ConditionFalse, Reason: object.FailureReason(err), Message: object.FailureMessage(err)})
-		return err
-	}
-
-	if err := lc.Step(ctx, "configure OpenstackNodes"); err != nil {
-		return err
-	}
-	if err := applyNodeSpecs(ctx, spec); err != nil {
-		return err
-	}
-
-	if err := lc.Step(ctx, "plan rollout"); err != nil {
-		return err
-	}
+	// changed in day 2: what comes before the first component's rollout is read and written side by side,
+	// the values in one activity; it was the makespan's largest overhead.
+	sideBySide := workflow.GetVersion(ctx, ChangePrepareSideBySide, workflow.DefaultVersion, 1) == 1
+	var plan RolloutPlan
+	var rendered map[string]RenderedComponent
 	var deployed map[string]activities.ReleaseInfo
-	if err := workflow.ExecuteActivity(helmActivity(ctx, 2*time.Minute), helm.Releases,
-		activities.ReleasesInput{Namespace: spec.ReleaseNamespace, Names: ControlPlane.Names()}).Get(ctx, &deployed); err != nil {
-		return fmt.Errorf("read releases in %s: %w", spec.ReleaseNamespace, err)
+	var nodes func() error
+	if sideBySide {
+		plan, rendered, deployed, nodes, err = prepare(ctx, lc, spec)
+	} else {
+		plan, rendered, deployed, err = prepareSerially(ctx, lc, spec)
 	}
-	plan, err := PlanRollout(ControlPlane, rendered, deployed)
 	if err != nil {
-		return profileFailure(err)
+		return err
 	}
 	r.status = initialStatus(plan, rendered, deployed)
 	report := func() { _ = lc.SetField(ctx, "components", r.statusList()) }
@@ -159,6 +151,23 @@ func (r *configReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycle,
 	if len(plan.Waves) > 0 {
 		lc.SetCondition(ctx, metav1.Condition{Type: ConditionComponentsReady, Status: metav1.ConditionFalse, Reason: "RollingOut",
 			Message: "rolling out " + wavesText(plan.Waves)})
+	}
+	if sideBySide {
+		// The node specs were sent while the rollout was planned; the values go while they are applied.
+		var stored workflow.Future
+		if len(plan.Waves) > 0 {
+			stored = storeAllValues(ctx, spec.ReleaseNamespace, plan.Components(), rendered)
+		}
+		err := nodes()
+		if stored != nil {
+			if serr := stored.Get(ctx, nil); serr != nil && err == nil {
+				err = fmt.Errorf("store the values of %s: %w", strings.Join(plan.Components(), ", "), serr)
+			}
+		}
+		if err != nil {
+			return err
+		}
+	} else if len(plan.Waves) > 0 {
 		if err := storeValues(ctx, spec.ReleaseNamespace, plan.Components(), rendered); err != nil {
 			return err
 		}
@@ -200,9 +209,69 @@ func (r *configReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycle,
 	return nil
 }
 
-// applyNodeSpecs gives every listed node's OpenstackNode its type, profile and disabled flag, creating
-// the OpenstackNode when its Node's workflow has not yet.
-func applyNodeSpecs(ctx workflow.Context, spec kupenstackv1alpha1.KupenstackConfigurationSpec) error {
+// prepare renders the default profile while it reads the deployed releases, then plans the rollout while
+// the listed nodes' OpenstackNode specs are applied; the returned nodes waits for those. A profile that
+// fails to render configures no node, as in prepareSerially.
+func prepare(ctx workflow.Context, lc *object.Lifecycle, spec kupenstackv1alpha1.KupenstackConfigurationSpec) (
+	plan RolloutPlan, rendered map[string]RenderedComponent, deployed map[string]activities.ReleaseInfo, nodes func() error, err error) {
+	if err := lc.Step(ctx, "render profile "+spec.DefaultProfile+", read releases"); err != nil {
+		return plan, nil, nil, nil, err
+	}
+	releases := workflow.ExecuteActivity(helmActivity(ctx, 2*time.Minute), helm.Releases,
+		activities.ReleasesInput{Namespace: spec.ReleaseNamespace, Names: ControlPlane.Names()})
+	_, rendered, err = renderProfile(ctx, spec.DefaultProfile, nil)
+	if err != nil {
+		lc.SetCondition(ctx, metav1.Condition{Type: ConditionComponentsReady, Status: metav1.ConditionFalse, Reason: object.FailureReason(err), Message: object.FailureMessage(err)})
+		return plan, nil, nil, nil, err
+	}
+	if err := lc.Step(ctx, "configure OpenstackNodes, plan rollout"); err != nil {
+		return plan, nil, nil, nil, err
+	}
+	nodes = startNodeSpecs(ctx, spec)
+	if err := releases.Get(ctx, &deployed); err != nil {
+		return plan, nil, nil, nil, errors.Join(nodes(), fmt.Errorf("read releases in %s: %w", spec.ReleaseNamespace, err))
+	}
+	if plan, err = PlanRollout(ControlPlane, rendered, deployed); err != nil {
+		return plan, nil, nil, nil, errors.Join(nodes(), profileFailure(err))
+	}
+	return plan, rendered, deployed, nodes, nil
+}
+
+// prepareSerially is prepare as runs before ChangePrepareSideBySide took it: render, configure the
+// nodes, read the releases and plan, one after the other.
+func prepareSerially(ctx workflow.Context, lc *object.Lifecycle, spec kupenstackv1alpha1.KupenstackConfigurationSpec) (
+	plan RolloutPlan, rendered map[string]RenderedComponent, deployed map[string]activities.ReleaseInfo, err error) {
+	if err := lc.Step(ctx, "render profile "+spec.DefaultProfile); err != nil {
+		return plan, nil, nil, err
+	}
+	_, rendered, err = renderProfile(ctx, spec.DefaultProfile, nil)
+	if err != nil {
+		lc.SetCondition(ctx, metav1.Condition{Type: ConditionComponentsReady, Status: metav1.ConditionFalse, Reason: object.FailureReason(err), Message: object.FailureMessage(err)})
+		return plan, nil, nil, err
+	}
+	if err := lc.Step(ctx, "configure OpenstackNodes"); err != nil {
+		return plan, nil, nil, err
+	}
+	if err := startNodeSpecs(ctx, spec)(); err != nil {
+		return plan, nil, nil, err
+	}
+	if err := lc.Step(ctx, "plan rollout"); err != nil {
+		return plan, nil, nil, err
+	}
+	if err := workflow.ExecuteActivity(helmActivity(ctx, 2*time.Minute), helm.Releases,
+		activities.ReleasesInput{Namespace: spec.ReleaseNamespace, Names: ControlPlane.Names()}).Get(ctx, &deployed); err != nil {
+		return plan, nil, nil, fmt.Errorf("read releases in %s: %w", spec.ReleaseNamespace, err)
+	}
+	if plan, err = PlanRollout(ControlPlane, rendered, deployed); err != nil {
+		return plan, nil, nil, profileFailure(err)
+	}
+	return plan, rendered, deployed, nil
+}
+
+// startNodeSpecs gives every listed node's OpenstackNode its type, profile and disabled flag, creating
+// the OpenstackNode when its Node's workflow has not yet, all side by side; the returned function waits
+// for them and returns the first failure.
+func startNodeSpecs(ctx workflow.Context, spec kupenstackv1alpha1.KupenstackConfigurationSpec) func() error {
 	var futures []workflow.Future
 	for _, n := range spec.Nodes {
 		profile := n.Profile
@@ -221,12 +290,14 @@ func applyNodeSpecs(ctx workflow.Context, spec kupenstackv1alpha1.KupenstackConf
 			Spec:   b,
 		}))
 	}
-	for i, f := range futures {
-		if err := f.Get(ctx, nil); err != nil {
-			return fmt.Errorf("configure OpenstackNode %s: %w", spec.Nodes[i].Name, err)
+	return func() error {
+		for i, f := range futures {
+			if err := f.Get(ctx, nil); err != nil {
+				return fmt.Errorf("configure OpenstackNode %s: %w", spec.Nodes[i].Name, err)
+			}
 		}
+		return nil
 	}
-	return nil
 }
 
 func nilIfEmpty(s string) *string {

@@ -196,6 +196,17 @@ func storeValues(ctx workflow.Context, namespace string, names []string, rendere
 	return nil
 }
 
+// storeAllValues stores the rendered values of the named components in one activity (see
+// activities.Helm.StoreAllValues); the future settles once all are stored.
+func storeAllValues(ctx workflow.Context, namespace string, names []string, rendered map[string]RenderedComponent) workflow.Future {
+	in := activities.StoreAllValuesInput{Items: make([]activities.StoreValuesInput, len(names))}
+	for i, name := range names {
+		r := rendered[name]
+		in.Items[i] = activities.StoreValuesInput{Ref: valuesRef(namespace, r), Values: r.Values}
+	}
+	return workflow.ExecuteActivity(object.KubeActivity(ctx), helm.StoreAllValues, in)
+}
+
 // rolloutOutcome is what executing a plan gave: per component status and the first failure.
 type rolloutOutcome struct {
 	failed []string
