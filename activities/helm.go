@@ -136,13 +136,18 @@ func (h *Helm) Releases(ctx context.Context, in ReleasesInput) (map[string]Relea
 	if err != nil {
 		return nil, err
 	}
+	// One list of the namespace's releases, not one query per name: a rollout waits for this read.
+	all, err := cfg.Releases.ListReleases()
+	if err != nil {
+		return nil, classify("list releases in "+in.Namespace, err)
+	}
+	hists := map[string][]*release.Release{}
+	for _, r := range all {
+		hists[r.Name] = append(hists[r.Name], r)
+	}
 	out := map[string]ReleaseInfo{}
 	for _, name := range in.Names {
-		info, _, err := releaseInfo(cfg, name)
-		if err != nil {
-			return nil, err
-		}
-		out[name] = info
+		out[name] = infoOf(name, hists[name])
 	}
 	return out, nil
 }
@@ -155,6 +160,15 @@ func releaseInfo(cfg *action.Configuration, name string) (ReleaseInfo, []*releas
 	}
 	if err != nil {
 		return ReleaseInfo{}, nil, fmt.Errorf("history of release %s: %w", name, err)
+	}
+	return infoOf(name, hist), hist, nil
+}
+
+// infoOf is what a release's history (any order; sorted by revision here) says of it; no history is a
+// release that does not exist.
+func infoOf(name string, hist []*release.Release) ReleaseInfo {
+	if len(hist) == 0 {
+		return ReleaseInfo{Name: name}
 	}
 	releaseutil.SortByRevision(hist)
 	last := hist[len(hist)-1]
@@ -174,7 +188,7 @@ func releaseInfo(cfg *action.Configuration, name string) (ReleaseInfo, []*releas
 			}
 		}
 	}
-	return info, hist, nil
+	return info
 }
 
 // ReleaseInput is one component's wanted release: its chart and its stored values (by reference).
