@@ -117,18 +117,16 @@ func (r *configReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycle,
 	// changed in day 2: what comes before the first component's rollout is read and written side by side,
 	// the values in one activity; it was the makespan's largest overhead.
 	sideBySide := workflow.GetVersion(ctx, ChangePrepareSideBySide, workflow.DefaultVersion, 1) == 1
-	var plan RolloutPlan
-	var rendered map[string]RenderedComponent
-	var deployed map[string]activities.ReleaseInfo
-	var nodes func() error
+	var p *preparation
 	if sideBySide {
-		plan, rendered, deployed, nodes, err = prepare(ctx, lc, spec)
+		p, err = prepare(ctx, lc, spec, r.status)
 	} else {
-		plan, rendered, deployed, err = prepareSerially(ctx, lc, spec)
+		p, err = prepareSerially(ctx, lc, spec)
 	}
 	if err != nil {
 		return err
 	}
+	plan, rendered, deployed := p.plan, p.rendered, p.deployed
 	r.status = initialStatus(plan, rendered, deployed)
 	report := func() { _ = lc.SetField(ctx, "components", r.statusList()) }
 	report()
@@ -153,18 +151,7 @@ func (r *configReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycle,
 			Message: "rolling out " + wavesText(plan.Waves)})
 	}
 	if sideBySide {
-		// The node specs were sent while the rollout was planned; the values go while they are applied.
-		var stored workflow.Future
-		if len(plan.Waves) > 0 {
-			stored = storeAllValues(ctx, spec.ReleaseNamespace, plan.Components(), rendered)
-		}
-		err := nodes()
-		if stored != nil {
-			if serr := stored.Get(ctx, nil); serr != nil && err == nil {
-				err = fmt.Errorf("store the values of %s: %w", strings.Join(plan.Components(), ", "), serr)
-			}
-		}
-		if err != nil {
+		if err := p.finish(ctx, spec.ReleaseNamespace); err != nil {
 			return err
 		}
 	} else if len(plan.Waves) > 0 {
@@ -209,63 +196,127 @@ func (r *configReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycle,
 	return nil
 }
 
-// prepare renders the default profile while it reads the deployed releases, then plans the rollout while
-// the listed nodes' OpenstackNode specs are applied; the returned nodes waits for those. A profile that
-// fails to render configures no node, as in prepareSerially.
-func prepare(ctx workflow.Context, lc *object.Lifecycle, spec kupenstackv1alpha1.KupenstackConfigurationSpec) (
-	plan RolloutPlan, rendered map[string]RenderedComponent, deployed map[string]activities.ReleaseInfo, nodes func() error, err error) {
+// preparation is what a reconcile learned and started before its rollout.
+type preparation struct {
+	plan     RolloutPlan
+	rendered map[string]RenderedComponent
+	deployed map[string]activities.ReleaseInfo
+	// nodes waits for the node specs sent (none on the serial path: it applied them).
+	nodes func() error
+	// ahead names the components whose values were sent to be stored before the plan was known; stored
+	// settles once they are (nil when none were).
+	ahead  []string
+	stored workflow.Future
+}
+
+// prepare renders the default profile while it reads the deployed releases; once the profile renders,
+// the listed nodes' OpenstackNode specs go, and the values of the components the recorded status does
+// not show deployed as rendered (valuesAhead) are stored, while the releases are still read. finish
+// waits for all of it. A profile that fails to render configures no node, as in prepareSerially.
+func prepare(ctx workflow.Context, lc *object.Lifecycle, spec kupenstackv1alpha1.KupenstackConfigurationSpec,
+	known map[string]kupenstackv1alpha1.ComponentStatus) (*preparation, error) {
 	if err := lc.Step(ctx, "render profile "+spec.DefaultProfile+", read releases"); err != nil {
-		return plan, nil, nil, nil, err
+		return nil, err
 	}
 	releases := workflow.ExecuteActivity(helmActivity(ctx, 2*time.Minute), helm.Releases,
 		activities.ReleasesInput{Namespace: spec.ReleaseNamespace, Names: ControlPlane.Names()})
-	_, rendered, err = renderProfile(ctx, spec.DefaultProfile, nil)
+	_, rendered, err := renderProfile(ctx, spec.DefaultProfile, nil)
 	if err != nil {
 		lc.SetCondition(ctx, metav1.Condition{Type: ConditionComponentsReady, Status: metav1.ConditionFalse, Reason: object.FailureReason(err), Message: object.FailureMessage(err)})
-		return plan, nil, nil, nil, err
+		return nil, err
 	}
-	if err := lc.Step(ctx, "configure OpenstackNodes, plan rollout"); err != nil {
-		return plan, nil, nil, nil, err
+	if err := lc.Step(ctx, "configure OpenstackNodes, store values, plan rollout"); err != nil {
+		return nil, err
 	}
-	nodes = startNodeSpecs(ctx, spec)
-	if err := releases.Get(ctx, &deployed); err != nil {
-		return plan, nil, nil, nil, errors.Join(nodes(), fmt.Errorf("read releases in %s: %w", spec.ReleaseNamespace, err))
+	p := &preparation{rendered: rendered, nodes: startNodeSpecs(ctx, spec), ahead: valuesAhead(rendered, known)}
+	if len(p.ahead) > 0 {
+		p.stored = storeAllValues(ctx, spec.ReleaseNamespace, p.ahead, rendered)
 	}
-	if plan, err = PlanRollout(ControlPlane, rendered, deployed); err != nil {
-		return plan, nil, nil, nil, errors.Join(nodes(), profileFailure(err))
+	if err := releases.Get(ctx, &p.deployed); err != nil {
+		return nil, errors.Join(p.wait(ctx), fmt.Errorf("read releases in %s: %w", spec.ReleaseNamespace, err))
 	}
-	return plan, rendered, deployed, nodes, nil
+	if p.plan, err = PlanRollout(ControlPlane, rendered, p.deployed); err != nil {
+		return nil, errors.Join(p.wait(ctx), profileFailure(err))
+	}
+	return p, nil
+}
+
+// valuesAhead names the enabled components whose rendered chart and values the recorded status does not
+// show deployed: those a rollout is bound to roll, whose values can be stored before the releases are
+// read. A reconcile that changes nothing stores nothing.
+func valuesAhead(rendered map[string]RenderedComponent, known map[string]kupenstackv1alpha1.ComponentStatus) []string {
+	var out []string
+	for _, name := range ControlPlane.Names() {
+		r := rendered[name]
+		if !r.Enabled {
+			continue
+		}
+		if st, ok := known[name]; ok && st.State == ComponentDeployed && st.ValuesHash == r.ValuesHash && st.ChartVersion == r.Chart.Version {
+			continue
+		}
+		out = append(out, name)
+	}
+	return out
+}
+
+// finish stores the values of the components the plan rolls that were not stored ahead, and waits for
+// everything prepare started; the first failure wins, the node specs' first.
+func (p *preparation) finish(ctx workflow.Context, namespace string) error {
+	var late []string
+	for _, name := range p.plan.Components() {
+		if !slices.Contains(p.ahead, name) {
+			late = append(late, name)
+		}
+	}
+	if len(late) > 0 {
+		if err := errors.Join(p.wait(ctx), storeAllValues(ctx, namespace, late, p.rendered).Get(ctx, nil)); err != nil {
+			return fmt.Errorf("prepare the rollout of %s: %w", strings.Join(p.plan.Components(), ", "), err)
+		}
+		return nil
+	}
+	return p.wait(ctx)
+}
+
+// wait waits for the node specs and the values stored ahead.
+func (p *preparation) wait(ctx workflow.Context) error {
+	err := p.nodes()
+	if p.stored != nil {
+		if serr := p.stored.Get(ctx, nil); serr != nil && err == nil {
+			err = fmt.Errorf("store the values of %s: %w", strings.Join(p.ahead, ", "), serr)
+		}
+	}
+	return err
 }
 
 // prepareSerially is prepare as runs before ChangePrepareSideBySide took it: render, configure the
 // nodes, read the releases and plan, one after the other.
-func prepareSerially(ctx workflow.Context, lc *object.Lifecycle, spec kupenstackv1alpha1.KupenstackConfigurationSpec) (
-	plan RolloutPlan, rendered map[string]RenderedComponent, deployed map[string]activities.ReleaseInfo, err error) {
+func prepareSerially(ctx workflow.Context, lc *object.Lifecycle, spec kupenstackv1alpha1.KupenstackConfigurationSpec) (*preparation, error) {
 	if err := lc.Step(ctx, "render profile "+spec.DefaultProfile); err != nil {
-		return plan, nil, nil, err
+		return nil, err
 	}
-	_, rendered, err = renderProfile(ctx, spec.DefaultProfile, nil)
+	_, rendered, err := renderProfile(ctx, spec.DefaultProfile, nil)
 	if err != nil {
 		lc.SetCondition(ctx, metav1.Condition{Type: ConditionComponentsReady, Status: metav1.ConditionFalse, Reason: object.FailureReason(err), Message: object.FailureMessage(err)})
-		return plan, nil, nil, err
+		return nil, err
 	}
 	if err := lc.Step(ctx, "configure OpenstackNodes"); err != nil {
-		return plan, nil, nil, err
+		return nil, err
 	}
 	if err := startNodeSpecs(ctx, spec)(); err != nil {
-		return plan, nil, nil, err
+		return nil, err
 	}
 	if err := lc.Step(ctx, "plan rollout"); err != nil {
-		return plan, nil, nil, err
+		return nil, err
 	}
+	p := &preparation{rendered: rendered}
 	if err := workflow.ExecuteActivity(helmActivity(ctx, 2*time.Minute), helm.Releases,
-		activities.ReleasesInput{Namespace: spec.ReleaseNamespace, Names: ControlPlane.Names()}).Get(ctx, &deployed); err != nil {
-		return plan, nil, nil, fmt.Errorf("read releases in %s: %w", spec.ReleaseNamespace, err)
+		activities.ReleasesInput{Namespace: spec.ReleaseNamespace, Names: ControlPlane.Names()}).Get(ctx, &p.deployed); err != nil {
+		return nil, fmt.Errorf("read releases in %s: %w", spec.ReleaseNamespace, err)
 	}
-	if plan, err = PlanRollout(ControlPlane, rendered, deployed); err != nil {
-		return plan, nil, nil, profileFailure(err)
+	if p.plan, err = PlanRollout(ControlPlane, rendered, p.deployed); err != nil {
+		return nil, profileFailure(err)
 	}
-	return plan, rendered, deployed, nil
+	return p, nil
 }
 
 // startNodeSpecs gives every listed node's OpenstackNode its type, profile and disabled flag, creating

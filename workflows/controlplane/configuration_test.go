@@ -28,13 +28,16 @@ type configCluster struct {
 	config  kupenstackv1alpha1.KupenstackConfigurationSpec
 	profile *ProfileSpec // nil: the profile does not exist
 
-	mu       sync.Mutex
-	started  []string // activity types, in the order they started
-	nodes    []string // OpenstackNodes given a spec
-	stored   []string // components whose values were stored
+	mu      sync.Mutex
+	started []string   // activity types, in the order they started
+	nodes   []string   // OpenstackNodes given a spec
+	stored  [][]string // components whose values were stored, per StoreAllValues
+	// ahead: the values are expected to be stored while the releases are read.
+	ahead    bool
 	statuses []activities.StatusPatch
 	// Each is closed when its activity started: the activity that must run beside it waits for it.
 	releasesStarted, storeStarted chan struct{}
+	storeOnce                     bool
 }
 
 // sideBySideWait bounds how long an activity waits for the one that must run beside it: were they run one
@@ -59,7 +62,10 @@ func newConfigEnv(t *testing.T, f *configCluster) *testsuite.TestWorkflowEnviron
 		case "Releases":
 			close(f.releasesStarted)
 		case "StoreAllValues":
-			close(f.storeStarted)
+			if !f.storeOnce {
+				f.storeOnce = true
+				close(f.storeStarted)
+			}
 		}
 	})
 	env.OnActivity(kube.GetObject, mock.Anything, mock.Anything).Return(func(_ context.Context, ref lifecycle.ObjectRef) (*activities.Object, error) {
@@ -97,13 +103,25 @@ func newConfigEnv(t *testing.T, f *configCluster) *testsuite.TestWorkflowEnviron
 		f.nodes = append(f.nodes, in.Ref.Name)
 		return "uid-" + in.Ref.Name, nil
 	})
-	env.OnActivity(helm.Releases, mock.Anything, mock.Anything).Return(map[string]activities.ReleaseInfo{}, nil)
+	env.OnActivity(helm.Releases, mock.Anything, mock.Anything).Return(func(context.Context, activities.ReleasesInput) (map[string]activities.ReleaseInfo, error) {
+		// The values the recorded status does not show deployed are stored while the releases are read.
+		if f.ahead {
+			select {
+			case <-f.storeStarted:
+			case <-time.After(sideBySideWait):
+				return nil, temporal.NewNonRetryableApplicationError("the values were not stored beside the releases' read", "Serial", nil)
+			}
+		}
+		return map[string]activities.ReleaseInfo{}, nil
+	})
 	env.OnActivity(helm.StoreAllValues, mock.Anything, mock.Anything).Return(func(_ context.Context, in activities.StoreAllValuesInput) error {
 		f.mu.Lock()
 		defer f.mu.Unlock()
+		var batch []string
 		for _, it := range in.Items {
-			f.stored = append(f.stored, it.Ref.Component)
+			batch = append(batch, it.Ref.Component)
 		}
+		f.stored = append(f.stored, batch)
 		return nil
 	})
 	env.OnActivity(helm.Recover, mock.Anything, mock.Anything).Return(&activities.RecoverResult{Action: "none"}, nil)
@@ -127,35 +145,39 @@ func (f *configCluster) condition(t string) (metav1.Condition, bool) {
 	return metav1.Condition{}, false
 }
 
-func runConfiguration(t *testing.T, f *configCluster) {
+func runConfiguration(t *testing.T, f *configCluster, carry *object.State) {
 	env := newConfigEnv(t, f)
 	chain := objecttest.New(env)
 	env.RegisterDelayedCallback(func() { require.NoError(t, chain.Signal(lifecycle.SignalSpec, lifecycle.SpecSignal{Generation: 1})) }, time.Second)
 	env.RegisterDelayedCallback(func() { require.NoError(t, chain.Signal(lifecycle.SignalDelete, lifecycle.DeleteSignal{})) }, time.Hour)
 	env.OnActivity(helm.Uninstall, mock.Anything, mock.Anything).Return(nil)
 	env.OnActivity(kube.RemoveFinalizer, mock.Anything, mock.Anything).Return(nil)
-	chain.Execute("KupenstackConfiguration", object.Input{ObjectRef: KupenstackConfigurationRef("cloud")})
+	chain.Execute("KupenstackConfiguration", object.Input{ObjectRef: KupenstackConfigurationRef("cloud"), Carry: carry})
 	require.True(t, env.IsWorkflowCompleted())
 	require.NoError(t, env.GetWorkflowError())
 }
 
-// A rollout's preparation runs side by side: the releases are read while the profile is (each mock
-// waits for the other to start), the node specs are applied while the values are stored, all values in
-// one activity, and every component then rolls out.
-func TestConfigurationPreparesTheRolloutSideBySide(t *testing.T) {
-	chart := func(name string) *ChartRef {
-		return &ChartRef{Repository: "http://198.51.100.1/charts", Name: name, Version: "0.1.0"}
-	}
+var fiveComponents = []string{"mariadb", "rabbitmq", "memcached", "keystone", "glance"}
+
+func fiveComponentProfile() *ProfileSpec {
 	profile := &ProfileSpec{Components: map[string]ComponentProfile{}}
-	for _, c := range []string{"mariadb", "rabbitmq", "memcached", "keystone", "glance"} {
-		profile.Components[c] = ComponentProfile{Chart: chart(c)}
+	for _, c := range fiveComponents {
+		profile.Components[c] = ComponentProfile{Chart: &ChartRef{Repository: "http://198.51.100.1/charts", Name: c, Version: "0.1.0"}}
 	}
-	f := &configCluster{profile: profile, config: kupenstackv1alpha1.KupenstackConfigurationSpec{DefaultProfile: "default", ReleaseNamespace: "openstack",
+	return profile
+}
+
+// A rollout's preparation runs side by side: the releases are read while the profile is, and while the
+// values are stored (all in one activity) and the node specs applied (each mock waits for the other to
+// start); every component then rolls out.
+func TestConfigurationPreparesTheRolloutSideBySide(t *testing.T) {
+	f := &configCluster{profile: fiveComponentProfile(), ahead: true, config: kupenstackv1alpha1.KupenstackConfigurationSpec{DefaultProfile: "default", ReleaseNamespace: "openstack",
 		Nodes: []kupenstackv1alpha1.NodeConfiguration{{Name: "control-0", Type: RoleControl}, {Name: "compute-0", Type: RoleCompute}}}}
-	runConfiguration(t, f)
+	runConfiguration(t, f, nil)
 
 	require.ElementsMatch(t, []string{"control-0", "compute-0"}, f.nodes)
-	require.ElementsMatch(t, []string{"mariadb", "rabbitmq", "memcached", "keystone", "glance"}, f.stored, "every rolling component's values, in one activity")
+	require.Len(t, f.stored, 1, "one activity stores every rolling component's values")
+	require.ElementsMatch(t, fiveComponents, f.stored[0])
 	require.NotContains(t, f.started, "StoreValues", "no activity per component")
 	c, ok := f.condition(ConditionComponentsReady)
 	require.True(t, ok)
@@ -163,12 +185,59 @@ func TestConfigurationPreparesTheRolloutSideBySide(t *testing.T) {
 	require.Contains(t, c.Message, "5 components Ready")
 }
 
+// A component the recorded status shows deployed as rendered is not stored ahead; when the releases say
+// it must roll after all (its release is gone), its values are stored once the plan says so.
+func TestConfigurationStoresWhatThePlanRollsBeyondWhatItStoredAhead(t *testing.T) {
+	profile := fiveComponentProfile()
+	rendered, err := RenderComponents(ControlPlane, MergeProfiles([]ProfileSpec{*profile}))
+	require.NoError(t, err)
+	known := []kupenstackv1alpha1.ComponentStatus{{Name: "keystone", Release: "keystone", State: ComponentDeployed, Revision: 1,
+		ChartVersion: "0.1.0", ValuesHash: rendered["keystone"].ValuesHash}}
+	fields, err := json.Marshal(known)
+	require.NoError(t, err)
+	f := &configCluster{profile: profile, ahead: true, config: kupenstackv1alpha1.KupenstackConfigurationSpec{DefaultProfile: "default", ReleaseNamespace: "openstack"}}
+	runConfiguration(t, f, &object.State{Fields: map[string]json.RawMessage{"components": fields}})
+
+	require.Len(t, f.stored, 2, "%v", f.stored)
+	require.ElementsMatch(t, []string{"mariadb", "rabbitmq", "memcached", "glance"}, f.stored[0], "ahead: what the status does not show deployed")
+	require.Equal(t, []string{"keystone"}, f.stored[1], "then what the plan rolls beyond it")
+	c, ok := f.condition(ConditionComponentsReady)
+	require.True(t, ok)
+	require.Equal(t, metav1.ConditionTrue, c.Status, c.Message)
+}
+
+func TestValuesAhead(t *testing.T) {
+	rendered, err := RenderComponents(ControlPlane, MergeProfiles([]ProfileSpec{*fiveComponentProfile()}))
+	require.NoError(t, err)
+	deployed := func(name, chart, hash string) kupenstackv1alpha1.ComponentStatus {
+		return kupenstackv1alpha1.ComponentStatus{Name: name, State: ComponentDeployed, ChartVersion: chart, ValuesHash: hash}
+	}
+	ks := rendered["keystone"]
+	tests := []struct {
+		name  string
+		known map[string]kupenstackv1alpha1.ComponentStatus
+		want  []string
+	}{
+		{"nothing recorded: every enabled component", nil, fiveComponents},
+		{"deployed as rendered: left out", map[string]kupenstackv1alpha1.ComponentStatus{"keystone": deployed("keystone", "0.1.0", ks.ValuesHash)},
+			[]string{"mariadb", "rabbitmq", "memcached", "glance"}},
+		{"other values", map[string]kupenstackv1alpha1.ComponentStatus{"keystone": deployed("keystone", "0.1.0", "old")}, fiveComponents},
+		{"other chart", map[string]kupenstackv1alpha1.ComponentStatus{"keystone": deployed("keystone", "0.0.9", ks.ValuesHash)}, fiveComponents},
+		{"failed last time", map[string]kupenstackv1alpha1.ComponentStatus{"keystone": {Name: "keystone", State: ComponentFailed, ChartVersion: "0.1.0", ValuesHash: ks.ValuesHash}}, fiveComponents},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			require.ElementsMatch(t, tt.want, valuesAhead(rendered, tt.known))
+		})
+	}
+}
+
 // A profile that does not exist fails the rollout with the reason and configures no node, as the serial
 // path did.
 func TestConfigurationWithAMissingProfileConfiguresNoNode(t *testing.T) {
 	f := &configCluster{config: kupenstackv1alpha1.KupenstackConfigurationSpec{DefaultProfile: "gone",
 		Nodes: []kupenstackv1alpha1.NodeConfiguration{{Name: "control-0", Type: RoleControl}}}}
-	runConfiguration(t, f)
+	runConfiguration(t, f, nil)
 
 	require.Empty(t, f.nodes)
 	require.NotContains(t, f.started, "StoreAllValues")
