@@ -2,8 +2,8 @@
 // cell1 and cell2 deployed by the real worker and bridge (built from this tree) into the stack's MariaDB
 // and RabbitMQ, its services run by the stack's pod runner as real Nova processes, its compute API
 // registered in Keystone in a region of its own, EDPM computes joining cell1 and cell2 and a server
-// booting on cell2, the removal of a cell, the removal of everything with the Nova, and no password in
-// any workflow history.
+// booting on cell2, a NovaConductor deployed on its own, a customServiceConfig roll, the removal of a
+// cell, bad input, and no password in any workflow history.
 //
 // The stack runs its own Nova (cell1 of its own API database, RegionOne); this one lives beside it:
 // databases named after the run, vhosts named after the namespace, the compute API on its own port and

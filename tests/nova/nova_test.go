@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/stackflow/stackflow/api/lifecycle"
 	"github.com/stackflow/stackflow/deploy/local"
 	"github.com/stackflow/stackflow/tests/e2e"
 )
@@ -34,6 +35,14 @@ const computeConfig = `[DEFAULT]
 compute_driver = fake.FakeDriver
 vif_plugging_is_fatal = false
 vif_plugging_timeout = 0
+`
+
+// schedulerConfig is the customServiceConfig the scheduler is rolled with: the generated configuration
+// says discover_hosts_in_cells_interval = 30; the user's value must win in what the process loaded.
+const schedulerConfig = `[DEFAULT]
+debug = True
+[scheduler]
+discover_hosts_in_cells_interval = 5
 `
 
 // novaManifest is the Nova CR: cell0, cell1 and cell2 (each of the two with a message bus of its own),
@@ -71,9 +80,11 @@ spec:
 
 // TestNovaControlPlane is the Nova control plane's life on the real stack, in one flow: a Nova with
 // cell0, cell1 and cell2 deploys its services as pods the stack's pod runner runs as real Nova
-// processes; the EDPM computes join cell1 and cell2 through host discovery and a server boots on cell2's
-// through the deployed compute API; removing cell2 waits for its compute, then unmaps it and removes its
-// database, user and vhost; deleting the Nova removes the rest.
+// processes; bad input is said in conditions; a NovaConductor runs alone from hand-made Secrets; a
+// customServiceConfig change rolls the scheduler alone; the EDPM computes join cell1 and cell2 through
+// host discovery and a server boots on cell2's through the deployed compute API; removing cell2 waits
+// for its compute, then unmaps it and removes its database, user and vhost; deleting the Nova removes
+// the rest.
 func TestNovaControlPlane(t *testing.T) {
 	start := time.Now()
 	ctx := context.Background()
@@ -122,6 +133,13 @@ spec: {role: compute, hostName: %s, ansibleHost: %s, deploy: true}
 
 	novaStart := time.Now()
 	create(t, gvrNova, novaManifest())
+	// After a failure, the computes go before the Nova (cleanups run last first): a Nova refuses to go
+	// while its cells have computes.
+	t.Cleanup(func() {
+		for _, node := range []string{"edpm-compute-0", "edpm-compute-1"} {
+			deleteAndWait(t, gvrNode, node)
+		}
+	})
 	waitReady(t, gvrNova, "nova", 12*time.Minute)
 	t.Logf("FIGURE: Nova with cell0, cell1 and cell2 Ready %s after it was created", time.Since(novaStart).Round(time.Second))
 	forbidSecrets(t)
@@ -161,6 +179,72 @@ spec: {role: compute, hostName: %s, ansibleHost: %s, deploy: true}
 	require.Equal(t, "True", string(e2e.Condition(get(t, gvrAPI, "nova-api"), "KeystoneEndpointReady").Status))
 	cc := env.ComputeClient(t, NovaRegion)
 	require.Equal(t, endpoint+"/", cc.Endpoint, "the catalog's compute endpoint of region "+NovaRegion)
+
+	// Bad input surfaces as conditions, beside the running Nova.
+	badInput(t)
+
+	// A NovaConductor on its own, from Secrets made by hand: cell1's database and message bus.
+	require.NoError(t, createSecret(ctx, "byhand", map[string][]byte{
+		"NovaPassword":             []byte(secretValue(t, local.ServiceSecretName, "NovaPassword")),
+		"NovaCellDatabasePassword": []byte(secretValue(t, "nova-secret", "NovaCellDatabasePassword-cell1")),
+	}))
+	require.NoError(t, createSecret(ctx, "byhand-transport", map[string][]byte{"transport_url": []byte(secretValue(t, "nova-cell1-transport", "transport_url"))}))
+	create(t, gvrConductor, fmt.Sprintf(`
+apiVersion: nova.openstack.org/v1beta1
+kind: NovaConductor
+metadata: {name: byhand-conductor}
+spec:
+  cellName: cell1
+  secret: byhand
+  keystoneAuthURL: http://%s:5000/v3
+  cellDatabaseHostname: 127.0.0.1
+  cellDatabaseUser: %s_cell1
+  cellDatabaseName: %s_cell1
+  transportURLSecret: byhand-transport
+  nodeSelector: {%s: %s}
+`, local.HostGateway, env.Run, env.Run, local.RunnerNodeLabel, local.RunnerNodeValue))
+
+	// A customServiceConfig change on the scheduler rolls the scheduler alone.
+	pods := map[string]string{}
+	for _, inst := range []string{"nova-api", "nova-scheduler", "nova-metadata", "nova-cell0-conductor", "nova-cell1-conductor", "nova-cell2-conductor"} {
+		pods[inst] = mustService(t, inst).uid
+	}
+	hashBefore := e2e.Str(get(t, gvrScheduler, "nova-scheduler"), "status", "hash")
+	patch(t, gvrNova, "nova", fmt.Sprintf(`{"spec":{"schedulerServiceTemplate":{"customServiceConfig":%q}}}`, schedulerConfig))
+	e2e.WaitFor(t, "the scheduler re-rendered and Ready", 3*time.Minute, func() (bool, string) {
+		sched := get(t, gvrScheduler, "nova-scheduler")
+		return e2e.Str(sched, "status", "hash") != hashBefore && e2e.Ready(sched), e2e.Summary(sched)
+	})
+	waitReady(t, gvrNova, "nova", 5*time.Minute)
+	require.Contains(t, e2e.Condition(get(t, gvrScheduler, "nova-scheduler"), "ServiceConfigReady").Message, "changed config-data",
+		"the status says which input changed")
+	var rolled service
+	e2e.WaitFor(t, "the rolled scheduler running", 2*time.Minute, func() (bool, string) {
+		s, ok := runningService(t, "nova-scheduler")
+		rolled = s
+		return ok && s.uid != pods["nova-scheduler"], fmt.Sprint(s)
+	})
+	for inst, uid := range pods {
+		if inst != "nova-scheduler" {
+			require.Equal(t, uid, mustService(t, inst).uid, "%s was not rolled", inst)
+		}
+	}
+	merged := e2e.ReadFile(t, rolled.mergedConfig())
+	require.Regexp(t, `(?m)^discover_hosts_in_cells_interval = 5$`, merged, "the user's value wins in the file the scheduler loaded")
+	require.NotContains(t, merged, "discover_hosts_in_cells_interval = 30")
+	e2e.WaitFor(t, "the scheduler's own dump of its options", time.Minute, func() (bool, string) {
+		return strings.Contains(rolled.log(t, "nova-scheduler"), "scheduler.discover_hosts_in_cells_interval = 5"), "…"
+	})
+
+	waitReady(t, gvrConductor, "byhand-conductor", 5*time.Minute)
+	e2e.WaitFor(t, "the hand-made conductor up in Nova", 2*time.Minute, func() (bool, string) {
+		pages, err := services.List(cc, services.ListOpts{Binary: "nova-conductor", Host: "byhand-conductor"}).AllPages(ctx)
+		if err != nil {
+			return false, err.Error()
+		}
+		svcs, _ := services.ExtractServices(pages)
+		return len(svcs) == 1 && svcs[0].State == "up", fmt.Sprint(svcs)
+	})
 
 	// The computes register in cell1 and cell2: mapped by host discovery, their services up in the
 	// deployed API, cell2's on cell2's vhost.
@@ -222,6 +306,7 @@ spec: {role: compute, hostName: %s, ansibleHost: %s, deploy: true}
 
 	// Everything goes with the Nova: services, cells, databases, users, vhosts, endpoints.
 	forbidSecrets(t)
+	deleteAndWait(t, gvrConductor, "byhand-conductor")
 	deleteAndWait(t, gvrNode, "edpm-compute-0")
 	deleteAndWait(t, gvrNova, "nova")
 	require.Empty(t, databases(t, db))
@@ -243,4 +328,71 @@ spec: {role: compute, hostName: %s, ansibleHost: %s, deploy: true}
 	require.NoError(t, err)
 	require.Empty(t, left, "no endpoint left in region "+NovaRegion)
 	t.Logf("FIGURE: scenario done in %s", time.Since(start).Round(time.Second))
+}
+
+// badInput applies what a user gets wrong and checks each is said in a condition: a Nova whose Secret
+// does not exist, a metadata service of a cell nobody serves, a second NovaCell claiming cell0 on the
+// Nova's API database; a Nova naming cell0 twice in cellTemplates does not even reach the API server's
+// storage.
+func badInput(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	create(t, gvrNova, fmt.Sprintf(`
+apiVersion: nova.openstack.org/v1beta1
+kind: Nova
+metadata: {name: nosecret}
+spec:
+  secret: no-such-secret
+  keystoneAuthURL: http://%s:5000/v3
+  apiDatabase: {hostname: 127.0.0.1, database: %s_bad_api, adminSecret: %s}
+  apiMessageBus: {transportURLSecret: nova-api-transport}
+  cellTemplates:
+    cell0: {cellDatabase: {hostname: 127.0.0.1, database: %s_bad_cell0}}
+`, local.HostGateway, env.Run, local.DatabaseAdminSecretName, env.Run))
+	create(t, gvrMetadata, fmt.Sprintf(`
+apiVersion: nova.openstack.org/v1beta1
+kind: NovaMetadata
+metadata: {name: cell9-metadata}
+spec:
+  cellName: cell9
+  secret: nova-secret
+  keystoneAuthURL: http://%s:5000/v3
+  cellDatabaseHostname: 127.0.0.1
+`, local.HostGateway))
+	create(t, gvrCell, fmt.Sprintf(`
+apiVersion: nova.openstack.org/v1beta1
+kind: NovaCell
+metadata: {name: cell0-again}
+spec:
+  cellName: cell0
+  secret: nova-secret
+  keystoneAuthURL: http://%s:5000/v3
+  cellDatabaseHostname: 127.0.0.1
+  apiDatabaseHostname: 127.0.0.1
+  apiDatabaseName: %s_api
+  transportURLSecret: nova-api-transport
+`, local.HostGateway, env.Run))
+	// JSON that names cell0 twice, as a hand-edited manifest could: refused with the duplicate named.
+	raw := fmt.Sprintf(`{"apiVersion":"nova.openstack.org/v1beta1","kind":"Nova","metadata":{"name":"twice","namespace":%q},
+"spec":{"secret":"osp-secret","keystoneAuthURL":"http://%s:5000/v3","apiDatabase":{"hostname":"127.0.0.1"},
+"apiMessageBus":{"transportURLSecret":"nova-api-transport"},
+"cellTemplates":{"cell0":{"cellDatabase":{"hostname":"127.0.0.1"}},"cell0":{"cellDatabase":{"hostname":"127.0.0.2"}}}}}`, ns, local.HostGateway)
+	err := env.Kube.Discovery().RESTClient().Post().AbsPath("/apis/nova.openstack.org/v1beta1/namespaces/"+ns+"/novas").
+		Param("fieldValidation", "Strict").SetHeader("Content-Type", "application/json").Body([]byte(raw)).Do(ctx).Error()
+	require.ErrorContains(t, err, `duplicate field "spec.cellTemplates.cell0"`)
+
+	c := waitCondition(t, gvrNova, "nosecret", "InputsReady", "SecretMissing", 2*time.Minute)
+	require.Contains(t, c.Message, ns+"/no-such-secret")
+	c = waitCondition(t, gvrMetadata, "cell9-metadata", "InputsReady", "UnknownCell", 2*time.Minute)
+	require.Contains(t, c.Message, `cell "cell9"`)
+	c = waitCondition(t, gvrCell, "cell0-again", "CellMapped", "DuplicateCell", 2*time.Minute)
+	require.Contains(t, c.Message, "NovaCell nova-cell0")
+	require.Equal(t, lifecycle.PhaseFailed, e2e.Str(get(t, gvrCell, "cell0-again"), "status", "phase"))
+	// None of them created anything.
+	require.Empty(t, strings1(t, adminDB(t), "SELECT SCHEMA_NAME FROM information_schema.SCHEMATA WHERE SCHEMA_NAME LIKE ?", env.Run+`\_bad%`))
+	_, err = env.Kube.AppsV1().Deployments(ns).Get(ctx, "cell0-again-conductor", metav1.GetOptions{})
+	require.Error(t, err)
+	deleteAndWait(t, gvrNova, "nosecret")
+	deleteAndWait(t, gvrMetadata, "cell9-metadata")
+	deleteAndWait(t, gvrCell, "cell0-again")
 }
