@@ -92,7 +92,7 @@ func TestNovaControlPlane(t *testing.T) {
 	e2e.ResetHost(t, h0)
 	e2e.ResetHost(t, h1)
 	env.StartBridge(t, e2e.BridgeOptions{Identity: env.Run + "-bridge", Kinds: servedKinds})
-	env.StartWorker(t, e2e.WorkerOptions{Identity: env.Run + "-worker"})
+	worker := env.StartWorker(t, e2e.WorkerOptions{Identity: env.Run + "-worker"})
 	db := adminDB(t)
 	broker := brokerAdmin(t)
 
@@ -132,7 +132,7 @@ spec: {role: compute, hostName: %s, ansibleHost: %s, deploy: true}
 	}
 
 	novaStart := time.Now()
-	create(t, gvrNova, novaManifest())
+	nova := create(t, gvrNova, novaManifest())
 	// After a failure, the computes go before the Nova (cleanups run last first): a Nova refuses to go
 	// while its cells have computes.
 	t.Cleanup(func() {
@@ -140,6 +140,16 @@ spec: {role: compute, hostName: %s, ansibleHost: %s, deploy: true}
 			deleteAndWait(t, gvrNode, node)
 		}
 	})
+	// kill -9 of the worker while the Nova creates its databases and users, and while cell1 maps itself
+	// (its cell-mapping Job): the lists below show no duplicate cell mapping, database or user, and
+	// nothing is left after the Nova is deleted.
+	killDuring(t, worker, e2e.Ref("Nova", gvrNova, nova), "EnsureDatabase", 2*time.Minute)
+	e2e.WaitFor(t, "NovaCell nova-cell1 created by the Nova", 8*time.Minute, func() (bool, string) {
+		u := get(t, gvrCell, "nova-cell1")
+		return u != nil, e2e.Summary(u)
+	})
+	// The cell's first Job is its mapping (the conductor's db sync is the NovaConductor's).
+	killDuring(t, worker, e2e.Ref("NovaCell", gvrCell, get(t, gvrCell, "nova-cell1")), "RunJob", 8*time.Minute)
 	waitReady(t, gvrNova, "nova", 12*time.Minute)
 	t.Logf("FIGURE: Nova with cell0, cell1 and cell2 Ready %s after it was created", time.Since(novaStart).Round(time.Second))
 	forbidSecrets(t)
