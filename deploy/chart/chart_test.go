@@ -88,8 +88,16 @@ func TestRenderedObjects(t *testing.T) {
 		c := spec["containers"].([]any)[0].(map[string]any)
 		require.Contains(t, c["args"], "--queues="+q)
 		require.NotNil(t, find(objs, "PodDisruptionBudget", name))
+		// A worker pod is ready once it polls its task queue, not merely once its process lives.
+		ready, _, _ := unstructured.NestedString(c, "readinessProbe", "httpGet", "path")
+		require.Equal(t, "/readyz", ready, name)
+		live, _, _ := unstructured.NestedString(c, "livenessProbe", "httpGet", "path")
+		require.Equal(t, "/healthz", live, name)
 	}
 	require.Len(t, sas, 4, "a ServiceAccount per task queue")
+	bc := podSpec(t, b)["containers"].([]any)[0].(map[string]any)
+	ready, _, _ := unstructured.NestedString(bc, "readinessProbe", "httpGet", "path")
+	require.Equal(t, "/healthz", ready, "the bridge serves no /readyz")
 
 	for _, o := range objs {
 		if o.GetKind() != "Deployment" {

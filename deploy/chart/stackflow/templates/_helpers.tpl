@@ -91,14 +91,16 @@ app.kubernetes.io/component: {{ index . 1 }}
 {{- end }}
 {{- end -}}
 
-{{/* Probes on the metrics listener's /healthz. */}}
+{{/* Probes on the metrics listener. The argument is the readiness path: a worker is ready once its
+task queues are polled (/readyz), the bridge once it serves (/healthz). Liveness and start-up ask only
+whether the process lives, so a Temporal outage does not restart every pod. */}}
 {{- define "stackflow.probes" -}}
 livenessProbe:
   httpGet: {path: /healthz, port: metrics}
   periodSeconds: 20
   failureThreshold: 3
 readinessProbe:
-  httpGet: {path: /healthz, port: metrics}
+  httpGet: {path: {{ . }}, port: metrics}
   periodSeconds: 10
 startupProbe:
   httpGet: {path: /healthz, port: metrics}
