@@ -62,9 +62,14 @@ unit:
 	# the upgrade test's build B (a GetVersion-guarded extra reconcile step) replays the whole corpus
 	$(GO) test -count=1 -tags upgradeprobe -run 'TestReplay' ./workflows/
 
+# Every e2e package appends its history sizes here (go test shows nothing of a package that passes).
+HISTORY_REPORT := $(BIN)/history-sizes.txt
 e2e:
 	$(LOCAL) up
-	$(GO) test -count=1 -p 1 -timeout $(E2E_TIMEOUT) ./tests/...
+	@rm -f $(HISTORY_REPORT)
+	STACKFLOW_HISTORY_REPORT=$(HISTORY_REPORT) $(GO) test -count=1 -p 1 -timeout $(E2E_TIMEOUT) ./tests/...
+	@echo "history sizes per e2e package, the suite's largest run first (every payload under 256 KiB, checked):"
+	@sort -rn $(HISTORY_REPORT)
 	$(GO) test -count=1 -tags teardown -timeout 5m ./tests/teardown/
 
 ## histories: record the replay corpus of workflows/ (workflows/testdata/histories) anew from the

@@ -297,6 +297,10 @@ func (e *Env) RunTests(m *testing.M) int {
 	runs := scan.Runs
 	fmt.Printf("history sizes: %d runs of namespace %s; largest run %s; longest run %s; largest payload %s\n",
 		runs, e.TemporalNamespace, scan.Largest, scan.Longest, scan.LargestPayload)
+	if err := reportSizes(os.Getenv(HistoryReportEnv), e.TemporalNamespace, runs, scan); err != nil {
+		fmt.Fprintln(os.Stderr, "history report:", err)
+		return 1
+	}
 	if err := scan.Check(); err != nil {
 		fmt.Fprintln(os.Stderr, "history scan:", err)
 		return 1
@@ -356,4 +360,30 @@ func (e *Env) Codec() (converter.PayloadCodec, error) {
 		return nil, err
 	}
 	return temporalconn.NewCodec(ring), nil
+}
+
+// HistoryReportEnv names the environment variable that, when it names a file, has every package append
+// its history sizes to it: go test shows nothing of a package that passes, so `make e2e` prints the
+// file, the whole suite's largest run first.
+const HistoryReportEnv = "STACKFLOW_HISTORY_REPORT"
+
+// reportSizes appends one line to path: the largest run's bytes and events first, so that a numeric
+// sort ranks the packages.
+func reportSizes(path, namespace string, runs int, scan Scan) error {
+	if path == "" {
+		return nil
+	}
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return fmt.Errorf("open %s: %w", path, err)
+	}
+	_, err = fmt.Fprintf(f, "%d bytes\t%d events\tlargest run of %s (%d runs): %s; longest run %s; largest payload %s\n",
+		scan.Largest.Bytes, scan.Largest.Events, namespace, runs, scan.Largest, scan.Longest, scan.LargestPayload)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
 }
