@@ -297,7 +297,7 @@ func (e *Env) RunTests(m *testing.M) int {
 	runs := scan.Runs
 	fmt.Printf("history sizes: %d runs of namespace %s; largest run %s; longest run %s; largest payload %s\n",
 		runs, e.TemporalNamespace, scan.Largest, scan.Longest, scan.LargestPayload)
-	if err := reportSizes(os.Getenv(HistoryReportEnv), e.TemporalNamespace, runs, scan); err != nil {
+	if err := reportSizes(os.Getenv(HistoryReportEnv), e.TemporalNamespace, scan); err != nil {
 		fmt.Fprintln(os.Stderr, "history report:", err)
 		return 1
 	}
@@ -369,7 +369,7 @@ const HistoryReportEnv = "STACKFLOW_HISTORY_REPORT"
 
 // reportSizes appends one line to path: the largest run's bytes and events first, so that a numeric
 // sort ranks the packages.
-func reportSizes(path, namespace string, runs int, scan Scan) error {
+func reportSizes(path, namespace string, scan Scan) error {
 	if path == "" {
 		return nil
 	}
@@ -378,7 +378,7 @@ func reportSizes(path, namespace string, runs int, scan Scan) error {
 		return fmt.Errorf("open %s: %w", path, err)
 	}
 	_, err = fmt.Fprintf(f, "%d bytes\t%d events\tlargest run of %s (%d runs): %s; longest run %s; largest payload %s\n",
-		scan.Largest.Bytes, scan.Largest.Events, namespace, runs, scan.Largest, scan.Longest, scan.LargestPayload)
+		scan.Largest.Bytes, scan.Largest.Events, namespace, scan.Runs, scan.Largest, scan.Longest, scan.LargestPayload)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
