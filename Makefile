@@ -7,6 +7,8 @@ GO ?= go
 BIN := $(CURDIR)/bin
 LOCAL := $(BIN)/stackflow-local
 E2E_TIMEOUT ?= 75m
+# pinned tool versions (WORKFLOWCHECK_VERSION among them)
+include deploy/local/versions.env
 
 .PHONY: all run up down status test unit e2e bench build tools packages generate lint clean images histories
 
@@ -56,6 +58,10 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed: $$out"; exit 1; fi
 	$(GO) vet ./...
 	cd deploy/images && $(GO) vet ./...
+	@# workflow code may not iterate a map, read the clock or start goroutines: a replay pairs commands
+	@# with the history by type and position only, so such a change of order goes unseen until it misleads
+	@bash deploy/local/tools/build.sh workflowcheck
+	$(STACKFLOW_CACHE)/bin/workflowcheck-$(WORKFLOWCHECK_VERSION) -config workflows/workflowcheck.yaml ./workflows/... ./worker/...
 
 unit:
 	$(GO) test -count=1 ./api/... ./workflows/... ./activities/... ./bridge/... ./worker/... ./deploy/...

@@ -2,11 +2,13 @@ package activities
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/hypervisors"
 	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/services"
 	"github.com/gophercloud/gophercloud/v2/openstack/placement/v1/resourceproviders"
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 )
 
@@ -97,10 +99,36 @@ func providerCheck(ctx context.Context, c *osClients, reg *ComputeRegistration) 
 	return temporal.NewApplicationError(fmt.Sprintf("nova-compute on %s has no resource provider in placement yet", reg.HypervisorHostname), ErrComputeNotRegistered)
 }
 
+// errNoComputeAPI marks a catalog with no compute endpoint in the region asked for: no Nova API is
+// deployed there (yet, or any more).
+var errNoComputeAPI = errors.New("no compute API in the catalog")
+
+// ErrComputeAPIMissing is the retryable error of WaitComputeAPI.
+const ErrComputeAPIMissing = "ComputeAPIMissing"
+
+// WaitComputeAPI succeeds once the catalog has a compute endpoint in the cloud's compute region, and
+// fails retryably before: a data plane deployed before its control plane waits for it.
+func (o *OpenStack) WaitComputeAPI(ctx context.Context, cloud CloudSecret) error {
+	_, err := o.clientsFor(ctx, cloud.Identity())
+	if errors.Is(err, errNoComputeAPI) {
+		region := cloud.ComputeRegion
+		if region == "" {
+			region = "of the cloud"
+		}
+		return temporal.NewApplicationError(fmt.Sprintf("no compute API (Nova) in region %s of the catalog yet", region), ErrComputeAPIMissing)
+	}
+	return err
+}
+
 // DeleteComputeService removes the host's nova-compute service record (with its compute node and
-// resource provider) from Nova; a host Nova does not know is not an error.
+// resource provider) from Nova; a host Nova does not know is not an error, nor is a region with no
+// compute API (its Nova, and with it every service record, is gone or never was).
 func (o *OpenStack) DeleteComputeService(ctx context.Context, in ComputeHostInput) error {
 	c, err := o.clientsFor(ctx, in.Cloud.Identity())
+	if errors.Is(err, errNoComputeAPI) {
+		activity.GetLogger(ctx).Info("no compute API in the catalog: no compute service to delete", "host", in.Host, "region", in.Cloud.ComputeRegion)
+		return nil
+	}
 	if err != nil {
 		return err
 	}

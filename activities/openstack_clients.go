@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -120,6 +121,9 @@ func (o *OpenStack) clientsFor(ctx context.Context, id Identity) (*osClients, er
 		ceo.Region = id.ComputeRegion
 	}
 	if nc.compute, err = openstack.NewComputeV2(provider, ceo); err != nil {
+		if errors.As(err, new(*gophercloud.ErrEndpointNotFound)) {
+			err = fmt.Errorf("%w: %w", errNoComputeAPI, err)
+		}
 		return nil, classifyOS("compute endpoint of "+id.String(), err)
 	}
 	nc.compute.Microversion = ComputeMicroversion

@@ -260,6 +260,22 @@ spec:
 	// deployed API, cell2's on cell2's vhost.
 	for _, node := range []string{"edpm-compute-0", "edpm-compute-1"} {
 		waitReady(t, gvrNEC, node, 15*time.Minute)
+		// Deployed before the control plane, each compute waited for the compute API in the catalog
+		// before its registration deadline started.
+		events, err := env.History(ctx, lifecycle.WorkflowID(e2e.Ref("NovaExternalCompute", gvrNEC, get(t, gvrNEC, node))))
+		require.NoError(t, err)
+		var order []string
+		for _, ev := range events {
+			if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil && strings.HasPrefix(a.GetActivityType().GetName(), "WaitCompute") {
+				order = append(order, a.GetActivityType().GetName())
+			}
+		}
+		require.NotEmpty(t, order, node)
+		for i, name := range order {
+			want := map[bool]string{true: "WaitComputeAPI", false: "WaitComputeRegistered"}[i%2 == 0]
+			require.Equal(t, want, name, "%s: the compute API first, then the registration, in every reconcile: %v", node, order)
+		}
+		require.Len(t, order, len(order)/2*2, "%s ended on a registration: %v", node, order)
 	}
 	e2e.WaitFor(t, "the computes mapped in their cells", 2*time.Minute, func() (bool, string) {
 		mapped := listHosts(t, superconductor.mergedConfig())

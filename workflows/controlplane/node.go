@@ -133,8 +133,11 @@ func (openstackNodeReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecy
 		return fmt.Errorf("read node %s: %w", lc.Ref.Name, err)
 	}
 	st := PlanOpenstackNodeStatus(spec, node)
-	for k, v := range map[string]any{"status": st.Status, "roles": st.Roles, "profile": st.Profile} {
-		if err := lc.SetField(ctx, k, v); err != nil {
+	for _, f := range []struct {
+		key   string
+		value any
+	}{{"status", st.Status}, {"roles", st.Roles}, {"profile", st.Profile}} {
+		if err := lc.SetField(ctx, f.key, f.value); err != nil {
 			return err
 		}
 	}

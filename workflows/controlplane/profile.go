@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"slices"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -134,6 +133,7 @@ func (profileReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycle, o
 		return err
 	}
 	hashes := map[string]string{}
+	//workflowcheck:ignore -- reviewed: the result does not depend on the map's order
 	for name, r := range rendered {
 		if r.Enabled {
 			hashes[name] = r.ValuesHash
@@ -178,7 +178,7 @@ func (profileReconciler) Teardown(workflow.Context, *object.Lifecycle) error { r
 
 func countEnabled(rendered map[string]RenderedComponent) int {
 	n := 0
-	for _, name := range slices.Sorted(maps.Keys(rendered)) {
+	for _, name := range workflow.DeterministicKeys(rendered) {
 		if rendered[name].Enabled {
 			n++
 		}

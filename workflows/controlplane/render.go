@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/stackflow/stackflow/activities"
+	"go.temporal.io/sdk/workflow"
 )
 
 // ProfileSpec is the workflows' decoded form of the API's OpenStackCloudConfigurationProfileSpec: the same
@@ -98,6 +99,7 @@ func ProfileChain(name string, read map[string]ProfileSpec) (chain []string, nex
 func MergeProfiles(chain []ProfileSpec) map[string]ComponentProfile {
 	out := map[string]ComponentProfile{}
 	for i := len(chain) - 1; i >= 0; i-- {
+		//workflowcheck:ignore -- reviewed: the result does not depend on the map's order
 		for name, c := range chain[i].Components {
 			out[name] = mergeComponent(out[name], c)
 		}
@@ -132,6 +134,7 @@ func mergeComponent(parent, child ComponentProfile) ComponentProfile {
 		if m.Config == nil {
 			m.Config = map[string]string{}
 		}
+		//workflowcheck:ignore -- reviewed: the result does not depend on the map's order
 		for file, snippet := range child.Config {
 			if prev := m.Config[file]; prev != "" {
 				snippet = prev + "\n" + snippet
@@ -172,9 +175,11 @@ func mergeValues(base, over map[string]any) map[string]any {
 		return nil
 	}
 	out := make(map[string]any, len(base)+len(over))
+	//workflowcheck:ignore -- reviewed: the result does not depend on the map's order
 	for k, v := range base {
 		out[k] = v
 	}
+	//workflowcheck:ignore -- reviewed: the result does not depend on the map's order
 	for k, v := range over {
 		bm, bok := out[k].(map[string]any)
 		om, ook := v.(map[string]any)
@@ -222,7 +227,7 @@ const RestartTokenKey = "stackflowRestartToken"
 // component without a chart or with an unparsable config snippet, or one depending on a disabled
 // component is refused with a ProfileError naming it.
 func RenderComponents(g Graph, merged map[string]ComponentProfile) (map[string]RenderedComponent, error) {
-	for _, name := range slices.Sorted(maps.Keys(merged)) {
+	for _, name := range workflow.DeterministicKeys(merged) {
 		if _, ok := g.Get(name); !ok {
 			return nil, &ProfileError{ReasonUnknownComponent, fmt.Sprintf("component %s: unknown component (known: %s)", name, strings.Join(g.Names(), ", "))}
 		}
@@ -275,7 +280,7 @@ func renderComponent(c Component, p ComponentProfile, done map[string]RenderedCo
 		r.ReadinessTimeout = d
 	}
 	conf := map[string]map[string]map[string]string{}
-	for _, file := range slices.Sorted(maps.Keys(p.Config)) {
+	for _, file := range workflow.DeterministicKeys(p.Config) {
 		parsed, err := activities.ParseServiceConfig(p.Config[file])
 		if err != nil {
 			return RenderedComponent{}, &ProfileError{ReasonInvalidConfig, fmt.Sprintf("component %s: config %s: %v", c.Name, file, err)}
@@ -291,7 +296,7 @@ func renderComponent(c Component, p ComponentProfile, done map[string]RenderedCo
 	// Generated values first, then the profile's values over them, then the config snippet over all.
 	gen := map[string]any{}
 	labels := map[string]any{}
-	for _, group := range slices.Sorted(maps.Keys(c.Schedule)) {
+	for _, group := range workflow.DeterministicKeys(c.Schedule) {
 		labels[group] = map[string]any{"node_selector_key": RoleLabels[c.Schedule[group]], "node_selector_value": LabelEnabled}
 	}
 	if len(labels) > 0 {
@@ -299,6 +304,7 @@ func renderComponent(c Component, p ComponentProfile, done map[string]RenderedCo
 	}
 	if len(p.Images) > 0 {
 		tags := map[string]any{}
+		//workflowcheck:ignore -- reviewed: the result does not depend on the map's order
 		for k, v := range p.Images {
 			tags[k] = v
 		}
@@ -306,6 +312,7 @@ func renderComponent(c Component, p ComponentProfile, done map[string]RenderedCo
 	}
 	if len(p.Replicas) > 0 {
 		reps := map[string]any{}
+		//workflowcheck:ignore -- reviewed: the result does not depend on the map's order
 		for k, v := range p.Replicas {
 			reps[k] = v
 		}
@@ -321,6 +328,7 @@ func renderComponent(c Component, p ComponentProfile, done map[string]RenderedCo
 	values := mergeValues(gen, p.Values)
 	if len(conf) > 0 {
 		services := map[string]any{}
+		//workflowcheck:ignore -- reviewed: the result does not depend on the map's order
 		for svc, sections := range conf {
 			service := map[string]any{}
 			for sec, opts := range sections {
@@ -394,6 +402,7 @@ func DesiredNodeConfiguration(g Graph, profile string, roles []string, disabled 
 			continue
 		}
 		var groups []string
+		//workflowcheck:ignore -- reviewed: the result does not depend on the map's order
 		for group, role := range c.Schedule {
 			if slices.Contains(roles, role) {
 				groups = append(groups, group)
@@ -424,5 +433,6 @@ func NodeLabels(roles []string) map[string]string {
 
 // ManagedNodeLabels are every label NodeLabels may set; labels of roles a node no longer has are removed.
 func ManagedNodeLabels() []string {
+	//workflowcheck:ignore -- sorted: the result does not depend on the map's order
 	return slices.Sorted(maps.Values(RoleLabels))
 }

@@ -225,6 +225,7 @@ func executeRollout(ctx workflow.Context, lc *object.Lifecycle, kind, namespace 
 	sel := workflow.NewSelector(ctx)
 	for {
 		state := make(map[string]string, len(status))
+		//workflowcheck:ignore -- reviewed: the result does not depend on the map's order
 		for name, st := range status {
 			state[name] = st.State
 		}

@@ -285,6 +285,7 @@ func (r *dataPlaneReconciler) syncMembers(ctx workflow.Context, lc *object.Lifec
 		}
 	}
 	r.rec.Nodes = keep
+	//workflowcheck:ignore -- reviewed: the result does not depend on the map's order
 	for name := range r.rec.UIDs {
 		if r.node(name) == nil {
 			delete(r.rec.UIDs, name)

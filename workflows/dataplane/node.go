@@ -140,6 +140,7 @@ func (r *edpmNodeReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycl
 	hash := cfg.InfrastructureHash()
 	if r.rec.InfraHash != hash {
 		// A new effective configuration: phase 0 runs again (provisioning stays done for the same host).
+		//workflowcheck:ignore -- reviewed: the result does not depend on the map's order
 		for name, s := range r.rec.Steps {
 			if s.Phase == dataplanev1beta1.PhaseInfrastructure {
 				delete(r.rec.Steps, name)

@@ -37,6 +37,10 @@ func NovaExternalComputeWorkflow(ctx workflow.Context, in object.Input) error {
 // ComputeRegistrationTimeout bounds the wait for a started nova-compute to show up in Nova.
 const ComputeRegistrationTimeout = 10 * time.Minute
 
+// ChangeWaitComputeAPI is the GetVersion change that waits for the compute API before the registration
+// deadline starts (runs recorded before it went straight to the registration).
+const ChangeWaitComputeAPI = "nova-compute-wait-compute-api"
+
 type novaComputeKind struct {
 	spec novav1beta1.NovaExternalComputeSpec
 	ns   string
@@ -139,6 +143,20 @@ func (k *novaComputeKind) verify(ctx workflow.Context, lc *object.Lifecycle, hos
 		return err
 	}
 	cloud := activities.CloudSecret{Namespace: lc.Ref.Namespace, Name: activities.DefaultCloudsSecret, ComputeRegion: k.computeRegion()}
+	// A data plane may be deployed before its control plane: the registration deadline starts once the
+	// compute API is in the catalog, and until then the compute waits for it, saying so.
+	if workflow.GetVersion(ctx, ChangeWaitComputeAPI, workflow.DefaultVersion, 1) == 1 {
+		region := cloud.ComputeRegion
+		if region == "" {
+			region = "(the cloud's)"
+		}
+		lc.SetCondition(ctx, metav1.Condition{Type: k.condition(), Status: metav1.ConditionFalse, Reason: ReasonWaitingForComputeAPI,
+			Message: fmt.Sprintf("waiting for the compute API (Nova) of region %s in the catalog, then for nova-compute on %s to register", region, host)})
+		if err := workflow.ExecuteActivity(computeAPIActivity(ctx), osActs.WaitComputeAPI, cloud).Get(ctx, nil); err != nil {
+			return fmt.Errorf("wait for the compute API: %w", err)
+		}
+		lc.SetCondition(ctx, metav1.Condition{Type: k.condition(), Status: metav1.ConditionFalse, Reason: ReasonWaitingForCompute, Message: msg})
+	}
 	var reg activities.ComputeRegistration
 	err := workflow.ExecuteActivity(registrationActivity(ctx, ComputeRegistrationTimeout), osActs.WaitComputeRegistered,
 		activities.ComputeHostInput{Cloud: cloud, Host: host}).Get(ctx, &reg)

@@ -79,9 +79,11 @@ func ResolveEDPMNode(node *dataplanev1beta1.OpenStackDataPlaneNode, role *datapl
 		cfg.PreProvisioned = *node.Spec.PreProvisioned
 	}
 	vars := map[string]json.RawMessage{}
+	//workflowcheck:ignore -- reviewed: the result does not depend on the map's order
 	for k, v := range tpl.AnsibleVars {
 		vars[k] = json.RawMessage(v.Raw)
 	}
+	//workflowcheck:ignore -- reviewed: the result does not depend on the map's order
 	for k, v := range own.AnsibleVars {
 		vars[k] = json.RawMessage(v.Raw)
 	}
@@ -148,6 +150,7 @@ func firstNonZero(v ...int32) int32 {
 // network the playbooks configure.
 func (c EDPMNodeConfig) HostVars() map[string]json.RawMessage {
 	out := map[string]json.RawMessage{}
+	//workflowcheck:ignore -- reviewed: the result does not depend on the map's order
 	for k, v := range c.AnsibleVars {
 		out[k] = v
 	}
@@ -176,6 +179,7 @@ func nonNil(s []string) []string {
 // node's inventory ConfigMap for its service CRs.
 func (c EDPMNodeConfig) Inventory() string {
 	vars := c.HostVars()
+	//workflowcheck:ignore -- sorted: the result does not depend on the map's order
 	keys := slices.Sorted(maps.Keys(vars))
 	hv := make(map[string]json.RawMessage, len(keys))
 	for _, k := range keys {

