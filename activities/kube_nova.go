@@ -491,3 +491,33 @@ func (k *Kube) ApplyChild(ctx context.Context, in ChildInput) (string, error) {
 	}
 	return uid, nil
 }
+
+// CellsInput names cells of the Nova control plane in a namespace.
+type CellsInput struct {
+	Namespace string   `json:"namespace"`
+	Cells     []string `json:"cells"`
+}
+
+// ErrComputesRemain is the retryable error of WaitNoComputes.
+const ErrComputesRemain = "ComputesRemain"
+
+// WaitNoComputes succeeds once no NovaExternalCompute of the namespace is in one of the cells, and fails
+// retryably before, naming them (a cell with hosts cannot go: they would be lost to Nova).
+func (k *Kube) WaitNoComputes(ctx context.Context, in CellsInput) error {
+	ref := lifecycle.ObjectRef{Group: "nova.openstack.org", Version: "v1beta1", Kind: "NovaExternalCompute", Resource: "novaexternalcomputes", Namespace: in.Namespace}
+	list, err := k.resource(ref).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return classify("list novaexternalcomputes in "+in.Namespace, err)
+	}
+	var using []string
+	for _, u := range list.Items {
+		if cell, _, _ := unstructured.NestedString(u.Object, "spec", "cellName"); slices.Contains(in.Cells, cell) {
+			using = append(using, u.GetName())
+		}
+	}
+	if len(using) == 0 {
+		return nil
+	}
+	slices.Sort(using)
+	return temporal.NewApplicationError(fmt.Sprintf("the cells still have computes (NovaExternalCompute %s): they go first", strings.Join(using, ", ")), ErrComputesRemain)
+}

@@ -41,6 +41,15 @@ var Served = []Kind{
 	{Kind: "OpenStackDataPlaneNode", GVR: gvr(dataplane, "v1beta1", "openstackdataplanenodes")},
 	{Kind: "OpenStackDataPlaneUpdate", GVR: gvr(dataplane, "v1beta1", "openstackdataplaneupdates")},
 
+	// The Nova control plane: one Nova creates its cells and services; each is also served on its own.
+	{Kind: "Nova", GVR: gvr(nova, "v1beta1", "novas")},
+	{Kind: "NovaCell", GVR: gvr(nova, "v1beta1", "novacells")},
+	{Kind: "NovaAPI", GVR: gvr(nova, "v1beta1", "novaapis")},
+	{Kind: "NovaScheduler", GVR: gvr(nova, "v1beta1", "novaschedulers")},
+	{Kind: "NovaConductor", GVR: gvr(nova, "v1beta1", "novaconductors")},
+	{Kind: "NovaMetadata", GVR: gvr(nova, "v1beta1", "novametadata")},
+	{Kind: "NovaNoVNCProxy", GVR: gvr(nova, "v1beta1", "novanovncproxies")},
+
 	// Nova on EDPM nodes.
 	{Kind: "NovaExternalCompute", GVR: gvr(nova, "v1beta1", "novaexternalcomputes")},
 
@@ -51,19 +60,6 @@ var Served = []Kind{
 	{Kind: "OpenStackServer", GVR: gvr(infrastructure, "v1alpha1", "openstackservers")},
 	{Kind: "OpenStackMachine", GVR: gvr(infrastructure, "v1beta1", "openstackmachines")},
 	{Kind: "OpenStackCluster", GVR: gvr(infrastructure, "v1beta1", "openstackclusters")},
-}
-
-// NotYetServed are kinds whose workflows exist but that the bridge serves only when --kinds names them,
-// until their end-to-end tests prove them: by default their objects get no finalizer and no workflow.
-var NotYetServed = []Kind{
-	// The Nova control plane: one Nova creates its cells and services; each is also served on its own.
-	{Kind: "Nova", GVR: gvr(nova, "v1beta1", "novas")},
-	{Kind: "NovaCell", GVR: gvr(nova, "v1beta1", "novacells")},
-	{Kind: "NovaAPI", GVR: gvr(nova, "v1beta1", "novaapis")},
-	{Kind: "NovaScheduler", GVR: gvr(nova, "v1beta1", "novaschedulers")},
-	{Kind: "NovaConductor", GVR: gvr(nova, "v1beta1", "novaconductors")},
-	{Kind: "NovaMetadata", GVR: gvr(nova, "v1beta1", "novametadata")},
-	{Kind: "NovaNoVNCProxy", GVR: gvr(nova, "v1beta1", "novanovncproxies")},
 }
 
 // API groups of the served kinds.
@@ -105,15 +101,15 @@ func IsServed(kind string) bool {
 	return false
 }
 
-// Select returns the served kinds named in names (all of Served when names is empty; NotYetServed ones
-// only by name) and the names that match no kind.
+// Select returns the served kinds named in names (all of Served when names is empty) and the names that
+// match no kind.
 func Select(names []string) (kinds []Kind, unknown []string) {
 	if len(names) == 0 {
 		return append([]Kind(nil), Served...), nil
 	}
 	for _, n := range names {
 		found := false
-		for _, k := range append(Served[:len(Served):len(Served)], NotYetServed...) {
+		for _, k := range Served {
 			if k.Kind == n {
 				kinds = append(kinds, k)
 				found = true

@@ -31,7 +31,7 @@ func TestServedKindsMatchCRDs(t *testing.T) {
 		}
 		crds[crd.Spec.Names.Kind] = crd
 	}
-	for _, k := range append(Served[:len(Served):len(Served)], NotYetServed...) {
+	for _, k := range Served {
 		if k.GVR.Group == "" {
 			continue // core kinds have no CRD
 		}

@@ -14,7 +14,7 @@ func TestEveryServedKindHasAWorkflow(t *testing.T) {
 	for _, d := range workflows.All() {
 		registered[d.Name] = true
 	}
-	for _, k := range append(bridge.Served[:len(bridge.Served):len(bridge.Served)], bridge.NotYetServed...) {
+	for _, k := range bridge.Served {
 		if !registered[k.Kind] {
 			t.Errorf("the bridge serves %s but no workflow of that name is registered", k.Kind)
 		}

@@ -46,8 +46,8 @@ func union(a, b []Kind) []Kind {
 
 // Resources are the resource sets of the calls whose resource is a value, not a type.
 type Resources struct {
-	// Served are the kinds the bridge can watch (bridge.Served, and bridge.NotYetServed, which it serves
-	// when --kinds names them): its metadata informers and patches, and the objects the workflows read.
+	// Served are the kinds the bridge can watch (bridge.Served): its metadata informers and patches, and
+	// the objects the workflows read.
 	Served []Kind
 	// Own are stackflow's custom resource kinds (api.Kinds), which workflows create, update, delete and
 	// report status on.
@@ -60,7 +60,7 @@ type Resources struct {
 // CodeResources reads the resource sets from the code's tables and the charts under chartsDir.
 func CodeResources(chartsDir string) (Resources, error) {
 	var r Resources
-	for _, k := range append(bridge.Served[:len(bridge.Served):len(bridge.Served)], bridge.NotYetServed...) {
+	for _, k := range bridge.Served {
 		r.Served = append(r.Served, Kind{Group: k.GVR.Group, Resource: k.GVR.Resource, ClusterScoped: k.ClusterScoped})
 	}
 	for _, k := range api.Kinds {

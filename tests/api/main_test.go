@@ -109,8 +109,8 @@ func randomSuffix() string {
 }
 
 // readSamples decodes an example object per kind: the first of each kind in deploy/samples (what
-// `make run` applies), else in tests/api/testdata (kinds whose workflows are not served yet, and the
-// data-plane update, which `make run` does not apply).
+// `make run` applies), else in tests/api/testdata (the kinds `make run` does not apply: the Nova
+// service CRs on their own, the data-plane update).
 func readSamples(dirs ...string) (map[string]*unstructured.Unstructured, error) {
 	out := map[string]*unstructured.Unstructured{}
 	for _, dir := range dirs {

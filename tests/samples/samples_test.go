@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/workflowservice/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/stackflow/stackflow/bridge"
@@ -106,10 +107,14 @@ func TestSamplesConvergeAndStayIdle(t *testing.T) {
 		start := time.Now()
 		dctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 		defer cancel()
-		// In reverse order of application: dependents go before what they depend on.
-		for i := len(applied) - 1; i >= 0; i-- {
-			o := applied[i]
-			require.NoError(t, env.DeleteAndWait(dctx, o.GVR, o.Namespace, o.Name), "delete %s %s", o.Kind, o.Name)
+		// All at once, as `kubectl delete -f deploy/samples` does: each workflow waits for what it needs
+		// to go first (the Nova for the computes in its cells), so no order is required.
+		for _, o := range applied {
+			err := env.Dyn.Resource(o.GVR).Namespace(o.Namespace).Delete(dctx, o.Name, metav1.DeleteOptions{})
+			require.True(t, err == nil || apierrors.IsNotFound(err), "delete %s %s: %v", o.Kind, o.Name, err)
+		}
+		for _, o := range applied {
+			require.NoError(t, env.DeleteAndWait(dctx, o.GVR, o.Namespace, o.Name), "%s %s torn down", o.Kind, o.Name)
 		}
 		t.Logf("all samples deleted and torn down in %s", time.Since(start).Round(time.Second))
 	})

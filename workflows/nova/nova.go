@@ -503,8 +503,17 @@ func (r *novaReconciler) Teardown(ctx workflow.Context, lc *object.Lifecycle) er
 	}
 	if len(using) > 0 {
 		msg := fmt.Sprintf("the cells still have computes (NovaExternalCompute %s): delete them first", strings.Join(using, ", "))
-		lc.SetCondition(ctx, metav1.Condition{Type: ConditionCellsReady, Status: metav1.ConditionFalse, Reason: ReasonCellRemovalBlocked, Message: msg})
-		return specError(ReasonCellRemovalBlocked, msg)
+		if workflow.GetVersion(ctx, ChangeTeardownWaitsForComputes, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+			lc.SetCondition(ctx, metav1.Condition{Type: ConditionCellsReady, Status: metav1.ConditionFalse, Reason: ReasonCellRemovalBlocked, Message: msg})
+			return specError(ReasonCellRemovalBlocked, msg)
+		}
+		// Deleted with its computes (a namespace, `kubectl delete -f` of a directory), the Nova goes once
+		// they are gone instead of failing until someone sends retry; the wait adds nothing to the history.
+		lc.SetCondition(ctx, metav1.Condition{Type: ConditionCellsReady, Status: metav1.ConditionFalse, Reason: ReasonCellRemovalBlocked,
+			Message: fmt.Sprintf("the cells still have computes (NovaExternalCompute %s): the Nova goes once they are gone", strings.Join(using, ", "))})
+		if err := workflow.ExecuteActivity(computesGoneActivity(ctx), kube.WaitNoComputes, activities.CellsInput{Namespace: ns, Cells: rec.Cells}).Get(ctx, nil); err != nil {
+			return fmt.Errorf("wait for the computes to go: %w", err)
+		}
 	}
 	var first []lifecycle.ObjectRef
 	for _, k := range rec.Services {

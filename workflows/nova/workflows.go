@@ -117,6 +117,24 @@ func waitActivity(ctx workflow.Context, within time.Duration) workflow.Context {
 	})
 }
 
+// computesGoneActivity waits for the computes of a Nova being deleted, with no deadline (a person
+// decides when they go), polling at most every 30 s.
+func computesGoneActivity(ctx workflow.Context) workflow.Context {
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		TaskQueue:           lifecycle.KubeQueue,
+		StartToCloseTimeout: 30 * time.Second,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval:    2 * time.Second,
+			BackoffCoefficient: 2,
+			MaximumInterval:    30 * time.Second,
+		},
+	})
+}
+
+// ChangeTeardownWaitsForComputes is the GetVersion change after which a Nova deleted while its cells have
+// computes waits for them to go (runs recorded before it failed, waiting for a retry signal).
+const ChangeTeardownWaitsForComputes = "nova-teardown-waits-for-computes"
+
 // infraActivity routes database, message-bus and Keystone work to the OpenStack queue: retried with
 // backoff for as long as the server needs to come back, within 15 minutes. Each call is short, so a
 // worker that dies in one is replaced within 30 seconds.
