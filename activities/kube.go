@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
 
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/stackflow/stackflow/api/lifecycle"
@@ -56,7 +57,27 @@ func NewKube(cfg *rest.Config, uiBase, namespace string) (*Kube, error) {
 const (
 	ErrInvalid   = "KubeInvalid"
 	ErrForbidden = "KubeForbidden"
+	// ErrManagedByOther: the object of that name belongs to another tool (Helm, an operator).
+	ErrManagedByOther = "ManagedByOther"
 )
+
+// ManagedByLabel is the label naming the tool that manages an object; stackflow's objects say stackflow.
+const ManagedByLabel = "app.kubernetes.io/managed-by"
+
+// ManagedByOther names the tool that manages an object with these labels when it is not stackflow, or
+// "": stackflow neither takes over nor deletes what another tool manages (an OpenStack-Helm release's
+// nova-api Deployment beside a NovaAPI named nova-api, say). Objects with no such label are a person's.
+func ManagedByOther(labels map[string]string) string {
+	if m := labels[ManagedByLabel]; m != "" && m != "stackflow" {
+		return m
+	}
+	return ""
+}
+
+// errManagedByOther refuses to take over an object another tool manages.
+func errManagedByOther(what, tool string) error {
+	return temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s exists and is managed by %s: stackflow does not take it over (name this object otherwise, or use another namespace)", what, tool), ErrManagedByOther, nil)
+}
 
 // classify turns an API error into a non-retryable application error when retrying cannot help (4xx other
 // than conflict and throttling), and leaves it retryable otherwise (409, 429, 5xx, timeouts).
@@ -407,6 +428,12 @@ func (k *Kube) EnsureObject(ctx context.Context, in EnsureInput) (string, error)
 
 // DeleteObject deletes the object (only the one with ref.UID when set); a missing object is not an error.
 func (k *Kube) DeleteObject(ctx context.Context, ref lifecycle.ObjectRef) error {
+	if cur, err := k.resource(ref).Get(ctx, ref.Name, metav1.GetOptions{}); err == nil {
+		if tool := ManagedByOther(cur.GetLabels()); tool != "" {
+			activity.GetLogger(ctx).Info("not deleting an object another tool manages", "object", ref.String(), "managedBy", tool)
+			return nil
+		}
+	}
 	opts := metav1.DeleteOptions{}
 	if ref.UID != "" {
 		uid := types.UID(ref.UID)
@@ -432,7 +459,8 @@ func (k *Kube) WaitDeleted(ctx context.Context, ref lifecycle.ObjectRef) error {
 	if err != nil {
 		return classify("get "+ref.String(), err)
 	}
-	if ref.UID != "" && string(u.GetUID()) != ref.UID {
+	if ref.UID != "" && string(u.GetUID()) != ref.UID || ManagedByOther(u.GetLabels()) != "" {
+		// Another object of that name, or one DeleteObject left to the tool that manages it.
 		return nil
 	}
 	return temporal.NewApplicationError(fmt.Sprintf("%s still present (finalizers %v)", ref, u.GetFinalizers()), ErrStillPresent)

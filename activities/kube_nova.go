@@ -53,6 +53,9 @@ func (k *Kube) ApplyConfigMap(ctx context.Context, in ConfigMapInput) error {
 		if err != nil {
 			return err
 		}
+		if tool := ManagedByOther(cur.Labels); tool != "" {
+			return errManagedByOther("ConfigMap "+in.Namespace+"/"+in.Name, tool)
+		}
 		if mapsEqual(cur.Data, in.Data) && labelsContain(cur.Labels, in.Labels) {
 			return nil
 		}
@@ -236,6 +239,9 @@ func (k *Kube) ApplyDeployment(ctx context.Context, in DeploymentInput) error {
 		if err != nil {
 			return err
 		}
+		if tool := ManagedByOther(cur.Labels); tool != "" {
+			return errManagedByOther("Deployment "+d.Namespace+"/"+d.Name, tool)
+		}
 		cur.Spec = d.Spec
 		cur.Labels = d.Labels
 		cur.OwnerReferences = d.OwnerReferences
@@ -381,6 +387,9 @@ func (k *Kube) RunJob(ctx context.Context, in JobInput) (*JobState, error) {
 	jobs := k.Core.BatchV1().Jobs(job.Namespace)
 	name := job.Namespace + "/" + job.Name
 	cur, err := jobs.Get(ctx, job.Name, metav1.GetOptions{})
+	if err == nil && ManagedByOther(cur.Labels) != "" {
+		return nil, errManagedByOther("Job "+name, ManagedByOther(cur.Labels))
+	}
 	if err == nil && cur.Annotations[hashAnnotation] != job.Annotations[hashAnnotation] {
 		bg := metav1.DeletePropagationBackground
 		if err := jobs.Delete(ctx, job.Name, metav1.DeleteOptions{PropagationPolicy: &bg}); err != nil && !apierrors.IsNotFound(err) {

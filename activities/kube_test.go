@@ -36,3 +36,21 @@ func TestObjectOfLeavesOutLastAppliedAndManagedFields(t *testing.T) {
 	require.NoError(t, err)
 	require.Nil(t, obj.Annotations)
 }
+
+func TestManagedByOther(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		labels map[string]string
+		want   string
+	}{
+		{"no labels: a person's", nil, ""},
+		{"stackflow's", map[string]string{ManagedByLabel: "stackflow"}, ""},
+		{"a Helm release's", map[string]string{ManagedByLabel: "Helm", "app.kubernetes.io/instance": "nova"}, "Helm"},
+		{"an operator's", map[string]string{ManagedByLabel: "nova-operator"}, "nova-operator"},
+		{"other labels only", map[string]string{"app": "nova-api"}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, tc.want, ManagedByOther(tc.labels))
+		})
+	}
+}

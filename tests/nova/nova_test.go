@@ -14,6 +14,8 @@ import (
 	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/services"
 	"github.com/gophercloud/gophercloud/v2/openstack/identity/v3/endpoints"
 	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -213,6 +215,38 @@ spec:
   transportURLSecret: byhand-transport
   nodeSelector: {%s: %s}
 `, local.HostGateway, env.Run, env.Run, local.RunnerNodeLabel, local.RunnerNodeValue))
+
+	// A service whose Deployment name is taken by another tool's (a Helm release's) fails saying so, and
+	// its deletion leaves that Deployment alone.
+	zero := int32(0)
+	helmLabels := map[string]string{"app.kubernetes.io/managed-by": "Helm", "app": "clash"}
+	_, err := env.Kube.AppsV1().Deployments(ns).Create(ctx, &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "clash-conductor", Labels: helmLabels},
+		Spec: appsv1.DeploymentSpec{Replicas: &zero, Selector: &metav1.LabelSelector{MatchLabels: helmLabels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: helmLabels},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "helm-made"}}}}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	create(t, gvrConductor, fmt.Sprintf(`
+apiVersion: nova.openstack.org/v1beta1
+kind: NovaConductor
+metadata: {name: clash-conductor}
+spec:
+  cellName: cell1
+  secret: byhand
+  keystoneAuthURL: http://%s:5000/v3
+  cellDatabaseHostname: 127.0.0.1
+  cellDatabaseUser: %s_cell1
+  cellDatabaseName: %s_cell1
+  transportURLSecret: byhand-transport
+  nodeSelector: {%s: %s}
+`, local.HostGateway, env.Run, env.Run, local.RunnerNodeLabel, local.RunnerNodeValue))
+	clash := waitCondition(t, gvrConductor, "clash-conductor", "Ready", "ManagedByOther", 5*time.Minute)
+	require.Contains(t, clash.Message, "managed by Helm")
+	deleteAndWait(t, gvrConductor, "clash-conductor")
+	kept, err := env.Kube.AppsV1().Deployments(ns).Get(ctx, "clash-conductor", metav1.GetOptions{})
+	require.NoError(t, err, "the Helm release's Deployment outlives the NovaConductor of its name")
+	require.Equal(t, "helm-made", kept.Spec.Template.Spec.Containers[0].Image, "and was not taken over")
 
 	// A customServiceConfig change on the scheduler rolls the scheduler alone.
 	pods := map[string]string{}
