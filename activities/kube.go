@@ -6,6 +6,7 @@ package activities
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"net/url"
@@ -84,6 +85,11 @@ func errManagedByOther(what, tool string) error {
 func classify(op string, err error) error {
 	if err == nil {
 		return nil
+	}
+	// An activity's own verdict stands: wrapped, it would reach Temporal as a retryable error.
+	var app *temporal.ApplicationError
+	if errors.As(err, &app) {
+		return err
 	}
 	switch {
 	case apierrors.IsInvalid(err), apierrors.IsBadRequest(err), apierrors.IsMethodNotSupported(err):

@@ -1,10 +1,14 @@
 package activities
 
 import (
+	"errors"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/temporal"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 // A read goes into workflow history: kubectl's second copy of the spec and the managed fields stay out.
@@ -51,6 +55,33 @@ func TestManagedByOther(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			require.Equal(t, tc.want, ManagedByOther(tc.labels))
+		})
+	}
+}
+
+func TestClassifyKeepsTheActivitysVerdict(t *testing.T) {
+	gr := schema.GroupResource{Group: "apps", Resource: "deployments"}
+	for _, tc := range []struct {
+		name      string
+		err       error
+		permanent bool
+		typ       string
+	}{
+		{"an activity's own permanent error", errManagedByOther("Deployment ns/x", "Helm"), true, ErrManagedByOther},
+		{"an activity's own retryable error", temporal.NewApplicationError("still running", ErrStillPresent), false, ErrStillPresent},
+		{"invalid", apierrors.NewInvalid(schema.GroupKind{Group: "apps", Kind: "Deployment"}, "x", nil), true, ErrInvalid},
+		{"forbidden", apierrors.NewForbidden(gr, "x", errors.New("no")), true, ErrForbidden},
+		{"conflict", apierrors.NewConflict(gr, "x", errors.New("changed")), false, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := classify("apply x", tc.err)
+			var app *temporal.ApplicationError
+			isApp := errors.As(err, &app)
+			require.Equal(t, tc.permanent, isApp && app.NonRetryable(), "%v", err)
+			if tc.typ != "" {
+				require.True(t, isApp, "%v", err)
+				require.Equal(t, tc.typ, app.Type())
+			}
 		})
 	}
 }

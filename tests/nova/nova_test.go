@@ -135,8 +135,8 @@ spec: {role: compute, hostName: %s, ansibleHost: %s, deploy: true}
 
 	novaStart := time.Now()
 	nova := create(t, gvrNova, novaManifest())
-	// After a failure, the computes go before the Nova (cleanups run last first): a Nova refuses to go
-	// while its cells have computes.
+	// After a failure, the computes go before the Nova (cleanups run last first): a Nova waits for the
+	// computes of its cells before it goes.
 	t.Cleanup(func() {
 		for _, node := range []string{"edpm-compute-0", "edpm-compute-1"} {
 			deleteAndWait(t, gvrNode, node)
