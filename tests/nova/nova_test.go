@@ -201,20 +201,7 @@ spec: {role: compute, hostName: %s, ansibleHost: %s, deploy: true}
 		"NovaCellDatabasePassword": []byte(secretValue(t, "nova-secret", "NovaCellDatabasePassword-cell1")),
 	}))
 	require.NoError(t, createSecret(ctx, "byhand-transport", map[string][]byte{"transport_url": []byte(secretValue(t, "nova-cell1-transport", "transport_url"))}))
-	create(t, gvrConductor, fmt.Sprintf(`
-apiVersion: nova.openstack.org/v1beta1
-kind: NovaConductor
-metadata: {name: byhand-conductor}
-spec:
-  cellName: cell1
-  secret: byhand
-  keystoneAuthURL: http://%s:5000/v3
-  cellDatabaseHostname: 127.0.0.1
-  cellDatabaseUser: %s_cell1
-  cellDatabaseName: %s_cell1
-  transportURLSecret: byhand-transport
-  nodeSelector: {%s: %s}
-`, local.HostGateway, env.Run, env.Run, local.RunnerNodeLabel, local.RunnerNodeValue))
+	create(t, gvrConductor, byHandConductor("byhand-conductor"))
 
 	// A service whose Deployment name is taken by another tool's (a Helm release's) fails saying so, and
 	// its deletion leaves that Deployment alone.
@@ -227,20 +214,7 @@ spec:
 				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "helm-made"}}}}},
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
-	create(t, gvrConductor, fmt.Sprintf(`
-apiVersion: nova.openstack.org/v1beta1
-kind: NovaConductor
-metadata: {name: clash-conductor}
-spec:
-  cellName: cell1
-  secret: byhand
-  keystoneAuthURL: http://%s:5000/v3
-  cellDatabaseHostname: 127.0.0.1
-  cellDatabaseUser: %s_cell1
-  cellDatabaseName: %s_cell1
-  transportURLSecret: byhand-transport
-  nodeSelector: {%s: %s}
-`, local.HostGateway, env.Run, env.Run, local.RunnerNodeLabel, local.RunnerNodeValue))
+	create(t, gvrConductor, byHandConductor("clash-conductor"))
 	clash := waitCondition(t, gvrConductor, "clash-conductor", "Ready", "ManagedByOther", 5*time.Minute)
 	require.Contains(t, clash.Message, "managed by Helm")
 	deleteAndWait(t, gvrConductor, "clash-conductor")
@@ -455,4 +429,22 @@ spec:
 	deleteAndWait(t, gvrNova, "nosecret")
 	deleteAndWait(t, gvrMetadata, "cell9-metadata")
 	deleteAndWait(t, gvrCell, "cell0-again")
+}
+
+// byHandConductor is a NovaConductor of cell1 from the Secrets made by hand (byhand, byhand-transport).
+func byHandConductor(name string) string {
+	return fmt.Sprintf(`
+apiVersion: nova.openstack.org/v1beta1
+kind: NovaConductor
+metadata: {name: %s}
+spec:
+  cellName: cell1
+  secret: byhand
+  keystoneAuthURL: http://%s:5000/v3
+  cellDatabaseHostname: 127.0.0.1
+  cellDatabaseUser: %s_cell1
+  cellDatabaseName: %s_cell1
+  transportURLSecret: byhand-transport
+  nodeSelector: {%s: %s}
+`, name, local.HostGateway, env.Run, env.Run, local.RunnerNodeLabel, local.RunnerNodeValue)
 }
