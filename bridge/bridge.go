@@ -153,6 +153,8 @@ type key struct {
 	kind      string
 	namespace string
 	name      string
+	// uid is set for an object that left the API server: its workflow, if it still runs, is told so.
+	uid types.UID
 }
 
 func (k key) cacheKey() string {

@@ -40,7 +40,7 @@ func newMetrics() *metrics {
 			Name: "stackflow_bridge_events_total", Help: "Informer events seen, by kind and type (add, update, delete).",
 		}, []string{"kind", "type"}),
 		signals: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "stackflow_bridge_signals_total", Help: "Signals sent to workflows, by kind, signal and outcome (started, signalled).",
+			Name: "stackflow_bridge_signals_total", Help: "Signals sent to workflows, by kind, signal and outcome (started, signalled, gone: a delete telling a running workflow its object left the API server).",
 		}, []string{"kind", "signal", "outcome"}),
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "stackflow_bridge_errors_total", Help: "Failed attempts to process an object (retried with backoff), by kind.",

@@ -62,6 +62,9 @@ func (w *watcher) discover(ctx context.Context) {
 					b.metrics.events.WithLabelValues(kind, "delete").Inc()
 					if m, err := meta(obj); err == nil {
 						b.forget(m.GetUID())
+						// Usually its workflow ended when its teardown dropped the finalizer; if someone
+						// took the finalizer off by hand, the workflow would wait or poll for it forever.
+						w.queue.Add(key{kind: kind, namespace: m.GetNamespace(), name: m.GetName(), uid: m.GetUID()})
 					}
 				},
 			})
@@ -154,6 +157,9 @@ func (b *Bridge) process(ctx context.Context, w *watcher, k key) error {
 	sk, ok := w.kind(k.kind)
 	if !ok {
 		return nil
+	}
+	if k.uid != "" {
+		return b.gone(ctx, sk, k)
 	}
 	inf := sk.informers[""]
 	if !sk.ClusterScoped && len(b.cfg.Namespaces) > 0 {

@@ -106,3 +106,24 @@ func (b *Bridge) signal(ctx context.Context, ref lifecycle.ObjectRef, p Plan) (s
 	b.metrics.signals.WithLabelValues(ref.Kind, p.Signal, outcome).Inc()
 	return signalResult{WorkflowID: id, RunID: run.GetRunID(), Started: started}, nil
 }
+
+// gone tells the workflow of an object that left the API server that it is gone, if that workflow still
+// runs (lifecycle.DeleteSignal.Gone: it stops and ends). A workflow that already ended, as every workflow
+// whose teardown dropped the finalizer has, is left alone: nothing is started for a gone object.
+func (b *Bridge) gone(ctx context.Context, sk servedKind, k key) error {
+	ref := sk.Ref(k.namespace, k.name, string(k.uid))
+	id := lifecycle.WorkflowID(ref)
+	ctx, cancel := context.WithTimeout(ctx, signalTimeout)
+	defer cancel()
+	err := b.temporal.SignalWorkflow(ctx, id, "", lifecycle.SignalDelete, lifecycle.DeleteSignal{Gone: true})
+	var notFound *serviceerror.NotFound
+	if errors.As(err, &notFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("tell the workflow of %s that its object is gone: %w", ref, err)
+	}
+	b.metrics.signals.WithLabelValues(ref.Kind, lifecycle.SignalDelete, "gone").Inc()
+	b.log.Info("object gone while its workflow ran: told it to let go", "object", ref.String(), "workflowID", id)
+	return nil
+}

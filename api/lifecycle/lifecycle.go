@@ -27,6 +27,7 @@ const (
 	// SignalSpec carries a SpecSignal: the object exists at a (new) generation.
 	SignalSpec = "spec"
 	// SignalDelete carries a DeleteSignal: the object is being deleted; tear down, then drop the finalizer.
+	// With Gone set, the object has already left the API server: stop and end.
 	SignalDelete = "delete"
 	// SignalPause holds the workflow before its next step; SignalResume lets it go on.
 	SignalPause  = "pause"
@@ -100,8 +101,14 @@ type SpecSignal struct {
 	Generation int64 `json:"generation"`
 }
 
-// DeleteSignal tells the workflow that the object has a deletion timestamp.
-type DeleteSignal struct{}
+// DeleteSignal tells the workflow that the object has a deletion timestamp, or is gone.
+type DeleteSignal struct {
+	// Gone is set by the bridge when the object left the API server while its workflow still ran:
+	// someone took stackflow's finalizer off by hand, which in Kubernetes means "do not clean up". The
+	// workflow stops whatever it was doing (a reconcile, a wait, a teardown) and ends; what it created
+	// stays as it is (Kubernetes objects it owns go with their owner).
+	Gone bool `json:"gone,omitempty"`
+}
 
 // RetrySignal asks to re-run failed work. Empty Hosts and Steps mean everything that failed.
 type RetrySignal struct {

@@ -322,6 +322,69 @@ func TestWorkerCrashMidWorkflowCompletesAfterRestart(t *testing.T) {
 	}, 30*time.Second, 250*time.Millisecond, "the run that was interrupted did not complete")
 }
 
+// Someone takes stackflow's finalizer off a Node by hand while the Node's teardown waits, with no
+// deadline, for its OpenstackNode to go (held here by a finalizer of the test's). The Node leaves the API
+// server; the bridge tells its workflow, which lets go at once instead of waiting for ever: the run
+// completes and the OpenstackNode it was waiting for stays as it is.
+func TestObjectRemovedByHandLetsItsWorkflowGo(t *testing.T) {
+	startWorker(t, env.Run+"-w-gone")
+	startBridge(t, env.Run+"-b-gone", "e2e-"+env.Run+"-gone")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	name := env.Run + "-gone-0"
+	const hold = "stackflow.io/e2e-hold"
+	t.Cleanup(func() { env.ForceDelete(osknodes, "", name); env.ForceDelete(nodes, "", name) })
+
+	node, err := env.Kube.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{
+		Name: name, Annotations: map[string]string{"kwok.x-k8s.io/node": "fake"},
+	}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	nodeWF := lifecycle.WorkflowID(lifecycle.ObjectRef{Version: "v1", Kind: "Node", Resource: "nodes", Name: name, UID: string(node.UID)})
+	var osk *unstructured.Unstructured
+	require.Eventually(t, func() bool {
+		osk, err = env.Dyn.Resource(osknodes).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false
+		}
+		observed, _, _ := unstructured.NestedInt64(osk.Object, "status", "observedGeneration")
+		return observed == 1
+	}, 90*time.Second, 250*time.Millisecond, "OpenstackNode %s not served", name)
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{
+		"finalizers": append(osk.GetFinalizers(), hold), "resourceVersion": osk.GetResourceVersion()}})
+	_, err = env.Dyn.Resource(osknodes).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
+	require.NoError(t, err)
+
+	require.NoError(t, env.Kube.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{}))
+	require.Eventually(t, func() bool {
+		osk, err := env.Dyn.Resource(osknodes).Get(ctx, name, metav1.GetOptions{})
+		return err == nil && osk.GetDeletionTimestamp() != nil && slices.Equal(osk.GetFinalizers(), []string{hold})
+	}, time.Minute, 200*time.Millisecond, "the Node's teardown did not delete the OpenstackNode")
+	// Its teardown waits: the run is still open a few seconds on.
+	time.Sleep(3 * time.Second)
+	d, err := env.Temporal.DescribeWorkflowExecution(ctx, nodeWF, "")
+	require.NoError(t, err)
+	require.Equal(t, enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, d.WorkflowExecutionInfo.Status, "the Node's teardown waits for its OpenstackNode")
+
+	_, err = env.Kube.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		_, err := env.Kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err)
+	}, 30*time.Second, 200*time.Millisecond, "the Node did not leave the API server")
+	var status enumspb.WorkflowExecutionStatus
+	require.Eventually(t, func() bool {
+		d, err := env.Temporal.DescribeWorkflowExecution(ctx, nodeWF, "")
+		if err == nil {
+			status = d.WorkflowExecutionInfo.Status
+		}
+		return status == enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED
+	}, 30*time.Second, 250*time.Millisecond, "the Node's workflow still waits for an object that is gone (status %s)", &status)
+
+	osk, err = env.Dyn.Resource(osknodes).Get(ctx, name, metav1.GetOptions{})
+	require.NoError(t, err, "what the workflow was waiting on stays as it is")
+	assert.Equal(t, []string{hold}, osk.GetFinalizers())
+}
+
 // Two bridge replicas: one leads and acts, the other does nothing; still one workflow per object. When the
 // leader dies, the other takes over.
 func TestTwoReplicasOneLeaderActs(t *testing.T) {

@@ -68,10 +68,13 @@ type State struct {
 	Observed int64 `json:"observed"`
 	// Failed is the generation whose reconcile failed; it is not retried until a retry signal or a newer
 	// generation.
-	Failed   int64                  `json:"failed,omitempty"`
-	Deleting bool                   `json:"deleting,omitempty"`
-	Paused   bool                   `json:"paused,omitempty"`
-	Retry    *lifecycle.RetrySignal `json:"retry,omitempty"`
+	Failed   int64 `json:"failed,omitempty"`
+	Deleting bool  `json:"deleting,omitempty"`
+	// Gone is set once the object left the API server before this workflow let it go (its finalizer was
+	// taken off by hand): the workflow stops and ends without finishing its teardown.
+	Gone   bool                   `json:"gone,omitempty"`
+	Paused bool                   `json:"paused,omitempty"`
+	Retry  *lifecycle.RetrySignal `json:"retry,omitempty"`
 	// Refresh asks for one more reconcile of the current generation: something the object depends on
 	// (e.g. the profile a KupenstackConfiguration names) changed. Set by lifecycle.SignalRefresh.
 	Refresh    bool               `json:"refresh,omitempty"`
@@ -152,6 +155,7 @@ type Lifecycle struct {
 	opts            Options
 	limits          Limits
 	cancelReconcile workflow.CancelFunc
+	cancelTeardown  workflow.CancelFunc
 	// dirty is set when the state may differ from the status written (written); writing while a write
 	// is in flight.
 	dirty   bool
@@ -422,21 +426,32 @@ func (lc *Lifecycle) reconcile(ctx workflow.Context, r Reconciler) error {
 // finalizer and waits for a retry signal, so nothing is lost.
 func (lc *Lifecycle) teardown(ctx workflow.Context, r Reconciler) error {
 	lc.state.Paused = false
+	// An object that leaves the API server stops the teardown wherever it is (a wait for other objects to
+	// go has no deadline).
+	tctx, cancel := workflow.WithCancel(ctx)
+	lc.cancelTeardown = cancel
+	defer func() { lc.cancelTeardown = nil; cancel() }()
 	for {
+		if lc.state.Gone {
+			return lc.letGo(ctx, nil)
+		}
 		lc.SetPhase(ctx, lifecycle.PhaseDeleting)
 		lc.SetCondition(ctx, metav1.Condition{Type: lifecycle.ConditionReady, Status: metav1.ConditionFalse,
 			Reason: lifecycle.ReasonTearingDown, Message: "deleting what this workflow created"})
-		err := r.Teardown(ctx, lc)
+		err := r.Teardown(tctx, lc)
 		if err == nil {
 			break
 		}
 		if ctx.Err() != nil {
 			return err
 		}
+		if lc.state.Gone {
+			return lc.letGo(ctx, err)
+		}
 		lc.SetCondition(ctx, metav1.Condition{Type: lifecycle.ConditionReady, Status: metav1.ConditionFalse,
 			Reason: "TeardownFailed", Message: FailureMessage(err) + " (send the retry signal to try again)"})
 		lc.state.Retry = nil
-		if err := workflow.Await(ctx, func() bool { return lc.state.Retry != nil }); err != nil {
+		if err := workflow.Await(ctx, func() bool { return lc.state.Retry != nil || lc.state.Gone }); err != nil {
 			return err
 		}
 		lc.state.Retry = nil
@@ -447,6 +462,19 @@ func (lc *Lifecycle) teardown(ctx workflow.Context, r Reconciler) error {
 	if err := workflow.ExecuteActivity(KubeActivity(ctx), kube.RemoveFinalizer, lc.Ref).Get(ctx, nil); err != nil {
 		return fmt.Errorf("remove finalizer of %s: %w", lc.Ref, err)
 	}
+	return nil
+}
+
+// letGo ends the workflow of an object that left the API server before its teardown finished: someone
+// took stackflow's finalizer off by hand, which in Kubernetes says "do not clean up". Nobody is left to
+// report to or to send a retry, so the workflow ends (completed) instead of waiting or polling forever;
+// what it created stays as it is, and its history shows how far the teardown got.
+func (lc *Lifecycle) letGo(ctx workflow.Context, cause error) error {
+	msg := "the object left the API server before its teardown finished (stackflow's finalizer was taken off by hand): letting go, what was created stays"
+	if cause != nil && !temporal.IsCanceledError(cause) {
+		msg += "; the teardown had failed: " + FailureMessage(cause)
+	}
+	workflow.GetLogger(ctx).Warn(msg, "object", lc.Ref.String(), "step", lc.state.Step)
 	return nil
 }
 

@@ -26,6 +26,8 @@ type scriptedReconciler struct {
 	failOnce   map[int64]bool
 	tornDown   int
 	steps      int
+	// teardown, when set, is what Teardown does after counting.
+	teardown func(workflow.Context) error
 }
 
 func (r *scriptedReconciler) Reconcile(ctx workflow.Context, lc *Lifecycle, obj *activities.Object) error {
@@ -45,8 +47,11 @@ func (r *scriptedReconciler) Reconcile(ctx workflow.Context, lc *Lifecycle, obj 
 	return nil
 }
 
-func (r *scriptedReconciler) Teardown(workflow.Context, *Lifecycle) error {
+func (r *scriptedReconciler) Teardown(ctx workflow.Context, _ *Lifecycle) error {
 	r.tornDown++
+	if r.teardown != nil {
+		return r.teardown(ctx)
+	}
 	return nil
 }
 
@@ -186,6 +191,45 @@ func (s *lifecycleSuite) TestDeleteDuringReconcileCancelsItAndTearsDown() {
 	s.Empty(s.rec.reconciled)
 	s.Equal(1, s.rec.tornDown)
 	s.Equal(1, s.removed)
+}
+
+// An object whose finalizer someone took off by hand leaves the API server; the bridge tells its workflow
+// (a delete signal with Gone), which stops wherever it is and ends instead of waiting or polling forever.
+func (s *lifecycleSuite) TestObjectGoneLetsGo() {
+	forever := func(ctx workflow.Context) error { return workflow.Await(ctx, func() bool { return false }) }
+	fails := func(workflow.Context) error {
+		return temporal.NewNonRetryableApplicationError("cell1 still has computes", "CellRemovalBlocked", nil)
+	}
+	for _, tt := range []struct {
+		name         string
+		steps        int
+		teardown     func(workflow.Context) error
+		deleteFirst  bool
+		wantTornDown int
+		wantDone     []int64
+	}{
+		{name: "during a teardown that waits with no deadline", teardown: forever, deleteFirst: true, wantTornDown: 1, wantDone: []int64{1}},
+		{name: "during a teardown that failed and waits for retry", teardown: fails, deleteFirst: true, wantTornDown: 1, wantDone: []int64{1}},
+		{name: "during a reconcile, before any delete signal", steps: 10, wantTornDown: 0, wantDone: nil},
+	} {
+		s.Run(tt.name, func() {
+			s.SetupTest()
+			s.rec.steps, s.rec.teardown = tt.steps, tt.teardown
+			s.signal(time.Second, lifecycle.SignalSpec, lifecycle.SpecSignal{Generation: 1})
+			at := 150 * time.Second
+			if tt.deleteFirst {
+				s.signal(at, lifecycle.SignalDelete, lifecycle.DeleteSignal{})
+				at += time.Hour
+			}
+			s.signal(at, lifecycle.SignalDelete, lifecycle.DeleteSignal{Gone: true})
+			s.chain.Execute("Test", Input{ObjectRef: testRef})
+			s.True(s.env.IsWorkflowCompleted())
+			s.NoError(s.env.GetWorkflowError())
+			s.Equal(tt.wantTornDown, s.rec.tornDown)
+			s.Equal(tt.wantDone, s.rec.reconciled)
+			s.Equal(0, s.removed, "nothing to remove a finalizer from")
+		})
+	}
 }
 
 func (s *lifecycleSuite) TestApproveUpdateIsRefusedWhenNoGateWaits() {

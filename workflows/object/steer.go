@@ -129,8 +129,9 @@ func (lc *Lifecycle) addSignalCases(ctx workflow.Context, sel workflow.Selector)
 		lc.onSpec(ctx, s)
 	})
 	sel.AddReceive(workflow.GetSignalChannel(ctx, lifecycle.SignalDelete), func(c workflow.ReceiveChannel, _ bool) {
-		c.Receive(ctx, nil)
-		lc.onDelete(ctx)
+		var s lifecycle.DeleteSignal
+		c.Receive(ctx, &s)
+		lc.onDelete(ctx, s)
 	})
 	sel.AddReceive(workflow.GetSignalChannel(ctx, lifecycle.SignalPause), func(c workflow.ReceiveChannel, _ bool) {
 		c.Receive(ctx, nil)
@@ -178,7 +179,13 @@ func (lc *Lifecycle) onSpec(ctx workflow.Context, s lifecycle.SpecSignal) {
 	// step: reconcilers are idempotent, so finishing the step is safe and cheaper than aborting it.
 }
 
-func (lc *Lifecycle) onDelete(ctx workflow.Context) {
+func (lc *Lifecycle) onDelete(ctx workflow.Context, s lifecycle.DeleteSignal) {
+	if s.Gone && !lc.state.Gone {
+		lc.state.Gone = true
+		if lc.cancelTeardown != nil {
+			lc.cancelTeardown()
+		}
+	}
 	if lc.state.Deleting {
 		return
 	}
