@@ -432,6 +432,27 @@ spec: {preProvisioned: true}
 	_, err = env.Dyn.Resource(gvrNEC).Namespace(ns).Patch(ctx, "badcfg", types.MergePatchType, []byte(`{"spec":{"cellName":"cell2"}}`), metav1.PatchOptions{})
 	require.ErrorContains(t, err, "cellName is immutable")
 	require.True(t, slices.Contains([]string{lifecycle.PhaseFailed}, e2e.Str(get(t, gvrNEC, "badcfg"), "status", "phase")))
+
+	// Two Novas in one namespace each have a cell1: a compute whose cellName is cell1 waits, naming both
+	// NovaCells, instead of joining whichever comes first by name; once one goes, it takes the other.
+	for _, name := range []string{"left-cell1", "right-cell1"} {
+		create(t, gvrCell, fmt.Sprintf(`
+apiVersion: nova.openstack.org/v1beta1
+kind: NovaCell
+metadata: {name: %[1]s}
+spec: {cellName: cell1, secret: %[1]s-secret, keystoneAuthURL: http://198.51.100.1:5000/v3, cellDatabaseHostname: 127.0.0.1, transportURLSecret: %[1]s-transport}
+`, name))
+	}
+	create(t, gvrNEC, nec("ambiguous", "[DEFAULT]\ndebug = True\n"))
+	e2e.WaitFor(t, "ambiguous waits, naming both NovaCells of cell1", 3*time.Minute, func() (bool, string) {
+		c := e2e.Condition(get(t, gvrNEC, "ambiguous"), "ComputeDeployed")
+		return c != nil && c.Reason == "CellAmbiguous" && strings.Contains(c.Message, "left-cell1, right-cell1"), e2e.CondString(c)
+	})
+	require.NoError(t, env.Dyn.Resource(gvrCell).Namespace(ns).Delete(ctx, "right-cell1", metav1.DeleteOptions{}))
+	e2e.WaitFor(t, "ambiguous takes left-cell1 once right-cell1 is gone", 3*time.Minute, func() (bool, string) {
+		c := e2e.Condition(get(t, gvrNEC, "ambiguous"), "ComputeDeployed")
+		return c != nil && c.Reason == "WaitingForCell" && strings.Contains(c.Message, "left-cell1-transport"), e2e.CondString(c)
+	})
 }
 
 func yamlInto(manifest string, u *unstructured.Unstructured) error {

@@ -3,6 +3,7 @@ package dataplane
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -20,7 +21,9 @@ import (
 // NovaExternalComputeWorkflow serves a NovaExternalCompute: nova-compute on a data-plane node, in its
 // cell (see service.go for the shape every phase-1 service shares).
 //
-// Its NovaCell is the one named cellName, or else the one whose spec.cellName is cellName. The cell is
+// Its NovaCell is the one named cellName, or else the one whose spec.cellName is cellName; when several
+// are (two Novas in one namespace each have a cell1), it waits with reason CellAmbiguous, naming them,
+// until the choice is made (cellName naming the NovaCell, or one of them gone). The cell is
 // ready for computes once its message-bus Secret (spec.transportURLSecret, key transport_url) and its
 // service Secret (spec.secret, the service password key) exist: that is all nova-compute needs of it.
 // Until stackflow deploys the Nova control plane itself, a NovaCell may therefore simply reference an
@@ -79,7 +82,11 @@ func (k *novaComputeKind) waitDependencies(ctx workflow.Context, lc *object.Life
 		if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kube.ListObjects, activities.ListInput{Ref: NovaCellRef(lc.Ref.Namespace, "")}).Get(ctx, &cells); err != nil {
 			return false, "", "", fmt.Errorf("list NovaCells: %w", err)
 		}
-		cell, name := FindNovaCell(cells, k.spec.CellName)
+		cell, name, others := FindNovaCell(cells, k.spec.CellName)
+		if len(others) > 0 {
+			return false, dataplanev1beta1.ReasonCellAmbiguous, fmt.Sprintf("cell %s is served by NovaCells %s in %s: set cellName to the name of the NovaCell this compute joins",
+				k.spec.CellName, strings.Join(append([]string{name}, others...), ", "), lc.Ref.Namespace), nil
+		}
 		if cell == nil {
 			return false, dataplanev1beta1.ReasonWaitingForCell, fmt.Sprintf("waiting for NovaCell %s (no NovaCell named so or with that cellName in %s)", k.spec.CellName, lc.Ref.Namespace), nil
 		}
@@ -109,26 +116,30 @@ func (k *novaComputeKind) computeRegion() string {
 	return k.cell.Region
 }
 
-// FindNovaCell finds the NovaCell of a cell: by object name first, else by spec.cellName.
-func FindNovaCell(cells []activities.ListedObject, cell string) (*novav1beta1.NovaCellSpec, string) {
-	var byCellName *novav1beta1.NovaCellSpec
-	name := ""
+// FindNovaCell finds the NovaCell of a cell: by object name first, else by spec.cellName. NovaCells being
+// deleted are passed over. When several NovaCells have that cellName and none has that name, others names
+// the rest (the choice is the user's: the found one is only the first by name).
+func FindNovaCell(cells []activities.ListedObject, cell string) (spec *novav1beta1.NovaCellSpec, name string, others []string) {
 	for _, o := range cells {
 		if o.Deleting {
 			continue
 		}
-		var spec novav1beta1.NovaCellSpec
-		if err := json.Unmarshal(o.Spec, &spec); err != nil {
+		var s novav1beta1.NovaCellSpec
+		if err := json.Unmarshal(o.Spec, &s); err != nil {
 			continue
 		}
 		if o.Ref.Name == cell {
-			return &spec, o.Ref.Name
+			return &s, o.Ref.Name, nil
 		}
-		if byCellName == nil && spec.CellName == cell {
-			byCellName, name = &spec, o.Ref.Name
+		switch {
+		case s.CellName != cell:
+		case spec == nil:
+			spec, name = &s, o.Ref.Name
+		default:
+			others = append(others, o.Ref.Name)
 		}
 	}
-	return byCellName, name
+	return spec, name, others
 }
 
 func (k *novaComputeKind) files(host string) ([]activities.ConfigFile, error) {

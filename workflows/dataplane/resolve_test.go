@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/require"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -279,18 +280,33 @@ func TestGoverningDataPlane(t *testing.T) {
 }
 
 func TestFindNovaCell(t *testing.T) {
-	cell := func(name, cellName string) activities.ListedObject {
+	cell := func(name, cellName string, deleting bool) activities.ListedObject {
 		b, _ := json.Marshal(novav1beta1.NovaCellSpec{CellName: cellName, TransportURLSecret: name + "-transport"})
-		return activities.ListedObject{Ref: lifecycle.ObjectRef{Name: name}, Object: activities.Object{Exists: true, Spec: b}}
+		return activities.ListedObject{Ref: lifecycle.ObjectRef{Name: name}, Object: activities.Object{Exists: true, Deleting: deleting, Spec: b}}
 	}
-	cells := []activities.ListedObject{cell("nova-cell2", "cell2"), cell("cell1", "cell1"), cell("other", "cell1")}
-	if spec, name := FindNovaCell(cells, "cell1"); spec == nil || name != "cell1" {
-		t.Errorf("by object name: got %v %q", spec, name)
-	}
-	if spec, name := FindNovaCell(cells, "cell2"); spec == nil || name != "nova-cell2" || spec.TransportURLSecret != "nova-cell2-transport" {
-		t.Errorf("by spec.cellName: got %v %q", spec, name)
-	}
-	if spec, _ := FindNovaCell(cells, "cell3"); spec != nil {
-		t.Errorf("no such cell: got %v", spec)
+	for _, tt := range []struct {
+		name       string
+		cells      []activities.ListedObject
+		cell       string
+		want       string // "" for none
+		wantOthers []string
+	}{
+		{name: "by object name before spec.cellName", cells: []activities.ListedObject{cell("other", "cell1", false), cell("cell1", "cell1", false)}, cell: "cell1", want: "cell1"},
+		{name: "by spec.cellName", cells: []activities.ListedObject{cell("nova-cell2", "cell2", false), cell("nova-cell1", "cell1", false)}, cell: "cell2", want: "nova-cell2"},
+		{name: "none", cells: []activities.ListedObject{cell("nova-cell1", "cell1", false)}, cell: "cell3"},
+		{name: "two Novas' cell1: ambiguous", cells: []activities.ListedObject{cell("a-cell1", "cell1", false), cell("b-cell1", "cell1", false), cell("c-cell1", "cell1", false)},
+			cell: "cell1", want: "a-cell1", wantOthers: []string{"b-cell1", "c-cell1"}},
+		{name: "one of them being deleted: not ambiguous", cells: []activities.ListedObject{cell("a-cell1", "cell1", true), cell("b-cell1", "cell1", false)}, cell: "cell1", want: "b-cell1"},
+		{name: "the one being deleted is not found by name", cells: []activities.ListedObject{cell("cell1", "cell1", true)}, cell: "cell1"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			spec, name, others := FindNovaCell(tt.cells, tt.cell)
+			require.Equal(t, tt.want, name)
+			require.Equal(t, tt.want == "", spec == nil)
+			if spec != nil {
+				require.Equal(t, name+"-transport", spec.TransportURLSecret)
+			}
+			require.Equal(t, tt.wantOthers, others)
+		})
 	}
 }

@@ -29,8 +29,11 @@ const (
 
 // Reasons specific to the data plane.
 const (
-	ReasonPreProvisioned     = "PreProvisioned"
-	ReasonWaitingForCell     = "WaitingForCell"
+	ReasonPreProvisioned = "PreProvisioned"
+	ReasonWaitingForCell = "WaitingForCell"
+	// ReasonCellAmbiguous: a compute's cellName is the cellName of several NovaCells (two Novas in one
+	// namespace each have a cell1) and the name of none; it waits until it names one NovaCell.
+	ReasonCellAmbiguous      = "CellAmbiguous"
 	ReasonWaitingForPhase    = "WaitingForPreviousPhase"
 	ReasonMaxFailuresReached = "MaxFailuresReached"
 )

@@ -14,7 +14,9 @@ type NovaExternalComputeSpec struct {
 	// +kubebuilder:validation:MaxLength=253
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
 	DataplaneNodeName string `json:"dataplaneNodeName"`
-	// CellName is the NovaCell the compute joins. It cannot change once set.
+	// CellName is the NovaCell the compute joins: a NovaCell's name, or a cell name (spec.cellName) that
+	// exactly one NovaCell of the namespace serves (with two Novas in one namespace, name the NovaCell).
+	// It cannot change once set.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=40
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
