@@ -84,7 +84,7 @@ func (k *novaComputeKind) waitDependencies(ctx workflow.Context, lc *object.Life
 		}
 		cell, name, others := FindNovaCell(cells, k.spec.CellName)
 		if len(others) > 0 {
-			return false, dataplanev1beta1.ReasonCellAmbiguous, fmt.Sprintf("cell %s is served by NovaCells %s in %s: set cellName to the name of the NovaCell this compute joins",
+			return false, dataplanev1beta1.ReasonCellAmbiguous, fmt.Sprintf("cell %s is served by NovaCells %s in %s: name the one to join in cellName (it cannot change: recreate this compute) or remove the others",
 				k.spec.CellName, strings.Join(append([]string{name}, others...), ", "), lc.Ref.Namespace), nil
 		}
 		if cell == nil {
