@@ -383,6 +383,8 @@ func TestObjectRemovedByHandLetsItsWorkflowGo(t *testing.T) {
 	osk, err = env.Dyn.Resource(osknodes).Get(ctx, name, metav1.GetOptions{})
 	require.NoError(t, err, "what the workflow was waiting on stays as it is")
 	assert.Equal(t, []string{hold}, osk.GetFinalizers())
+	_, err = env.Dyn.Resource(osknodes).Patch(ctx, name, types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
+	require.NoError(t, err)
 }
 
 // Two bridge replicas: one leads and acts, the other does nothing; still one workflow per object. When the

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -137,14 +138,27 @@ func (e *Env) DeleteAndWait(ctx context.Context, gvr schema.GroupVersionResource
 	return nil
 }
 
-// ForceDelete removes objects a failed test left, finalizers included, so later runs start clean. It
-// reports nothing: the objects may well be gone already.
+// ForceDelete removes objects a failed test left, so later runs start clean. It deletes them, gives their
+// workflows half a minute to tear down what they made (servers, ports: a later run would meet them, or the
+// quota they hold), then takes the finalizers off what is still there (which tells their workflows to let
+// go). It reports nothing: the objects may well be gone already.
 func (e *Env) ForceDelete(gvr schema.GroupVersionResource, ns string, names ...string) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	r := e.resource(gvr, ns)
+	var left []string
 	for _, n := range names {
-		_ = r.Delete(ctx, n, metav1.DeleteOptions{})
+		if err := r.Delete(ctx, n, metav1.DeleteOptions{}); err == nil || !apierrors.IsNotFound(err) {
+			left = append(left, n)
+		}
+	}
+	for deadline := time.Now().Add(30 * time.Second); len(left) > 0 && time.Now().Before(deadline); time.Sleep(500 * time.Millisecond) {
+		left = slices.DeleteFunc(left, func(n string) bool {
+			_, err := r.Get(ctx, n, metav1.GetOptions{})
+			return apierrors.IsNotFound(err)
+		})
+	}
+	for _, n := range left {
 		_, _ = r.Patch(ctx, n, types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
 	}
 }

@@ -221,6 +221,13 @@ func TestUpgradeMidFlight(t *testing.T) {
 		if running < 3 {
 			return fmt.Errorf("%d of %d servers being created", running, len(onA))
 		}
+		// Every object created so far has been acted on by A (its status written), so "in flight" means
+		// a reconcile A started, not a workflow whose first task no worker took yet (CI saw one).
+		for _, o := range startedOnA {
+			if u, err := o.get(ctx); err != nil || phaseOf(u) == "" {
+				return fmt.Errorf("%s has no status from build A yet", o)
+			}
+		}
 		return nil
 	})
 	workerA.Stop()
