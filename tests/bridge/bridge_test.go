@@ -2,7 +2,6 @@ package bridge
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os/exec"
 	"slices"
@@ -265,38 +264,9 @@ func TestWorkerCrashMidWorkflowCompletesAfterRestart(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	name := env.Run + "-crash-0"
-	const hold = "stackflow.io/e2e-hold"
-	t.Cleanup(func() { env.ForceDelete(osknodes, "", name); env.ForceDelete(nodes, "", name) })
-
-	node, err := env.Kube.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{
-		Name: name, Annotations: map[string]string{"kwok.x-k8s.io/node": "fake"},
-	}}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	nodeWF := lifecycle.WorkflowID(lifecycle.ObjectRef{Version: "v1", Kind: "Node", Resource: "nodes", Name: name, UID: string(node.UID)})
-	require.Eventually(t, func() bool {
-		osk, err := env.Dyn.Resource(osknodes).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return false
-		}
-		observed, _, _ := unstructured.NestedInt64(osk.Object, "status", "observedGeneration")
-		return observed == 1
-	}, 90*time.Second, 250*time.Millisecond, "OpenstackNode %s not served", name)
-
-	// A finalizer of our own holds the OpenstackNode, so the Node's teardown waits for it: the workflow
-	// is certainly in the middle of its run when the worker dies.
-	osk, err := env.Dyn.Resource(osknodes).Get(ctx, name, metav1.GetOptions{})
-	require.NoError(t, err)
-	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{
-		"finalizers": append(osk.GetFinalizers(), hold), "resourceVersion": osk.GetResourceVersion()}})
-	_, err = env.Dyn.Resource(osknodes).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
-	require.NoError(t, err)
-	require.NoError(t, env.Kube.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{}))
-
-	require.Eventually(t, func() bool {
-		osk, err := env.Dyn.Resource(osknodes).Get(ctx, name, metav1.GetOptions{})
-		// Deleted by the Node's teardown and released by its own workflow: only our hold is left.
-		return err == nil && osk.GetDeletionTimestamp() != nil && slices.Equal(osk.GetFinalizers(), []string{hold})
-	}, time.Minute, 200*time.Millisecond, "the Node's teardown did not delete the OpenstackNode")
+	// The Node's teardown waits for its held OpenstackNode: the workflow is certainly in the middle of
+	// its run when the worker dies.
+	nodeWF := deleteNodeHeld(t, ctx, name)
 	d, err := env.Temporal.DescribeWorkflowExecution(ctx, nodeWF, "")
 	require.NoError(t, err)
 	require.Equal(t, enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, d.WorkflowExecutionInfo.Status)
@@ -332,33 +302,7 @@ func TestObjectRemovedByHandLetsItsWorkflowGo(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	name := env.Run + "-gone-0"
-	const hold = "stackflow.io/e2e-hold"
-	t.Cleanup(func() { env.ForceDelete(osknodes, "", name); env.ForceDelete(nodes, "", name) })
-
-	node, err := env.Kube.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{
-		Name: name, Annotations: map[string]string{"kwok.x-k8s.io/node": "fake"},
-	}}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	nodeWF := lifecycle.WorkflowID(lifecycle.ObjectRef{Version: "v1", Kind: "Node", Resource: "nodes", Name: name, UID: string(node.UID)})
-	var osk *unstructured.Unstructured
-	require.Eventually(t, func() bool {
-		osk, err = env.Dyn.Resource(osknodes).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return false
-		}
-		observed, _, _ := unstructured.NestedInt64(osk.Object, "status", "observedGeneration")
-		return observed == 1
-	}, 90*time.Second, 250*time.Millisecond, "OpenstackNode %s not served", name)
-	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{
-		"finalizers": append(osk.GetFinalizers(), hold), "resourceVersion": osk.GetResourceVersion()}})
-	_, err = env.Dyn.Resource(osknodes).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
-	require.NoError(t, err)
-
-	require.NoError(t, env.Kube.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{}))
-	require.Eventually(t, func() bool {
-		osk, err := env.Dyn.Resource(osknodes).Get(ctx, name, metav1.GetOptions{})
-		return err == nil && osk.GetDeletionTimestamp() != nil && slices.Equal(osk.GetFinalizers(), []string{hold})
-	}, time.Minute, 200*time.Millisecond, "the Node's teardown did not delete the OpenstackNode")
+	nodeWF := deleteNodeHeld(t, ctx, name)
 	// Its teardown waits: the run is still open a few seconds on.
 	time.Sleep(3 * time.Second)
 	d, err := env.Temporal.DescribeWorkflowExecution(ctx, nodeWF, "")
@@ -380,9 +324,9 @@ func TestObjectRemovedByHandLetsItsWorkflowGo(t *testing.T) {
 		return status == enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED
 	}, 30*time.Second, 250*time.Millisecond, "the Node's workflow still waits for an object that is gone (status %s)", &status)
 
-	osk, err = env.Dyn.Resource(osknodes).Get(ctx, name, metav1.GetOptions{})
+	osk, err := env.Dyn.Resource(osknodes).Get(ctx, name, metav1.GetOptions{})
 	require.NoError(t, err, "what the workflow was waiting on stays as it is")
-	assert.Equal(t, []string{hold}, osk.GetFinalizers())
+	assert.Equal(t, []string{heldBy}, osk.GetFinalizers())
 	_, err = env.Dyn.Resource(osknodes).Patch(ctx, name, types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
 	require.NoError(t, err)
 }
