@@ -303,14 +303,25 @@ func (r *updateReconciler) resolveNodes(ctx workflow.Context, lc *object.Lifecyc
 	}
 	nodesF := workflow.ExecuteActivity(object.KubeActivity(ctx), kube.ListObjects, activities.ListInput{Ref: DataPlaneNodeRef(ns, "")})
 	computesF := workflow.ExecuteActivity(object.KubeActivity(ctx), kube.ListObjects, activities.ListInput{Ref: NovaExternalComputeRef(ns, "")})
-	var nodes, computes []activities.ListedObject
+	// Each compute is updated against its own Nova: the region of its cell. Runs recorded before this
+	// asked the cloud's region for every node.
+	var cellsF workflow.Future
+	if workflow.GetVersion(ctx, ChangeUpdateComputeRegion, workflow.DefaultVersion, 1) == 1 {
+		cellsF = workflow.ExecuteActivity(object.KubeActivity(ctx), kube.ListObjects, activities.ListInput{Ref: NovaCellRef(ns, "")})
+	}
+	var nodes, computes, cells []activities.ListedObject
 	if err := nodesF.Get(ctx, &nodes); err != nil {
 		return fmt.Errorf("list nodes in %s: %w", ns, err)
 	}
 	if err := computesF.Get(ctx, &computes); err != nil {
 		return fmt.Errorf("list NovaExternalComputes in %s: %w", ns, err)
 	}
-	members, err := UpdateMembers(dpSpec, nodes, computes, r.spec.Nodes)
+	if cellsF != nil {
+		if err := cellsF.Get(ctx, &cells); err != nil {
+			return fmt.Errorf("list NovaCells in %s: %w", ns, err)
+		}
+	}
+	members, err := UpdateMembers(dpSpec, nodes, computes, cells, r.spec.Nodes)
 	if err != nil {
 		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s: %v", lc.Ref, err), lifecycle.ReasonInvalidSpec, nil)
 	}
@@ -323,28 +334,45 @@ func (r *updateReconciler) resolveNodes(ctx workflow.Context, lc *object.Lifecyc
 		r.rec.Access[m.Name] = m.Access
 	}
 	r.rec.Nodes = NewUpdateNodes(names, hosts, canary)
+	for i := range r.rec.Nodes {
+		r.rec.Nodes[i].Region = members[i].Region
+	}
 	return nil
 }
+
+// ChangeUpdateComputeRegion marks the update that asks each compute's own Nova (the region of its cell).
+const ChangeUpdateComputeRegion = "update-compute-region"
 
 // UpdateMember is one node an update covers.
 type UpdateMember struct {
 	Name   string
 	Host   string
 	Access nodeAccess
+	// Region is the region of the compute API of the node's cell (its Nova's); "" for the cloud's own.
+	Region string
 }
 
 // UpdateMembers picks the compute nodes an update covers: members of the data plane (by role or by
 // name) with a NovaExternalCompute of their name, restricted to and ordered as only when given. A node
-// named in only that is not such a member is an error.
-func UpdateMembers(dp dataplanev1beta1.OpenStackDataPlaneSpec, nodes, computes []activities.ListedObject, only []string) ([]UpdateMember, error) {
+// named in only that is not such a member is an error. Each member's Region is that of the NovaCell its
+// compute joined (found as the compute found it, FindNovaCell), so the update asks that cell's Nova.
+func UpdateMembers(dp dataplanev1beta1.OpenStackDataPlaneSpec, nodes, computes, cells []activities.ListedObject, only []string) ([]UpdateMember, error) {
 	access := map[string]nodeAccess{}
+	regions := map[string]string{}
 	for _, c := range computes {
 		var spec edpmServiceSpec
-		if c.Deleting || json.Unmarshal(c.Spec, &spec) != nil {
+		var cell struct {
+			CellName string `json:"cellName"`
+		}
+		if c.Deleting || json.Unmarshal(c.Spec, &spec) != nil || json.Unmarshal(c.Spec, &cell) != nil {
 			continue
 		}
 		a := nodeAccess{SSHKeySecret: spec.SSHKeySecretName, InventoryConfigMap: spec.InventoryConfigMapName, HostVars: spec.hostVars()}
-		access[firstNonEmpty(spec.DataplaneNodeName, c.Ref.Name)] = a
+		node := firstNonEmpty(spec.DataplaneNodeName, c.Ref.Name)
+		access[node] = a
+		if found, _, _ := FindNovaCell(cells, cell.CellName); found != nil {
+			regions[node] = found.Region
+		}
 	}
 	byName := map[string]UpdateMember{}
 	var order []string
@@ -360,7 +388,7 @@ func UpdateMembers(dp dataplanev1beta1.OpenStackDataPlaneSpec, nodes, computes [
 		if !ok {
 			continue
 		}
-		byName[o.Ref.Name] = UpdateMember{Name: o.Ref.Name, Host: ns.HostName, Access: a}
+		byName[o.Ref.Name] = UpdateMember{Name: o.Ref.Name, Host: ns.HostName, Access: a, Region: regions[o.Ref.Name]}
 		order = append(order, o.Ref.Name)
 	}
 	slices.Sort(order)
@@ -436,7 +464,7 @@ func (r *updateReconciler) runNode(ctx workflow.Context, lc *object.Lifecycle, n
 
 // runStep runs one step of a node and says how it ended.
 func (r *updateReconciler) runStep(ctx workflow.Context, lc *object.Lifecycle, n *UpdateNode, step string, set updateSettings) StepOutcome {
-	cloud := activities.CloudSecret{Namespace: lc.Ref.Namespace, Name: activities.DefaultCloudsSecret}
+	cloud := n.cloud(lc.Ref.Namespace)
 	host := n.Host
 	fail := func(reason string, err error) StepOutcome {
 		return StepOutcome{Err: err, Reason: firstNonEmpty(reason, object.FailureReason(err)), Message: fmt.Sprintf("%s on %s: %s", step, host, object.FailureMessage(err))}
@@ -553,12 +581,12 @@ func (r *updateReconciler) disabledReason(lc *object.Lifecycle) string {
 	return disabledReasonPrefix + lc.Ref.Key() + " (to " + r.spec.NovaCompute.Version + ")"
 }
 
-// drainTargets are the hosts a node's instances may go to: the update's other nodes that are not in
-// flight and did not fail.
+// drainTargets are the hosts a node's instances may go to: the update's other nodes of the same Nova
+// (an instance cannot leave its region) that are not in flight and did not fail.
 func (r *updateReconciler) drainTargets(self *UpdateNode) []string {
 	var out []string
 	for _, n := range r.rec.Nodes {
-		if n.Name == self.Name || n.InFlight() || n.State == dataplanev1beta1.UpdateNodeFailed {
+		if n.Name == self.Name || n.InFlight() || n.State == dataplanev1beta1.UpdateNodeFailed || n.Region != self.Region {
 			continue
 		}
 		out = append(out, n.Host)
@@ -652,12 +680,11 @@ func (r *updateReconciler) Compensate(ctx workflow.Context, lc *object.Lifecycle
 	wg.Wait(ctx)
 	// A node in flight that could not finish (its enable step failed too) is enabled once more:
 	// enabling is idempotent, and no node may stay disabled.
-	cloud := activities.CloudSecret{Namespace: lc.Ref.Namespace, Name: activities.DefaultCloudsSecret}
 	var futures []workflow.Future
 	for _, name := range inFlight {
 		if n := r.node(name); !n.WasDisabled {
 			futures = append(futures, workflow.ExecuteActivity(novaActivity(ctx, 10*time.Minute), osActs.SetComputeService,
-				activities.ServiceStateInput{Cloud: cloud, Host: n.Host, Enabled: true}))
+				activities.ServiceStateInput{Cloud: n.cloud(lc.Ref.Namespace), Host: n.Host, Enabled: true}))
 		}
 	}
 	var errs []string

@@ -41,6 +41,9 @@ type UpdateNode struct {
 	// Name is the OpenStackDataPlaneNode; Host its hostName, the host of its compute service.
 	Name string `json:"name"`
 	Host string `json:"host,omitempty"`
+	// Region is the region of the compute API of the node's cell (its Nova), which every call about
+	// the node goes to; "" for the cloud's own region.
+	Region string `json:"region,omitempty"`
 	// Canary nodes run first, before the approval gate.
 	Canary bool `json:"canary,omitempty"`
 	// State is one of dataplanev1beta1.UpdateNode*.
@@ -72,6 +75,11 @@ type UpdateNode struct {
 	Returned int `json:"returned,omitempty"`
 	// Attempts counts the node's runs (1 plus retries).
 	Attempts int `json:"attempts,omitempty"`
+}
+
+// cloud is how the node's Nova is reached: the namespace's clouds Secret, in the node's region.
+func (n UpdateNode) cloud(namespace string) activities.CloudSecret {
+	return activities.CloudSecret{Namespace: namespace, Name: activities.DefaultCloudsSecret, ComputeRegion: n.Region}
 }
 
 // InFlight reports whether the node is between its first and last step.

@@ -1,6 +1,7 @@
 package dataplane
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -9,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/stackflow/stackflow/activities"
 	dp "github.com/stackflow/stackflow/api/dataplane/v1beta1"
 	"github.com/stackflow/stackflow/api/lifecycle"
 )
@@ -262,4 +264,65 @@ func TestVersionClass(t *testing.T) {
 	} {
 		assert.Equal(t, want, VersionClass(v), v)
 	}
+}
+
+// TestUpdateMembersRegion: each compute is updated against the Nova of the cell it joined, found as the
+// compute found it (by NovaCell name, else by cellName), so a data plane spread over two Novas updates
+// each node in its own region.
+func TestUpdateMembersRegion(t *testing.T) {
+	listed := func(name, spec string) activities.ListedObject {
+		return activities.ListedObject{Ref: lifecycle.ObjectRef{Name: name}, Object: activities.Object{Spec: json.RawMessage(spec)}}
+	}
+	nodes := []activities.ListedObject{
+		listed("a", `{"role":"compute","hostName":"ha"}`),
+		listed("b", `{"role":"compute","hostName":"hb"}`),
+	}
+	cells := []activities.ListedObject{
+		listed("nova-cell1", `{"cellName":"cell1"}`),
+		listed("two-cell1", `{"cellName":"cell1","region":"RegionTwo"}`),
+		listed("three-cell2", `{"cellName":"cell2","region":"RegionThree"}`),
+	}
+	compute := func(node, cell string) activities.ListedObject {
+		return listed(node, fmt.Sprintf(`{"dataplaneNodeName":%q,"cellName":%q,"sshKeySecretName":"key"}`, node, cell))
+	}
+	for _, tc := range []struct {
+		name     string
+		computes []activities.ListedObject
+		cells    []activities.ListedObject
+		want     map[string]string
+	}{
+		{"by NovaCell name: the cell's Nova region", []activities.ListedObject{compute("a", "two-cell1"), compute("b", "two-cell1")}, cells,
+			map[string]string{"a": "RegionTwo", "b": "RegionTwo"}},
+		{"two Novas: each node its own", []activities.ListedObject{compute("a", "two-cell1"), compute("b", "cell2")}, cells,
+			map[string]string{"a": "RegionTwo", "b": "RegionThree"}},
+		{"a Nova with no region: the cloud's", []activities.ListedObject{compute("a", "nova-cell1"), compute("b", "three-cell2")}, cells,
+			map[string]string{"a": "", "b": "RegionThree"}},
+		{"no NovaCell found: the cloud's", []activities.ListedObject{compute("a", "gone"), compute("b", "two-cell1")}, cells,
+			map[string]string{"a": "", "b": "RegionTwo"}},
+		{"runs recorded before regions (no cells listed): the cloud's", []activities.ListedObject{compute("a", "two-cell1"), compute("b", "two-cell1")}, nil,
+			map[string]string{"a": "", "b": ""}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			members, err := UpdateMembers(dp.OpenStackDataPlaneSpec{Roles: []string{"compute"}}, nodes, tc.computes, tc.cells, nil)
+			require.NoError(t, err)
+			got := map[string]string{}
+			for _, m := range members {
+				got[m.Name] = m.Region
+			}
+			require.Equal(t, tc.want, got)
+		})
+	}
+}
+
+// TestDrainTargetsStayInTheRegion: an instance cannot leave its Nova, so a node drains only to the
+// update's other nodes of its own region.
+func TestDrainTargetsStayInTheRegion(t *testing.T) {
+	r := &updateReconciler{rec: updateRecord{Nodes: []UpdateNode{
+		{Name: "a", Host: "ha", Region: "RegionTwo", Next: UpdateStepDrain},
+		{Name: "b", Host: "hb", Region: "RegionTwo", State: dp.UpdateNodePending},
+		{Name: "c", Host: "hc", Region: "RegionThree", State: dp.UpdateNodePending},
+		{Name: "d", Host: "hd", Region: "RegionTwo", State: dp.UpdateNodeFailed},
+	}}}
+	require.Equal(t, []string{"hb"}, r.drainTargets(&r.rec.Nodes[0]))
+	require.Empty(t, r.drainTargets(&r.rec.Nodes[2]), "no other node in RegionThree: Nova's scheduler chooses")
 }

@@ -37,6 +37,7 @@ type fakeComputes struct {
 	ckpt     map[string]string   // host → version in the checkpoint
 	broken   map[string]bool     // host → the update breaks nova-compute there
 	steps    map[string][]string // host → playbook steps run
+	regions  map[string]bool     // the compute regions Nova was asked in
 	events   []string            // everything, in order
 	// during is called with each event as it happens.
 	during func(event string)
@@ -46,7 +47,7 @@ func newFakeComputes() *fakeComputes {
 	return &fakeComputes{
 		disabled: map[string]bool{}, servers: map[string]string{"s1": "ha", "s2": "hb"},
 		version: map[string]string{"ha": "1", "hb": "1"}, files: map[string]string{"ha": "1", "hb": "1"},
-		ckpt: map[string]string{}, broken: map[string]bool{}, steps: map[string][]string{},
+		ckpt: map[string]string{}, broken: map[string]bool{}, steps: map[string][]string{}, regions: map[string]bool{},
 	}
 }
 
@@ -101,6 +102,7 @@ func (c *fakeComputes) playbook(_ context.Context, in activities.PlaybookInput) 
 func (c *fakeComputes) nodeState(_ context.Context, in activities.ComputeHostInput) (*activities.ComputeNodeState, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.regions[in.Cloud.ComputeRegion] = true
 	st := &activities.ComputeNodeState{Status: "enabled", State: "up", Servers: c.on(in.Host)}
 	if c.disabled[in.Host] {
 		st.Status = "disabled"
@@ -111,6 +113,7 @@ func (c *fakeComputes) nodeState(_ context.Context, in activities.ComputeHostInp
 func (c *fakeComputes) setService(_ context.Context, in activities.ServiceStateInput) ([]string, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.regions[in.Cloud.ComputeRegion] = true
 	if c.disabled[in.Host] == !in.Enabled {
 		return c.on(in.Host), nil
 	}
@@ -122,6 +125,7 @@ func (c *fakeComputes) setService(_ context.Context, in activities.ServiceStateI
 func (c *fakeComputes) migrate(_ context.Context, in activities.MigrateInput) (*activities.MigrateResult, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.regions[in.Cloud.ComputeRegion] = true
 	res := &activities.MigrateResult{Moved: map[string]string{}}
 	ids := in.Servers
 	if in.From != "" {
@@ -144,6 +148,7 @@ func (c *fakeComputes) migrate(_ context.Context, in activities.MigrateInput) (*
 func (c *fakeComputes) waitVersion(_ context.Context, in activities.VersionCheckInput) (*activities.ComputeNodeState, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.regions[in.Cloud.ComputeRegion] = true
 	if VersionClass(c.version[in.Host]) != in.Class {
 		return nil, temporal.NewApplicationError(fmt.Sprintf("%s reports %q, not %q", in.Host, c.version[in.Host], in.Class), activities.ErrVersionNotReported)
 	}
@@ -189,10 +194,16 @@ func newUpdateRun(t *testing.T, spec dp.OpenStackDataPlaneUpdateSpec, cloud *fak
 		})
 	h.env.OnActivity(kube.ListObjects, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in activities.ListInput) ([]activities.ListedObject, error) {
-			if in.Ref.Kind == "NovaExternalCompute" {
+			switch in.Ref.Kind {
+			case "NovaExternalCompute":
 				return []activities.ListedObject{
-					{Ref: lifecycle.ObjectRef{Name: "a"}, Object: activities.Object{Spec: json.RawMessage(`{"dataplaneNodeName":"a","sshKeySecretName":"key","ansibleHost":"192.0.2.10"}`)}},
-					{Ref: lifecycle.ObjectRef{Name: "b"}, Object: activities.Object{Spec: json.RawMessage(`{"dataplaneNodeName":"b","sshKeySecretName":"key","ansibleHost":"192.0.2.11"}`)}},
+					{Ref: lifecycle.ObjectRef{Name: "a"}, Object: activities.Object{Spec: json.RawMessage(`{"dataplaneNodeName":"a","cellName":"cell1","sshKeySecretName":"key","ansibleHost":"192.0.2.10"}`)}},
+					{Ref: lifecycle.ObjectRef{Name: "b"}, Object: activities.Object{Spec: json.RawMessage(`{"dataplaneNodeName":"b","cellName":"cell1","sshKeySecretName":"key","ansibleHost":"192.0.2.11"}`)}},
+				}, nil
+			case "NovaCell":
+				// The computes joined the cell1 of a Nova serving its own region, as make run's samples do.
+				return []activities.ListedObject{
+					{Ref: lifecycle.ObjectRef{Name: "nova-regiontwo-cell1"}, Object: activities.Object{Spec: json.RawMessage(`{"cellName":"cell1","region":"RegionTwo"}`)}},
 				}, nil
 			}
 			return []activities.ListedObject{
@@ -307,6 +318,7 @@ func TestUpdateCanaryGateThenBothNodes(t *testing.T) {
 	})
 	h.run(3 * time.Hour)
 	require.True(t, disabledDuringCanary, "the canary is disabled and drained while it updates")
+	require.Equal(t, map[string]bool{"RegionTwo": true}, h.cloud.regions, "every Nova call goes to the computes' own Nova (their cell's region)")
 }
 
 func TestUpdateFailedVerificationRollsBackThenRetryFinishesOnlyThatNode(t *testing.T) {
