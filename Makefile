@@ -63,8 +63,9 @@ lint:
 	@bash deploy/local/tools/build.sh workflowcheck
 	$(STACKFLOW_CACHE)/bin/workflowcheck-$(WORKFLOWCHECK_VERSION) -config workflows/workflowcheck.yaml ./workflows/... ./worker/...
 
+## unit: every test that needs no stack (the code's own, and the pure helpers of the e2e harness)
 unit:
-	$(GO) test -count=1 ./api/... ./workflows/... ./activities/... ./bridge/... ./worker/... ./deploy/...
+	$(GO) test -count=1 ./api/... ./workflows/... ./activities/... ./bridge/... ./worker/... ./deploy/... ./tests/e2e/ ./tests/makespan/
 	# the upgrade test's build B (a GetVersion-guarded extra reconcile step) replays the whole corpus
 	$(GO) test -count=1 -tags upgradeprobe -run 'TestReplay' ./workflows/
 

@@ -70,12 +70,17 @@ func TestScanMeasuresRunsAndFindsWhatBreaksUpgrades(t *testing.T) {
 		largestPayload    int
 		longest           int
 		oversized, nondet int
+		failed, harmless  int
 	}{
-		{"small runs", [][]*historypb.HistoryEvent{{scheduled(10)}, {scheduled(100), scheduled(20)}}, 100, 2, 0, 0},
-		{"a payload of 256 KiB", [][]*historypb.HistoryEvent{{scheduled(10)}, {scheduled(MaxPayload)}}, MaxPayload, 1, 1, 0},
-		{"just under 256 KiB", [][]*historypb.HistoryEvent{{scheduled(MaxPayload - 64)}}, MaxPayload - 64, 1, 0, 0},
-		{"a worker killed mid-task", [][]*historypb.HistoryEvent{{scheduled(1), taskFailed(enumspb.WORKFLOW_TASK_FAILED_CAUSE_WORKFLOW_WORKER_UNHANDLED_FAILURE)}}, 1, 2, 0, 0},
-		{"non-determinism", [][]*historypb.HistoryEvent{{scheduled(1)}, {taskFailed(enumspb.WORKFLOW_TASK_FAILED_CAUSE_NON_DETERMINISTIC_ERROR)}}, 1, 1, 0, 1},
+		{"small runs", [][]*historypb.HistoryEvent{{scheduled(10)}, {scheduled(100), scheduled(20)}}, 100, 2, 0, 0, 0, 0},
+		{"a payload of 256 KiB", [][]*historypb.HistoryEvent{{scheduled(10)}, {scheduled(MaxPayload)}}, MaxPayload, 1, 1, 0, 0, 0},
+		{"just under 256 KiB", [][]*historypb.HistoryEvent{{scheduled(MaxPayload - 64)}}, MaxPayload - 64, 1, 0, 0, 0, 0},
+		{"a panic in workflow code", [][]*historypb.HistoryEvent{{scheduled(1), taskFailed(enumspb.WORKFLOW_TASK_FAILED_CAUSE_WORKFLOW_WORKER_UNHANDLED_FAILURE)}}, 1, 2, 0, 0, 1, 0},
+		{"a bad command", [][]*historypb.HistoryEvent{{taskFailed(enumspb.WORKFLOW_TASK_FAILED_CAUSE_BAD_SCHEDULE_ACTIVITY_ATTRIBUTES)}}, 0, 1, 0, 0, 1, 0},
+		{"a payload too large", [][]*historypb.HistoryEvent{{taskFailed(enumspb.WORKFLOW_TASK_FAILED_CAUSE_PAYLOADS_TOO_LARGE)}}, 0, 1, 0, 0, 1, 0},
+		{"non-determinism", [][]*historypb.HistoryEvent{{scheduled(1)}, {taskFailed(enumspb.WORKFLOW_TASK_FAILED_CAUSE_NON_DETERMINISTIC_ERROR)}}, 1, 1, 0, 1, 0, 0},
+		{"a signal while the run closed (harmless)", [][]*historypb.HistoryEvent{{scheduled(1), taskFailed(enumspb.WORKFLOW_TASK_FAILED_CAUSE_UNHANDLED_COMMAND)}}, 1, 2, 0, 0, 0, 1},
+		{"a lost sticky cache (harmless)", [][]*historypb.HistoryEvent{{taskFailed(enumspb.WORKFLOW_TASK_FAILED_CAUSE_RESET_STICKY_TASK_QUEUE)}}, 0, 1, 0, 0, 0, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var s Scan
@@ -89,7 +94,13 @@ func TestScanMeasuresRunsAndFindsWhatBreaksUpgrades(t *testing.T) {
 			require.GreaterOrEqual(t, s.Largest.Bytes, s.LargestPayload.Bytes)
 			require.Len(t, s.Oversized, tc.oversized)
 			require.Len(t, s.Nondeterministic, tc.nondet)
-			if tc.oversized+tc.nondet == 0 {
+			require.Len(t, s.TaskFailures, tc.failed)
+			harmless := 0
+			for _, n := range s.Harmless {
+				harmless += n
+			}
+			require.Equal(t, tc.harmless, harmless)
+			if tc.oversized+tc.nondet+tc.failed == 0 {
 				require.NoError(t, s.Check())
 			} else {
 				require.Error(t, s.Check())

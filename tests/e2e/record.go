@@ -46,9 +46,6 @@ type Recorder struct {
 
 	// best holds, per workflow type and shape, the smallest run seen.
 	best map[string]map[string]candidate
-	// skipped counts runs left out because a workflow task failed in them (a bug, or a worker killed
-	// mid-task): replaying them proves nothing about the code.
-	skipped int
 }
 
 type candidate struct {
@@ -57,15 +54,18 @@ type candidate struct {
 	data        []byte
 }
 
-// Add considers one run's history (as read from the server, payloads still encoded).
+// Add considers one run's history (as read from the server, payloads still encoded). A run in which a
+// workflow task failed for a cause not in HarmlessTaskFailures (a panic, non-determinism) is refused
+// with an error: it shows a defect, and the corpus must not hide it or replay around it.
 func (r *Recorder) Add(ctx context.Context, events []*historypb.HistoryEvent) error {
 	if len(events) == 0 {
 		return nil
 	}
 	for _, ev := range events {
-		if ev.GetEventType() == enumspb.EVENT_TYPE_WORKFLOW_TASK_FAILED {
-			r.skipped++
-			return nil
+		if f := ev.GetWorkflowTaskFailedEventAttributes(); f != nil {
+			if _, ok := HarmlessTaskFailures[f.GetCause()]; !ok {
+				return fmt.Errorf("not recorded: event %d: a workflow task failed with %s: %s", ev.GetEventId(), f.GetCause(), f.GetFailure().GetMessage())
+			}
 		}
 	}
 	h := &historypb.History{Events: events}

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
+	failurepb "go.temporal.io/api/failure/v1"
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/client"
 
@@ -29,6 +30,11 @@ func run(kind string, input *commonpb.Payload, more ...*historypb.HistoryEvent) 
 }
 
 func ev(t enumspb.EventType) *historypb.HistoryEvent { return &historypb.HistoryEvent{EventType: t} }
+
+func taskFailedWith(cause enumspb.WorkflowTaskFailedCause) *historypb.HistoryEvent {
+	return &historypb.HistoryEvent{EventType: enumspb.EVENT_TYPE_WORKFLOW_TASK_FAILED, Attributes: &historypb.HistoryEvent_WorkflowTaskFailedEventAttributes{
+		WorkflowTaskFailedEventAttributes: &historypb.WorkflowTaskFailedEventAttributes{Cause: cause, Failure: &failurepb.Failure{Message: "panic: boom"}}}}
+}
 
 func signal(name string) *historypb.HistoryEvent {
 	return &historypb.HistoryEvent{EventType: enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED,
@@ -135,12 +141,12 @@ func TestRecorderWritesDecodedHistories(t *testing.T) {
 
 	r := &Recorder{Dir: dir, Package: "edpm", Codec: codec}
 	require.NoError(t, r.Add(ctx, events()))
-	failedTask := run("OpenStackDataPlaneNode", enc, ev(enumspb.EVENT_TYPE_WORKFLOW_TASK_FAILED))
-	require.NoError(t, r.Add(ctx, failedTask))
+	// A run whose workflow task panicked is refused, not dropped: it shows a defect.
+	panicked := run("OpenStackDataPlaneNode", enc, taskFailedWith(enumspb.WORKFLOW_TASK_FAILED_CAUSE_WORKFLOW_WORKER_UNHANDLED_FAILURE))
+	require.ErrorContains(t, r.Add(ctx, panicked), "WorkflowWorkerUnhandledFailure")
 	files, size, err := r.Write()
 	require.NoError(t, err)
 	require.Equal(t, 1, files)
-	require.Equal(t, 1, r.skipped)
 
 	written, err := filepath.Glob(filepath.Join(dir, "edpm", "OpenStackDataPlaneNode", "completed+delete-*.json"))
 	require.NoError(t, err)

@@ -150,3 +150,36 @@ func TestTemporalTLSFrontAndCodec(t *testing.T) {
 		require.ErrorContains(t, err, "API key")
 	})
 }
+
+// panics is workflow code with a defect: it panics on its first task, as a nil map write or an index out
+// of range would.
+func panics(workflow.Context) error { panic("stack test: a defect in workflow code") }
+
+// The end-of-run history scan every e2e package runs fails on a real workflow panic (the Go SDK reports
+// it as a failed workflow task, WORKFLOW_WORKER_UNHANDLED_FAILURE, and retries the task for ever), not
+// only on non-determinism: a panic must not pass a package.
+func TestHistoryScanFailsOnAWorkflowPanic(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c, err := client.DialContext(ctx, client.Options{HostPort: st.TemporalAddress, Namespace: st.TemporalNamespace})
+	require.NoError(t, err)
+	defer c.Close()
+	queue := fmt.Sprintf("stack-panic-%d", time.Now().UnixNano())
+	w := worker.New(c, queue, worker.Options{})
+	w.RegisterWorkflow(panics)
+	require.NoError(t, w.Start())
+	defer w.Stop()
+	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: queue, TaskQueue: queue}, panics)
+	require.NoError(t, err)
+	defer func() { _ = c.TerminateWorkflow(context.Background(), run.GetID(), "", "test done") }()
+
+	var scan e2e.Scan
+	require.Eventually(t, func() bool {
+		scan, err = e2e.ScanWorkflow(ctx, c, st.TemporalNamespace, run.GetID())
+		return err == nil && scan.Check() != nil
+	}, time.Minute, 200*time.Millisecond, "the scan never failed on the panicking run (last: %+v, %v)", scan, err)
+	require.Len(t, scan.TaskFailures, 1)
+	require.Contains(t, scan.TaskFailures[0], "WorkflowWorkerUnhandledFailure")
+	require.Contains(t, scan.TaskFailures[0], "a defect in workflow code")
+	require.Empty(t, scan.Nondeterministic, "a panic is not non-determinism: only the broader check catches it")
+}
