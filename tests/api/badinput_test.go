@@ -48,6 +48,8 @@ var refused = []change{
 		want: []string{"spec.baremetalSetTemplate.driver", "Unsupported value"}},
 	{name: "bare-metal template without image", kind: "OpenStackDataPlaneRole", patch: `spec: {preProvisioned: false, baremetalSetTemplate: {driver: fake-hardware}}`,
 		want: []string{"spec.baremetalSetTemplate.image", "Required value"}},
+	{name: "bare-metal template without driver (no default: fake-hardware provisions nothing)", kind: "OpenStackDataPlaneRole", patch: `spec: {preProvisioned: false, baremetalSetTemplate: {image: cirros-tiny}}`,
+		want: []string{"spec.baremetalSetTemplate.driver", "Required value"}},
 	{name: "node without hostName", kind: "OpenStackDataPlaneNode", patch: `spec: {hostName: null}`,
 		want: []string{"spec.hostName", "Required value"}},
 	{name: "node hostName not RFC 1123", kind: "OpenStackDataPlaneNode", patch: `spec: {hostName: Compute_0}`,

@@ -113,6 +113,13 @@ func (r *edpmNodeReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycl
 		return err
 	}
 	cfg, err := ResolveEDPMNode(&node, role)
+	if err == nil && cfg.BareMetal != nil && cfg.BareMetal.Driver == "" {
+		if workflow.GetVersion(ctx, ChangeBaremetalDriverRequired, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+			cfg.BareMetal.Driver = "fake-hardware"
+		} else {
+			err = ErrNoDriver(node.Name, role.Name)
+		}
+	}
 	if err != nil {
 		return specError(lifecycle.ReasonInvalidSpec, err)
 	}

@@ -109,7 +109,6 @@ func ResolveEDPMNode(node *dataplanev1beta1.OpenStackDataPlaneNode, role *datapl
 			}
 		}
 		bm.IronicNodeName = firstNonEmpty(bm.IronicNodeName, node.Spec.HostName)
-		bm.Driver = firstNonEmpty(bm.Driver, "fake-hardware")
 		if node.Spec.BareMetal == nil && role.Spec.BaremetalSetTemplate == nil {
 			return cfg, &EDPMSpecError{fmt.Sprintf("node %s is not pre-provisioned, but neither it (bareMetal) nor role %s (baremetalSetTemplate) says how to provision it", node.Name, role.Name)}
 		}
@@ -120,6 +119,16 @@ func ResolveEDPMNode(node *dataplanev1beta1.OpenStackDataPlaneNode, role *datapl
 	}
 	return cfg, nil
 }
+
+// ErrNoDriver says which node has no Ironic driver: the driver is the site's hardware type and has no
+// default (Ironic's fake-hardware provisions nothing).
+func ErrNoDriver(node, role string) error {
+	return &EDPMSpecError{fmt.Sprintf("node %s: no Ironic driver (hardware type): set bareMetal.driver or role %s's baremetalSetTemplate.driver (ipmi, redfish, idrac, ilo; fake-hardware only on a test Ironic)", node, role)}
+}
+
+// ChangeBaremetalDriverRequired marks runs that refuse a node with no Ironic driver; runs recorded
+// before it took Ironic's test driver, fake-hardware, for it.
+const ChangeBaremetalDriverRequired = "baremetal-driver-required"
 
 func effectiveAnnotation(node, role map[string]string, key string) string {
 	if v, ok := node[key]; ok {

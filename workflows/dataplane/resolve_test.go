@@ -108,7 +108,7 @@ func TestResolveEDPMNode(t *testing.T) {
 			name: "not pre-provisioned: bare metal from the role's template, Ironic name from the host",
 			node: node("n4", nil, func(n *dataplanev1beta1.OpenStackDataPlaneNode) { f := false; n.Spec.PreProvisioned = &f }),
 			role: role(nil, func(r *dataplanev1beta1.OpenStackDataPlaneRole) {
-				r.Spec.BaremetalSetTemplate = &dataplanev1beta1.BaremetalSetTemplate{Image: "cirros-tiny", Properties: map[string]string{"cpus": "1"}}
+				r.Spec.BaremetalSetTemplate = &dataplanev1beta1.BaremetalSetTemplate{Driver: "fake-hardware", Image: "cirros-tiny", Properties: map[string]string{"cpus": "1"}}
 			}),
 			check: func(t *testing.T, c EDPMNodeConfig) {
 				if c.BareMetal == nil || c.BareMetal.IronicNodeName != "n4" || c.BareMetal.Image != "cirros-tiny" || c.BareMetal.Driver != "fake-hardware" {

@@ -78,11 +78,10 @@ type NodeSection struct {
 // BaremetalSetTemplate is how the nodes of a role that are not pre-provisioned are provisioned through
 // Ironic (phase -1).
 type BaremetalSetTemplate struct {
-	// Driver is the Ironic hardware type of the nodes.
-	// +optional
-	// +kubebuilder:default=fake-hardware
+	// Driver is the Ironic hardware type of the nodes: the site's (ipmi, redfish, idrac, ilo), or
+	// fake-hardware on a test Ironic, which provisions nothing. It has no default.
 	// +kubebuilder:validation:Enum=fake-hardware;ipmi;redfish;idrac;ilo
-	Driver string `json:"driver,omitempty"`
+	Driver string `json:"driver"`
 	// Image is the Glance image (name or ID) deployed to the nodes' root disks.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=255
@@ -101,7 +100,8 @@ type NodeBareMetal struct {
 	// +kubebuilder:validation:MaxLength=255
 	// +kubebuilder:validation:Pattern=`^[a-zA-Z0-9][a-zA-Z0-9._~-]*$`
 	IronicNodeName string `json:"ironicNodeName"`
-	// Driver is the Ironic hardware type.
+	// Driver is the Ironic hardware type; the role's baremetalSetTemplate.driver when unset. A node with
+	// neither is refused (condition Ready=False, InvalidSpec): there is no default.
 	// +optional
 	// +kubebuilder:validation:Enum=fake-hardware;ipmi;redfish;idrac;ilo
 	Driver string `json:"driver,omitempty"`
