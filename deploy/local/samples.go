@@ -22,8 +22,12 @@ import (
 	"github.com/stackflow/stackflow/api/lifecycle"
 )
 
-// SamplesDir is where the samples `make run` applies live, relative to the repository root.
-const SamplesDir = "deploy/samples"
+// SamplesDir is where the samples `make run` applies live, relative to the repository root;
+// Day2SamplesDir holds what a user applies to that cloud afterwards (the data-plane update).
+const (
+	SamplesDir     = "deploy/samples"
+	Day2SamplesDir = "deploy/samples/day2"
+)
 
 // ApplySamples server-side applies every object of deploy/samples and returns them in order.
 func (s *Stack) ApplySamples(ctx context.Context) ([]Applied, error) {
@@ -32,9 +36,25 @@ func (s *Stack) ApplySamples(ctx context.Context) ([]Applied, error) {
 
 // SampleObjects names the objects of deploy/samples, in order, without applying them.
 func (s *Stack) SampleObjects(ctx context.Context) ([]Applied, error) {
-	files, err := manifestFiles(filepath.Join(s.RepoRoot, SamplesDir))
-	if err != nil {
-		return nil, err
+	return s.ManifestObjects(ctx, filepath.Join(s.RepoRoot, SamplesDir))
+}
+
+// AllSampleObjects names the objects of deploy/samples and deploy/samples/day2: what `make run` and a
+// user following the README may have applied.
+func (s *Stack) AllSampleObjects(ctx context.Context) ([]Applied, error) {
+	return s.ManifestObjects(ctx, filepath.Join(s.RepoRoot, SamplesDir), filepath.Join(s.RepoRoot, Day2SamplesDir))
+}
+
+// ManifestObjects names the objects of the manifests under paths (files, or directories' *.yaml), in
+// order, without applying them.
+func (s *Stack) ManifestObjects(ctx context.Context, paths ...string) ([]Applied, error) {
+	var files []string
+	for _, p := range paths {
+		f, err := manifestFiles(p)
+		if err != nil {
+			return nil, err
+		}
+		files = append(files, f...)
 	}
 	cfg, err := s.KubeREST()
 	if err != nil {
@@ -94,11 +114,7 @@ func SampleStates(ctx context.Context, dyn dynamic.Interface, objs []Applied, se
 	out := make([]SampleState, 0, len(objs))
 	for _, o := range objs {
 		st := SampleState{Applied: o, Unserved: !served(o.Kind)}
-		var ri dynamic.ResourceInterface = dyn.Resource(o.GVR)
-		if o.Namespace != "" {
-			ri = dyn.Resource(o.GVR).Namespace(o.Namespace)
-		}
-		u, err := ri.Get(ctx, o.Name, metav1.GetOptions{})
+		u, err := sampleResource(dyn, o).Get(ctx, o.Name, metav1.GetOptions{})
 		switch {
 		case err == nil:
 			st.Exists = true
@@ -156,6 +172,70 @@ func WriteSampleStates(w io.Writer, states []SampleState) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", st.Kind, name, ready, phase, truncate(detail, 90))
 	}
 	_ = tw.Flush()
+}
+
+// PresentSamples are the objects of objs that exist.
+func PresentSamples(ctx context.Context, dyn dynamic.Interface, objs []Applied) ([]Applied, error) {
+	states, err := SampleStates(ctx, dyn, objs, func(string) bool { return true })
+	if err != nil {
+		return nil, err
+	}
+	var out []Applied
+	for _, st := range states {
+		if st.Exists {
+			out = append(out, st.Applied)
+		}
+	}
+	return out, nil
+}
+
+// DeleteSamples deletes the objects all at once, as `kubectl delete -f` does, and waits until every one
+// is gone: their workflows tear down what they made and remove their finalizers, so a worker and a bridge
+// must serve them meanwhile. The table is printed to w whenever it changes.
+func DeleteSamples(ctx context.Context, dyn dynamic.Interface, objs []Applied, w io.Writer, interval time.Duration) error {
+	for _, o := range objs {
+		if err := sampleResource(dyn, o).Delete(ctx, o.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("delete %s %s: %w", o.Kind, o.Name, err)
+		}
+	}
+	var last string
+	for {
+		states, err := SampleStates(ctx, dyn, objs, func(string) bool { return true })
+		if err == nil {
+			var left []SampleState
+			for _, st := range states {
+				if st.Exists {
+					left = append(left, st)
+				}
+			}
+			if len(left) == 0 {
+				return nil
+			}
+			if w != nil {
+				var b strings.Builder
+				WriteSampleStates(&b, left)
+				if b.String() != last {
+					fmt.Fprintf(w, "\n[%s] %d left\n%s", time.Now().Format("15:04:05"), len(left), b.String())
+					last = b.String()
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			if err == nil {
+				err = ctx.Err()
+			}
+			return fmt.Errorf("samples not all torn down: %w", err)
+		case <-time.After(interval):
+		}
+	}
+}
+
+func sampleResource(dyn dynamic.Interface, o Applied) dynamic.ResourceInterface {
+	if o.Namespace == "" {
+		return dyn.Resource(o.GVR)
+	}
+	return dyn.Resource(o.GVR).Namespace(o.Namespace)
 }
 
 // WaitSamples polls the objects until every one of a served kind is Ready for its current generation, printing the

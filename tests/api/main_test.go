@@ -54,7 +54,7 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	samples, err = readSamples(filepath.Join(st.RepoRoot, "deploy", "samples"), filepath.Join(st.RepoRoot, "tests", "api", "testdata"))
+	samples, err = readSamples(filepath.Join(st.RepoRoot, "deploy", "samples"), filepath.Join(st.RepoRoot, "deploy", "samples", "day2"), filepath.Join(st.RepoRoot, "tests", "api", "testdata"))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -109,8 +109,8 @@ func randomSuffix() string {
 }
 
 // readSamples decodes an example object per kind: the first of each kind in deploy/samples (what
-// `make run` applies), else in tests/api/testdata (the kinds `make run` does not apply: the Nova
-// service CRs on their own, the data-plane update).
+// `make run` applies), else in deploy/samples/day2 (what a user applies to make run's cloud: the
+// data-plane update), else in tests/api/testdata (the Nova service CRs on their own).
 func readSamples(dirs ...string) (map[string]*unstructured.Unstructured, error) {
 	out := map[string]*unstructured.Unstructured{}
 	for _, dir := range dirs {

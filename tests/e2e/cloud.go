@@ -35,7 +35,11 @@ type Cloud struct {
 }
 
 // Cloud authenticates as the local cloud's admin (the stack's clouds.yaml).
-func (e *Env) Cloud(ctx context.Context) (*Cloud, error) {
+func (e *Env) Cloud(ctx context.Context) (*Cloud, error) { return e.CloudIn(ctx, "") }
+
+// CloudIn is Cloud with its compute client on the compute API of region: a Nova that stackflow deployed
+// in a region of its own (the cloud's own region when empty). The other services are the cloud's.
+func (e *Env) CloudIn(ctx context.Context, region string) (*Cloud, error) {
 	yml, err := os.ReadFile(e.Stack.CloudsYAML)
 	if err != nil {
 		return nil, err
@@ -49,8 +53,12 @@ func (e *Env) Cloud(ctx context.Context) (*Cloud, error) {
 		return nil, fmt.Errorf("authenticate: %w", err)
 	}
 	c := &Cloud{}
-	if c.Compute, err = openstack.NewComputeV2(provider, eo); err != nil {
-		return nil, err
+	ceo := eo
+	if region != "" {
+		ceo.Region = region
+	}
+	if c.Compute, err = openstack.NewComputeV2(provider, ceo); err != nil {
+		return nil, fmt.Errorf("compute API of region %q: %w", region, err)
 	}
 	c.Compute.Microversion = "2.53"
 	if c.Placement, err = openstack.NewPlacementV1(provider, eo); err != nil {

@@ -8,6 +8,8 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -21,6 +23,7 @@ import (
 	"github.com/stackflow/stackflow/bridge"
 	"github.com/stackflow/stackflow/deploy/local"
 	"github.com/stackflow/stackflow/tests/e2e"
+	"github.com/stackflow/stackflow/workflows/dataplane"
 )
 
 var env *e2e.Env
@@ -51,8 +54,12 @@ const IdleWindow = 3 * time.Minute
 func TestSamplesConvergeAndStayIdle(t *testing.T) {
 	ctx := context.Background()
 	objs := samplesOf(t)
-	// A stack that served `make run` before holds the same objects: start from none.
-	removeLeftovers(t, objs)
+	// A stack that served `make run` before holds the same objects (Ctrl-C leaves them Ready, with no
+	// worker): they are removed the way a user removes them, their workflows tearing down what they made.
+	removeRunSamples(t)
+	for _, name := range []string{"edpm-compute-0", "edpm-compute-1"} {
+		e2e.CleanHost(t, env.Host(t, name))
+	}
 
 	env.StartBridge(t, e2e.BridgeOptions{Identity: env.Run + "-bridge"})
 	env.StartWorker(t, e2e.WorkerOptions{Identity: env.Run + "-worker"})
@@ -68,7 +75,21 @@ func TestSamplesConvergeAndStayIdle(t *testing.T) {
 	require.NoError(t, err, "every sample Ready:\n%s", table(states))
 	t.Logf("all %d samples Ready %s after they were applied", len(applied), time.Since(start).Round(time.Second))
 
+	// The documented update of the sample data plane, on the computes of the Nova the samples deployed.
+	t.Run("the documented update of the sample data plane", func(t *testing.T) {
+		update := updateSample(t)
+		applied = append(applied, update...)
+		uctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+		defer cancel()
+		states, err := local.WaitSamples(uctx, env.Dyn, update, bridge.IsServed, testWriter{t}, 5*time.Second)
+		require.NoError(t, err, "the update Ready:\n%s", table(states))
+		requireComputesUpdated(t, "RegionTwo", "2", "edpm-compute-0", "edpm-compute-1")
+	})
+
 	t.Run("an idle system stays idle", func(t *testing.T) {
+		// The last object to settle (the update) may still be ending its run: the window starts once no
+		// open workflow has a task or an activity pending.
+		waitQuiet(t, time.Minute)
 		nodeRV := nodeVersions(t)
 		before := openHistories(t)
 		require.NotEmpty(t, before)
@@ -120,6 +141,34 @@ func TestSamplesConvergeAndStayIdle(t *testing.T) {
 	})
 }
 
+// updateSample applies the documented day-2 sample (the update of the sample data plane) as a user
+// would: kubectl apply -f deploy/samples/day2.
+func updateSample(t *testing.T) []local.Applied {
+	t.Helper()
+	objs, err := env.Stack.ApplyManifestObjects(context.Background(), filepath.Join(env.Stack.RepoRoot, local.Day2SamplesDir))
+	require.NoError(t, err)
+	require.Len(t, objs, 1)
+	return objs
+}
+
+// requireComputesUpdated checks, in the compute API of region, that each host's nova-compute is enabled,
+// up and reports version (to Placement, as the update verifies it).
+func requireComputesUpdated(t *testing.T, region, version string, hosts ...string) {
+	t.Helper()
+	ctx := context.Background()
+	c, err := env.CloudIn(ctx, region)
+	require.NoError(t, err)
+	for _, h := range hosts {
+		svc, err := c.ComputeService(ctx, h)
+		require.NoError(t, err, "nova-compute of %s in %s", h, region)
+		require.Equal(t, "enabled", svc.Status, "%s in %s: %s", h, region, svc.DisabledReason)
+		require.Equal(t, "up", svc.State, "%s in %s", h, region)
+		classes, err := c.VersionClasses(ctx, h)
+		require.NoError(t, err, h)
+		require.Equal(t, []string{dataplane.VersionClass(version)}, classes, "%s reports version %s", h, version)
+	}
+}
+
 // samplesOf reads deploy/samples without applying them.
 func samplesOf(t *testing.T) []local.Applied {
 	t.Helper()
@@ -129,18 +178,49 @@ func samplesOf(t *testing.T) []local.Applied {
 	return objs
 }
 
-// removeLeftovers deletes sample objects an earlier user of the stack left, finalizers included.
-func removeLeftovers(t *testing.T, objs []local.Applied) {
+// removeRunSamples removes what `make run` left with `make delete-samples`'s script (a no-op when
+// nothing is left): make run's own worker build and bridge serve its workflows, in its Temporal
+// namespace, while they tear down.
+func removeRunSamples(t *testing.T) {
 	t.Helper()
-	for i := len(objs) - 1; i >= 0; i-- {
-		o := objs[i]
-		env.ForceDelete(o.GVR, o.Namespace, o.Name)
+	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", filepath.Join(env.Stack.RepoRoot, "deploy/local/scripts/delete-samples.sh"))
+	cmd.Env = append(os.Environ(), "STACKFLOW_STATE="+env.Stack.StateDir)
+	out, err := cmd.CombinedOutput()
+	if len(out) > 0 {
+		t.Logf("make delete-samples:\n%s", out)
 	}
+	require.NoError(t, err, "make run's samples removed as a user removes them")
 }
 
 type history struct {
 	run    string
 	length int64
+	// busy says what the run has pending (a workflow task, activities), "" when nothing.
+	busy string
+}
+
+// waitQuiet waits until no open workflow of the run's namespace has a workflow task or an activity
+// pending, twice in a row with the same runs.
+func waitQuiet(t *testing.T, timeout time.Duration) {
+	t.Helper()
+	var last map[string]history
+	e2e.WaitFor(t, "every open workflow quiet", timeout, func() (bool, string) {
+		now := openHistories(t)
+		var busy []string
+		for id, h := range now {
+			if h.busy != "" {
+				busy = append(busy, id+": "+h.busy)
+			}
+		}
+		same := len(busy) == 0 && len(now) == len(last)
+		for id, h := range now {
+			same = same && last[id] == h
+		}
+		last = now
+		return same, fmt.Sprintf("%d open, busy: %v", len(now), busy)
+	})
 }
 
 // openHistories returns the run and history length of every open workflow of the run's namespace.
@@ -160,7 +240,14 @@ func openHistories(t *testing.T) map[string]history {
 			if d.WorkflowExecutionInfo.Status != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
 				continue
 			}
-			out[x.Execution.WorkflowId] = history{run: x.Execution.RunId, length: d.WorkflowExecutionInfo.HistoryLength}
+			h := history{run: x.Execution.RunId, length: d.WorkflowExecutionInfo.HistoryLength}
+			if d.PendingWorkflowTask != nil {
+				h.busy = "workflow task"
+			}
+			if n := len(d.PendingActivities); n > 0 {
+				h.busy += fmt.Sprintf(" %d activities", n)
+			}
+			out[x.Execution.WorkflowId] = h
 		}
 		token = resp.NextPageToken
 		if len(token) == 0 {

@@ -4,22 +4,12 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../../.." && pwd)
 cd "$root"
-eval "$(bin/stackflow-local env)"
-state=${STACKFLOW_STATE:-$root/.stackflow}
+# shellcheck source=stackflow.sh
+source "$root/deploy/local/scripts/stackflow.sh"
 kubectl=$state/bin/kubectl
 [ -x "$kubectl" ] || kubectl=kubectl
-mkdir -p "$state/logs"
-ui=$(bin/stackflow-local status | sed -n 's/.*UI \(http[^ ]*\).*/\1/p')
-
-# One build ID for every checkout: a worker of an older checkout started after a newer one would not
-# become current (see the README's upgrade section) and the samples would wait for the newer one.
-STACKFLOW_KNOWN_HOSTS="$state/hosts/known_hosts" bin/stackflow-worker --kubeconfig "$KUBECONFIG" --temporal-address "$TEMPORAL_ADDRESS" --temporal-ui "$ui" \
-  --build-id local >"$state/logs/worker.log" 2>&1 &
-worker=$!
-bin/stackflow-bridge --kubeconfig "$KUBECONFIG" --temporal-address "$TEMPORAL_ADDRESS" \
-  >"$state/logs/bridge.log" 2>&1 &
-bridge=$!
-trap 'echo; echo "stopping worker and bridge (the stack keeps running; make down stops it)"; kill $worker $bridge 2>/dev/null; wait' INT TERM EXIT
+start_stackflow ""
+trap 'echo; echo "stopping worker and bridge (the stack keeps running; make down stops it)"; stop_stackflow' INT TERM EXIT
 
 cat <<MSG
 stackflow is running: worker and bridge started (logs in $state/logs/{worker,bridge}.log).
@@ -45,6 +35,7 @@ Try:
   temporal workflow signal --address $TEMPORAL_ADDRESS --workflow-id '<id>' --name pause   (then resume)
   (kubectl and temporal are in $state/bin)
 
-Ctrl-C stops the worker and the bridge; make down stops the stack.
+Day 2: $kubectl apply -f deploy/samples/day2 updates the sample computes to release "2".
+Ctrl-C stops the worker and the bridge; make down stops the stack; make delete-samples removes the samples.
 MSG
 wait

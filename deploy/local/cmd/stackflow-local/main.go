@@ -5,6 +5,8 @@
 //	stackflow-local env      # shell exports: KUBECONFIG, OS_CLIENT_CONFIG_FILE, OS_CLOUD, Temporal's address, TLS, API key and codec
 //	stackflow-local stop NAME…  # stop single processes of the stack (names as in `status`); `up` restarts them
 //	stackflow-local samples [-timeout 30m]  # apply deploy/samples, show their state live until all are Ready
+//	stackflow-local samples -present        # list the objects of deploy/samples (and day2) that exist; exit 3 when none
+//	stackflow-local samples -delete         # delete them all at once and wait until their workflows tore them down
 //	stackflow-local down
 package main
 
@@ -32,7 +34,9 @@ func main() {
 	components := fs.String("components", strings.Join(local.AllComponents, ","), "components to bring up")
 	hosts := fs.Int("hosts", 0, "number of EDPM test hosts (default 2 or $STACKFLOW_HOSTS)")
 	state := fs.String("state", "", "state directory (default $STACKFLOW_STATE or .stackflow in the checkout)")
-	timeout := fs.Duration("timeout", 30*time.Minute, "samples: how long to wait for every sample to be Ready")
+	timeout := fs.Duration("timeout", 30*time.Minute, "samples: how long to wait for every sample to be Ready (or gone, with -delete)")
+	present := fs.Bool("present", false, "samples: list the samples that exist on the stack; exit 3 when none does")
+	del := fs.Bool("delete", false, "samples: delete every sample (deploy/samples and day2) and wait until each is torn down")
 	_ = fs.Parse(os.Args[2:])
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -88,7 +92,19 @@ func main() {
 			fmt.Printf("export TEMPORAL_API_KEY=%s\nexport TEMPORAL_CODEC_ENDPOINT=%s\n", strings.TrimSpace(string(key)), s.CodecEndpoint)
 		}
 	case "samples":
-		if err := samples(ctx, *state, *timeout); err != nil {
+		var err error
+		switch {
+		case *present:
+			var n int
+			if n, err = presentSamples(ctx, *state); err == nil && n == 0 {
+				os.Exit(3)
+			}
+		case *del:
+			err = deleteSamples(ctx, *state, *timeout)
+		default:
+			err = samples(ctx, *state, *timeout)
+		}
+		if err != nil {
 			fail(err)
 		}
 	default:
@@ -98,19 +114,11 @@ func main() {
 
 // samples applies deploy/samples and shows their state until every one is Ready.
 func samples(ctx context.Context, state string, timeout time.Duration) error {
-	s, err := local.Load(state)
+	s, dyn, err := sampleClient(state)
 	if err != nil {
 		return err
 	}
 	objs, err := s.ApplySamples(ctx)
-	if err != nil {
-		return err
-	}
-	cfg, err := s.KubeREST()
-	if err != nil {
-		return err
-	}
-	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		return err
 	}
@@ -121,6 +129,61 @@ func samples(ctx context.Context, state string, timeout time.Duration) error {
 		return err
 	}
 	fmt.Printf("\nall %d samples Ready in %s\n", len(objs), time.Since(start).Round(time.Second))
+	return nil
+}
+
+// sampleClient is the stack and a dynamic client of its API server.
+func sampleClient(state string) (*local.Stack, dynamic.Interface, error) {
+	s, err := local.Load(state)
+	if err != nil {
+		return nil, nil, err
+	}
+	cfg, err := s.KubeREST()
+	if err != nil {
+		return nil, nil, err
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	return s, dyn, err
+}
+
+// presentSamples prints and counts the samples that exist on the stack.
+func presentSamples(ctx context.Context, state string) (int, error) {
+	s, dyn, err := sampleClient(state)
+	if err != nil {
+		return 0, err
+	}
+	objs, err := s.AllSampleObjects(ctx)
+	if err != nil {
+		return 0, err
+	}
+	found, err := local.PresentSamples(ctx, dyn, objs)
+	for _, o := range found {
+		fmt.Printf("%s %s/%s\n", o.Kind, o.Namespace, o.Name)
+	}
+	return len(found), err
+}
+
+// deleteSamples deletes every sample that exists and waits until their workflows tore them down.
+func deleteSamples(ctx context.Context, state string, timeout time.Duration) error {
+	s, dyn, err := sampleClient(state)
+	if err != nil {
+		return err
+	}
+	objs, err := s.AllSampleObjects(ctx)
+	if err != nil {
+		return err
+	}
+	found, err := local.PresentSamples(ctx, dyn, objs)
+	if err != nil || len(found) == 0 {
+		return err
+	}
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if err := local.DeleteSamples(ctx, dyn, found, os.Stdout, 2*time.Second); err != nil {
+		return err
+	}
+	fmt.Printf("\nall %d samples deleted and torn down in %s\n", len(found), time.Since(start).Round(time.Second))
 	return nil
 }
 

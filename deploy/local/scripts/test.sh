@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# `make test`: every step of the suite in order (packages, tools, build, lint, unit, e2e), each timed; it
+# ends, pass or fail, with a table of wall time per step and per end-to-end package and the total,
+# against the budget: a warm `make test` (packages installed, tools cached) takes under 60 minutes.
+set -uo pipefail
+root=$(cd "$(dirname "$0")/../../.." && pwd)
+cd "$root"
+mkdir -p bin
+steps=bin/test-steps.txt
+e2elog=bin/e2e.log
+: >"$steps"
+rm -f "$e2elog"
+start=$(date +%s)
+budget=$((60 * 60))
+
+fmt() { printf '%d min %02d s' $(($1 / 60)) $(($1 % 60)); }
+
+summary() {
+  echo
+  echo "make test: wall time per step (end-to-end packages in go test's order)"
+  printf '  %-34s %14s  %s\n' STEP TIME RESULT
+  while read -r name secs rc; do
+    result=ok; [ "$rc" = 0 ] || result="FAILED ($rc)"
+    printf '  %-34s %14s  %s\n' "$name" "$(fmt "$secs")" "$result"
+    if [ "$name" = e2e ] && [ -f "$e2elog" ]; then
+      # go test's summary lines: ok|FAIL <package> <seconds>s
+      sed -nE 's#^(ok|FAIL)[[:space:]]+github.com/stackflow/stackflow/(tests/[^[:space:]]+)[[:space:]]+([0-9]+)(\.[0-9]+)?s.*#\2 \3 \1#p' "$e2elog" |
+        while read -r pkg s r; do printf '    %-32s %14s  %s\n' "$pkg" "$(fmt "$s")" "$r"; done
+    fi
+  done <"$steps"
+  total=$(($(date +%s) - start))
+  over=""; [ "$total" -le "$budget" ] || over="  OVER the budget"
+  printf '  %-34s %14s  (budget for a warm run: %s)%s\n' total "$(fmt "$total")" "$(fmt "$budget")" "$over"
+}
+
+step() {
+  local name=$1 t0 rc
+  shift
+  t0=$(date +%s)
+  "$@"
+  rc=$?
+  echo "$name $(($(date +%s) - t0)) $rc" >>"$steps"
+  if [ "$rc" != 0 ]; then
+    summary
+    exit "$rc"
+  fi
+}
+
+for s in packages tools build lint unit e2e; do
+  step "$s" make --no-print-directory "$s"
+done
+summary
