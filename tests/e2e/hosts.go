@@ -1,12 +1,16 @@
 package e2e
 
 import (
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stackflow/stackflow/deploy/local"
 )
@@ -25,24 +29,160 @@ func (e *Env) Host(t testing.TB, name string) local.TestHost {
 	return local.TestHost{}
 }
 
-// ResetHost stops the services an earlier run left on the host and clears what the playbooks write, so
-// every check of the host's filesystem sees only this run.
-func ResetHost(t testing.TB, h local.TestHost) {
+// HostService is a service stackflow runs on an EDPM host, and what its teardown must leave behind:
+// no process and none of its files.
+type HostService struct {
+	Name string
+	// Match is a part of the process's command line.
+	Match string
+	// Files are paths of the host's own filesystem (relative to its root) that must be gone or empty.
+	Files []string
+}
+
+// HostServices are the services of phase 1 that deleting their object removes from the host.
+var HostServices = []HostService{
+	{Name: "nova-compute", Match: "nova.cmd.compute",
+		Files: []string{"etc/nova", "var/lib/nova", "etc/stackflow/nova-compute.version", "var/lib/stackflow/checkpoints", "run/stackflow/nova-compute.pid"}},
+	{Name: "ovn-metadata-agent", Match: "agents.ovn_metadata",
+		Files: []string{"etc/neutron/neutron_ovn_metadata_agent.conf.d", "var/lib/neutron", "run/stackflow/ovn-metadata-agent.pid"}},
+}
+
+// hostRecords are what a test host keeps of phase 0 (which deleting a node leaves on the host, as on a
+// real one) and its own step log, the test's record of which playbooks ran: a host is re-imaged between
+// tests by clearing them.
+var hostRecords = []string{"etc/edpm", "var/lib/edpm", "var/log/stackflow", "var/log/nova", "var/log/neutron"}
+
+// Leftovers lists what of its services still runs or remains on the host: each a process (with its
+// PID) or a file that a teardown should have removed.
+func Leftovers(h local.TestHost, services ...HostService) []string {
+	if len(services) == 0 {
+		services = HostServices
+	}
+	var out []string
+	for _, pid := range netnsPIDs(h.Namespace) {
+		cmd, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if err != nil {
+			continue
+		}
+		for _, s := range services {
+			if strings.Contains(string(cmd), s.Match) {
+				out = append(out, fmt.Sprintf("%s runs (pid %d)", s.Name, pid))
+			}
+		}
+	}
+	for _, s := range services {
+		for _, f := range s.Files {
+			p := filepath.Join(h.Root, f)
+			st, err := os.Stat(p)
+			switch {
+			case err != nil:
+			case !st.IsDir():
+				out = append(out, fmt.Sprintf("%s's /%s remains", s.Name, f))
+			default:
+				if entries, _ := os.ReadDir(p); len(entries) > 0 {
+					out = append(out, fmt.Sprintf("%s's /%s holds %s", s.Name, f, names(entries)))
+				}
+			}
+		}
+	}
+	return out
+}
+
+func names(entries []os.DirEntry) string {
+	var out []string
+	for _, e := range entries {
+		out = append(out, e.Name())
+	}
+	return strings.Join(out, ", ")
+}
+
+// netnsPIDs are the processes in a network namespace.
+func netnsPIDs(netns string) []int {
+	out, err := exec.Command("ip", "netns", "pids", netns).Output()
+	if err != nil {
+		return nil
+	}
+	var pids []int
+	for _, f := range strings.Fields(string(out)) {
+		if pid, err := strconv.Atoi(f); err == nil {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// RequireRemoved fails the test unless the named services' teardown left nothing on the host (see
+// HostServices), waiting up to a few seconds for a process on its way out.
+func RequireRemoved(t testing.TB, h local.TestHost, service ...string) {
 	t.Helper()
-	for _, pidf := range []string{"run/stackflow/nova-compute.pid", "run/stackflow/ovn-metadata-agent.pid"} {
-		if b, err := os.ReadFile(filepath.Join(h.Root, pidf)); err == nil {
-			if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && pid > 1 {
+	var want []HostService
+	for _, s := range HostServices {
+		if slices.Contains(service, s.Name) {
+			want = append(want, s)
+		}
+	}
+	var left []string
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		if left = Leftovers(h, want...); len(left) == 0 || time.Now().After(deadline) {
+			break
+		}
+	}
+	if len(left) > 0 {
+		t.Fatalf("host %s after teardown of %v: %s", h.Name, service, strings.Join(left, "; "))
+	}
+}
+
+// CleanHost starts a test on host h. What a service teardown must remove (HostServices) is never
+// wiped quietly: found at the start, it fails the test (an earlier test or run leaked it), and the test
+// checks at its end, after its own objects were deleted, that it left none. In either case the
+// leftovers are then removed, so one leak fails one test, not the ones after it. Phase 0's records and
+// the step log are cleared (the host is re-imaged).
+func CleanHost(t testing.TB, h local.TestHost) {
+	t.Helper()
+	if left := Leftovers(h); len(left) > 0 {
+		removeLeftovers(h)
+		t.Errorf("host %s holds leftovers of an earlier test or run (a teardown that leaked; removed now): %s", h.Name, strings.Join(left, "; "))
+	}
+	for _, d := range hostRecords {
+		entries, _ := os.ReadDir(filepath.Join(h.Root, d))
+		for _, en := range entries {
+			if err := os.RemoveAll(filepath.Join(h.Root, d, en.Name())); err != nil {
+				t.Fatalf("re-image host %s: %v", h.Name, err)
+			}
+		}
+	}
+	// Registered before the test creates its objects, so it runs after their deletion (cleanups run last
+	// first).
+	t.Cleanup(func() {
+		if left := Leftovers(h); len(left) > 0 {
+			removeLeftovers(h)
+			if !t.Failed() {
+				t.Errorf("host %s after the test's objects were deleted (a teardown that leaked; removed now): %s", h.Name, strings.Join(left, "; "))
+			}
+		}
+	})
+}
+
+// removeLeftovers kills the host's services and removes their files (after a leak was reported).
+func removeLeftovers(h local.TestHost) {
+	for _, pid := range netnsPIDs(h.Namespace) {
+		cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		for _, s := range HostServices {
+			if strings.Contains(string(cmd), s.Match) {
 				_ = syscall.Kill(pid, syscall.SIGKILL)
 			}
 		}
 	}
-	// etc/stackflow and var/lib/stackflow hold the installed nova-compute version and the update's
-	// checkpoints: a reused host showed an earlier run's version as its starting one.
-	for _, d := range []string{"etc/edpm", "var/lib/edpm", "etc/nova", "var/lib/nova", "var/log/nova", "var/log/stackflow", "run/stackflow", "etc/neutron", "etc/stackflow", "var/lib/stackflow"} {
-		entries, _ := os.ReadDir(filepath.Join(h.Root, d))
-		for _, en := range entries {
-			if err := os.RemoveAll(filepath.Join(h.Root, d, en.Name())); err != nil {
-				t.Fatalf("reset host %s: %v", h.Name, err)
+	for _, s := range HostServices {
+		for _, f := range s.Files {
+			p := filepath.Join(h.Root, f)
+			if st, err := os.Stat(p); err == nil && st.IsDir() {
+				entries, _ := os.ReadDir(p)
+				for _, en := range entries {
+					_ = os.RemoveAll(filepath.Join(p, en.Name()))
+				}
+			} else {
+				_ = os.Remove(p)
 			}
 		}
 	}

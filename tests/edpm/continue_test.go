@@ -22,7 +22,7 @@ import (
 func TestLongWaitContinuesAsNew(t *testing.T) {
 	const maxHistory = 150
 	h0 := env.Host(t, "edpm-compute-0")
-	e2e.ResetHost(t, h0)
+	e2e.CleanHost(t, h0)
 	startBridge(t)
 	env.StartWorker(t, e2e.WorkerOptions{Identity: env.Run + "-worker",
 		ExtraArgs: []string{"--max-history", fmt.Sprint(maxHistory), "--poll-interval", "1s"}})

@@ -42,8 +42,8 @@ vif_plugging_timeout = 0
 func TestComputeNodesJoinTheirCells(t *testing.T) {
 	start := time.Now()
 	h0, h1 := env.Host(t, "edpm-compute-0"), env.Host(t, "edpm-compute-1")
-	e2e.ResetHost(t, h0)
-	e2e.ResetHost(t, h1)
+	e2e.CleanHost(t, h0)
+	e2e.CleanHost(t, h1)
 	startBridge(t)
 	w := startWorker(t)
 
@@ -88,6 +88,7 @@ spec:
   preProvisioned: false
   bareMetal:
     ironicNodeName: %s
+    driver: fake-hardware
     image: %s
     properties: {cpus: "1", memory_mb: "512", local_gb: "1", cpu_arch: x86_64}
   deploy: true
@@ -237,6 +238,18 @@ spec:
 	require.Contains(t, ids, workflowID("NovaExternalCompute", gvrNEC, nec0))
 	require.Contains(t, ids, workflowID("OpenStackDataPlaneNode", gvrNode, nodeA))
 	require.Contains(t, e2e.Str(get(t, gvrDP, dp.GetName()), "status", "nodeStates"), `"state":"Succeeded"`)
+
+	// Deleting the node tears its compute down: nova-compute stopped on the host and its files removed
+	// (its log aside), and its compute service gone from Nova.
+	env.DeleteAndWaitT(t, gvrNode, ns, nodeA.GetName())
+	require.Nil(t, get(t, gvrNEC, "edpm-compute-0"), "the node's NovaExternalCompute went with it")
+	e2e.RequireRemoved(t, h0, "nova-compute")
+	require.NotEmpty(t, e2e.HostFile(h0, "var/log/nova/nova-compute.log"), "its log stays")
+	pages, err = services.List(cc, services.ListOpts{Binary: "nova-compute", Host: hostA}).AllPages(context.Background())
+	require.NoError(t, err)
+	svcs, err = services.ExtractServices(pages)
+	require.NoError(t, err)
+	require.Empty(t, svcs, "the compute service of %s is gone from Nova", hostA)
 	t.Logf("scenario done in %.0fs", time.Since(start).Seconds())
 }
 
@@ -251,8 +264,8 @@ func lastLine(s string) string {
 // message, and a retry naming that host re-runs its failed step only, in the same run.
 func TestRetryRerunsOnlyTheFailedStep(t *testing.T) {
 	h0, h1 := env.Host(t, "edpm-compute-0"), env.Host(t, "edpm-compute-1")
-	e2e.ResetHost(t, h0)
-	e2e.ResetHost(t, h1)
+	e2e.CleanHost(t, h0)
+	e2e.CleanHost(t, h1)
 	blocker := filepath.Join(h1.Root, "etc", "edpm", "network")
 	require.NoError(t, os.WriteFile(blocker, []byte("not a directory\n"), 0o644))
 	startBridge(t)
@@ -333,7 +346,7 @@ func runs(t *testing.T, wfID string) int {
 // refused by the workflow before anything is deployed; a cell change is refused at admission.
 func TestBadInput(t *testing.T) {
 	h0 := env.Host(t, "edpm-compute-0")
-	e2e.ResetHost(t, h0)
+	e2e.CleanHost(t, h0)
 	startBridge(t)
 	startWorker(t)
 	ctx := context.Background()
@@ -417,6 +430,27 @@ spec:
 	require.Empty(t, entries, "nothing deployed with an invalid customServiceConfig")
 	require.Equal(t, 0, len(playbookRuns(t, workflowID("NovaExternalCompute", gvrNEC, get(t, gvrNEC, "badcfg")))))
 
+	// An Ironic section without a driver: the driver has no default (Ironic's fake-hardware, a test
+	// driver, provisions nothing); the node is refused before anything is enrolled.
+	create(t, gvrNode, fmt.Sprintf(`
+apiVersion: dataplane.openstack.org/v1beta1
+kind: OpenStackDataPlaneNode
+metadata: {name: nodriver}
+spec:
+  role: late
+  hostName: edpm-nodriver
+  ansibleHost: %s
+  preProvisioned: false
+  bareMetal: {ironicNodeName: %s-nodriver, image: %s}
+  deploy: true
+`, h0.Address, env.Run, env.Stack.OpenStack.Image))
+	e2e.WaitFor(t, "nodriver refused: no Ironic driver", 3*time.Minute, func() (bool, string) {
+		n := get(t, gvrNode, "nodriver")
+		c := e2e.Condition(n, lifecycle.ConditionReady)
+		return c != nil && c.Reason == lifecycle.ReasonInvalidSpec && strings.Contains(c.Message, "no Ironic driver"), e2e.Summary(n)
+	})
+	require.Zero(t, activityCount(t, workflowID("OpenStackDataPlaneNode", gvrNode, get(t, gvrNode, "nodriver")), "ProvisionBaremetal"), "nothing enrolled in Ironic")
+
 	// A cell cannot change: not on a role, not on a NovaExternalCompute.
 	create(t, gvrRole, `
 apiVersion: dataplane.openstack.org/v1beta1
@@ -468,8 +502,8 @@ func yamlInto(manifest string, u *unstructured.Unstructured) error {
 // stops the rollout at a step boundary and reports the state every node reached.
 func TestPauseResumeAndCancel(t *testing.T) {
 	h0, h1 := env.Host(t, "edpm-compute-0"), env.Host(t, "edpm-compute-1")
-	e2e.ResetHost(t, h0)
-	e2e.ResetHost(t, h1)
+	e2e.CleanHost(t, h0)
+	e2e.CleanHost(t, h1)
 	startBridge(t)
 	startWorker(t)
 	ctx := context.Background()

@@ -89,6 +89,18 @@ func playbookRuns(t *testing.T, wfID string) map[string]int {
 }
 
 // historyEvents is a workflow's whole history, every run of it.
+// activityCount counts the activities of one type a workflow's current run scheduled.
+func activityCount(t *testing.T, wfID, activityType string) int {
+	t.Helper()
+	n := 0
+	for _, ev := range historyEvents(t, wfID) {
+		if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil && a.GetActivityType().GetName() == activityType {
+			n++
+		}
+	}
+	return n
+}
+
 func historyEvents(t *testing.T, wfID string) []*historypb.HistoryEvent {
 	t.Helper()
 	out, err := env.History(context.Background(), wfID)

@@ -61,8 +61,8 @@ func TestRollingUpdateOfComputes(t *testing.T) {
 	start := time.Now()
 	ctx := context.Background()
 	h0, h1 := env.Host(t, "edpm-compute-0"), env.Host(t, "edpm-compute-1")
-	e2e.ResetHost(t, h0)
-	e2e.ResetHost(t, h1)
+	e2e.CleanHost(t, h0)
+	e2e.CleanHost(t, h1)
 	startBridge(t)
 	w := startWorker(t)
 	hostA, hostB := env.Run+"-up-0", env.Run+"-up-1"

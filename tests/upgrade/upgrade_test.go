@@ -159,7 +159,7 @@ func TestUpgradeMidFlight(t *testing.T) {
 	// EDPM: a pre-provisioned node on a test host, with no services (phase 0 only); its bootstrap
 	// sleeps so the node is still in phase 0 when A stops.
 	host := env.Host(t, "edpm-compute-0")
-	e2e.ResetHost(t, host)
+	e2e.CleanHost(t, host)
 	key, err := env.Kube.CoreV1().Secrets(local.SystemNamespace).Get(ctx, sshKeySecret, metav1.GetOptions{})
 	require.NoError(t, err)
 	require.NoError(t, env.CreateSecret(ctx, env.Namespace, sshKeySecret, key.Data))
