@@ -79,8 +79,9 @@ func Leftovers(h local.TestHost, services ...HostService) []string {
 			case !st.IsDir():
 				out = append(out, fmt.Sprintf("%s's /%s remains", s.Name, f))
 			default:
-				if entries, _ := os.ReadDir(p); len(entries) > 0 {
-					out = append(out, fmt.Sprintf("%s's /%s holds %s", s.Name, f, names(entries)))
+				// Empty directories are phase 0's (configure-os makes the services' directories).
+				if files := filesUnder(p); len(files) > 0 {
+					out = append(out, fmt.Sprintf("%s's /%s holds %s", s.Name, f, strings.Join(files, ", ")))
 				}
 			}
 		}
@@ -88,12 +89,22 @@ func Leftovers(h local.TestHost, services ...HostService) []string {
 	return out
 }
 
-func names(entries []os.DirEntry) string {
+// filesUnder lists the files (not directories) under dir, relative to it, the first few.
+func filesUnder(dir string) []string {
 	var out []string
-	for _, e := range entries {
-		out = append(out, e.Name())
-	}
-	return strings.Join(out, ", ")
+	_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return nil
+		}
+		if len(out) == 5 {
+			out = append(out, "…")
+			return filepath.SkipAll
+		}
+		rel, _ := filepath.Rel(dir, p)
+		out = append(out, rel)
+		return nil
+	})
+	return out
 }
 
 // netnsPIDs are the processes in a network namespace.
