@@ -39,6 +39,8 @@ type Kube struct {
 	UIBase string
 	// Namespace is the Temporal namespace, part of the UI link.
 	Namespace string
+	// Events records the Events of status changes on objects (none when nil).
+	Events *EventRecorder
 }
 
 // NewKube builds the Kubernetes activities from a REST config.
@@ -256,8 +258,13 @@ func (k *Kube) PatchStatus(ctx context.Context, p StatusPatch) error {
 			return nil
 		}
 		u.Object["status"] = status
-		_, err = k.resource(p.Ref).UpdateStatus(ctx, u, metav1.UpdateOptions{FieldManager: "stackflow"})
-		return err
+		if _, err = k.resource(p.Ref).UpdateStatus(ctx, u, metav1.UpdateOptions{FieldManager: "stackflow"}); err != nil {
+			return err
+		}
+		var old map[string]any
+		_ = json.Unmarshal(before, &old)
+		k.Events.Record(p.Ref, StatusEvents(old, status))
+		return nil
 	})
 	if apierrors.IsNotFound(err) {
 		return nil

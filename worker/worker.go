@@ -213,6 +213,8 @@ func register(queue string, w sdkworker.Worker, cfg Config) (int, error) {
 		if err != nil {
 			return 0, fmt.Errorf("kubernetes activities: %w", err)
 		}
+		// Status writes tell the object's story as Events (kubectl describe).
+		kube.Events = activities.NewEventRecorder(kube.Core, "stackflow-worker", cfg.Identity)
 		w.RegisterActivity(kube)
 		// The Helm activities of the control-plane rollouts are Kubernetes work too: same queue.
 		helm, err := activities.NewHelm(cfg.Kube, helmCacheDir())

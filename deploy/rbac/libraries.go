@@ -142,6 +142,12 @@ var libraries = map[string]library{
 			rs.add(Watched, "", "events", "create", "patch")
 		},
 	},
+	"k8s.io/client-go/tools/record.NewBroadcasterWithCorrelatorOptions": {
+		why: "the event recorder creates Events and patches repeated ones (record/event.go recordEvent)",
+		rules: func(_ Resources, rs rules) {
+			rs.add(Watched, "", "events", "create", "patch")
+		},
+	},
 	"k8s.io/client-go/metadata/metadatainformer.NewSharedInformerFactory":              informers,
 	"k8s.io/client-go/metadata/metadatainformer.NewFilteredSharedInformerFactory":      informers,
 	"k8s.io/client-go/dynamic/dynamicinformer.NewDynamicSharedInformerFactory":         informers,
