@@ -108,7 +108,7 @@ func TestOpenstackNodeColumns(t *testing.T) {
 		t.Fatalf("create OpenstackNode: %v", err)
 	}
 	defer res.Delete(context.Background(), created.GetName(), metav1.DeleteOptions{})
-	created.Object["status"] = map[string]any{"status": "Ready", "roles": []any{"control"}, "profile": "default", "phase": "Ready"}
+	created.Object["status"] = map[string]any{"status": "Ready", "roles": []any{"control", "compute"}, "roleNames": "control,compute", "profile": "default", "phase": "Ready"}
 	if _, err := res.UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
 		t.Fatalf("update OpenstackNode status: %v", err)
 	}
@@ -124,7 +124,8 @@ func TestOpenstackNodeColumns(t *testing.T) {
 		t.Errorf("columns %v, want NAME STATUS ROLES PROFILE AGE", got)
 	}
 	row := strings.Fields(lines[1])
-	if len(row) != 5 || row[0] != created.GetName() || row[1] != "Ready" || !strings.Contains(row[2], "control") || row[3] != "default" {
+	// ROLES plain and comma-separated, as KupenStack shows them (not a JSON list).
+	if len(row) != 5 || row[0] != created.GetName() || row[1] != "Ready" || row[2] != "control,compute" || row[3] != "default" {
 		t.Errorf("row %q does not show the node's status, roles and profile", lines[1])
 	}
 }

@@ -50,8 +50,9 @@ func TestKwokNodeGetsOpenstackNodeAndTeardownRemovesIt(t *testing.T) {
 		}
 		status, _, _ := unstructured.NestedString(osk.Object, "status", "status")
 		roles, _, _ := unstructured.NestedStringSlice(osk.Object, "status", "roles")
+		roleNames, _, _ := unstructured.NestedString(osk.Object, "status", "roleNames")
 		observed, _, _ := unstructured.NestedInt64(osk.Object, "status", "observedGeneration")
-		return status == "Ready" && slices.Equal(roles, []string{"compute"}) && observed == osk.GetGeneration()
+		return status == "Ready" && slices.Equal(roles, []string{"compute"}) && roleNames == "compute" && observed == osk.GetGeneration()
 	}, 90*time.Second, 250*time.Millisecond, "OpenstackNode %s never became Ready with role compute: %v", name, osk)
 	wfID, _, _ := unstructured.NestedString(osk.Object, "status", "workflowID")
 	assert.Equal(t, lifecycle.WorkflowID(e2e.Ref("OpenstackNode", osknodes, osk)), wfID)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -136,7 +137,7 @@ func (openstackNodeReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecy
 	for _, f := range []struct {
 		key   string
 		value any
-	}{{"status", st.Status}, {"roles", st.Roles}, {"profile", st.Profile}} {
+	}{{"status", st.Status}, {"roles", st.Roles}, {"roleNames", strings.Join(st.Roles, ",")}, {"profile", st.Profile}} {
 		if err := lc.SetField(ctx, f.key, f.value); err != nil {
 			return err
 		}

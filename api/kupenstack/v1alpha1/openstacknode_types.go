@@ -48,6 +48,9 @@ type OpenstackNodeStatus struct {
 	// Roles are the node's roles (control, compute).
 	// +optional
 	Roles []string `json:"roles,omitempty"`
+	// RoleNames are the roles as kubectl shows them: plain, comma-separated ("control,compute").
+	// +optional
+	RoleNames string `json:"roleNames,omitempty"`
 	// Profile is the profile in effect.
 	// +optional
 	Profile string `json:"profile,omitempty"`
@@ -64,7 +67,7 @@ type OpenstackNodeStatus struct {
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:scope=Cluster,shortName=osknode;osknodes,categories=stackflow;kupenstack
 // +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.status`
-// +kubebuilder:printcolumn:name="Roles",type=string,JSONPath=`.status.roles`
+// +kubebuilder:printcolumn:name="Roles",type=string,JSONPath=`.status.roleNames`
 // +kubebuilder:printcolumn:name="Profile",type=string,JSONPath=`.status.profile`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`,priority=1
