@@ -72,6 +72,12 @@ func (s *Stack) upKubernetes(ctx context.Context) error {
 	if err := s.linkKubectl(bins["kubectl"]); err != nil {
 		return err
 	}
+	// kubectl finds its plugins on the PATH: `kubectl stackflow describe` once make build built it.
+	if plugin := filepath.Join(s.RepoRoot, "bin", "kubectl-stackflow"); fileExists(plugin) {
+		if err := symlink(plugin, s.Path("bin", "kubectl-stackflow")); err != nil {
+			return err
+		}
+	}
 	creds, err := s.ensureKubeCredentials()
 	if err != nil {
 		return err

@@ -67,6 +67,24 @@ func (s *Stack) TemporalOptions(namespace string) temporalconn.Options {
 	}
 }
 
+// TctlEnv is the environment of tctl (v1.18's TEMPORAL_CLI_* variables) for namespace: the TLS front with
+// the client certificate and the API key as a bearer token, and the codec endpoint that decodes payloads.
+// tctl cannot read an API key from a file, so the key itself is in the environment.
+func (s *Stack) TctlEnv(namespace string) ([]string, error) {
+	o := s.TemporalOptions(namespace)
+	out := []string{"TEMPORAL_CLI_ADDRESS=" + o.Address, "TEMPORAL_CLI_NAMESPACE=" + o.Namespace,
+		"TEMPORAL_CLI_TLS_CA=" + o.TLS.CAFile, "TEMPORAL_CLI_TLS_CERT=" + o.TLS.CertFile, "TEMPORAL_CLI_TLS_KEY=" + o.TLS.KeyFile,
+		"TEMPORAL_CLI_TLS_SERVER_NAME=" + o.TLS.ServerName, "TEMPORAL_CLI_CODEC_ENDPOINT=" + s.CodecEndpoint}
+	if o.APIKeyFile != "" {
+		key, err := os.ReadFile(o.APIKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("API key of the TLS front: %w", err)
+		}
+		out = append(out, "TEMPORAL_CLI_AUTH=Bearer "+strings.TrimSpace(string(key)))
+	}
+	return out, nil
+}
+
 // TemporalEnv is TemporalOptions as the environment stackflow's commands read their defaults from.
 func (s *Stack) TemporalEnv(namespace string) []string {
 	o := s.TemporalOptions(namespace)
@@ -113,8 +131,16 @@ func (s *Stack) upTemporal(ctx context.Context) error {
 	if err := mkdirs(s.Path("temporal"), s.Path("bin")); err != nil {
 		return err
 	}
-	// People steer workflows with the temporal CLI: offer it beside the state.
+	// People steer workflows with the temporal CLI, or with tctl from older runbooks: offer both beside
+	// the state.
 	if err := symlink(bin, s.Path("bin", "temporal")); err != nil {
+		return err
+	}
+	tctl, err := s.Tool("tctl", "TCTL_VERSION")
+	if err != nil {
+		return err
+	}
+	if err := symlink(tctl, s.Path("bin", "tctl")); err != nil {
 		return err
 	}
 	started, err := s.Start(Proc{Name: "temporal", Argv: argv})

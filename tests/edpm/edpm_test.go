@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/stackflow/stackflow/api/lifecycle"
+	"github.com/stackflow/stackflow/deploy/describe"
 	"github.com/stackflow/stackflow/deploy/local"
 	"github.com/stackflow/stackflow/tests/e2e"
 )
@@ -399,6 +400,13 @@ spec: {role: late, hostName: edpm-unreachable, ansibleHost: 198.51.100.250, depl
 		}
 	}
 	require.Equal(t, 5, attempts, "retried with backoff up to the policy's attempts")
+	// The cloud's tree (kubectl stackflow describe) marks the failing leaf with its reason and message.
+	roots, err := describe.Read(ctx, env.Dyn, describe.Scope{Namespace: ns, Object: "osdpnode/unreachable"}, time.Now())
+	require.NoError(t, err)
+	var tree strings.Builder
+	require.NoError(t, describe.Render(&tree, roots, describe.RenderOptions{}))
+	require.Regexp(t, `✗ OpenStackDataPlaneNode/unreachable\s+False\s+Failed\s+\S+\s+HostUnreachable`, tree.String())
+	require.Contains(t, tree.String(), "198.51.100.250", "the message in full")
 
 	// customServiceConfig that is not INI: the API server refuses it.
 	nec := func(name, custom string) string {

@@ -6,8 +6,6 @@ root=$(cd "$(dirname "$0")/../../.." && pwd)
 cd "$root"
 # shellcheck source=stackflow.sh
 source "$root/deploy/local/scripts/stackflow.sh"
-kubectl=$state/bin/kubectl
-[ -x "$kubectl" ] || kubectl=kubectl
 start_stackflow ""
 trap 'echo; echo "stopping worker and bridge (the stack keeps running; make down stops it)"; stop_stackflow' INT TERM EXIT
 
@@ -19,23 +17,7 @@ if ! bin/stackflow-local samples -timeout "${STACKFLOW_SAMPLES_TIMEOUT:-30m}"; t
   echo "not every sample became Ready: see DETAIL above, the Temporal UI and the logs below"
 fi
 
-cat <<MSG
-
-Where to look:
-  Temporal UI     $ui   (search: StackflowKind="OpenStackDataPlaneNode", StackflowPhase="Failed")
-  kubeconfig      export KUBECONFIG=$KUBECONFIG
-  logs            $state/logs/{worker,bridge}.log and one per stack process
-
-Try:
-  $kubectl get osknodes
-  $kubectl get openstackdataplanenodes,novaexternalcomputes,ovnmetadataagents,openstackservers -A
-  $kubectl describe openstackdataplane -n openstack edpm
-  temporal workflow list --address $TEMPORAL_ADDRESS --query 'StackflowKind="OpenStackDataPlaneNode"'
-  temporal workflow query  --address $TEMPORAL_ADDRESS --workflow-id '<id from status.workflowID>' --name status
-  temporal workflow signal --address $TEMPORAL_ADDRESS --workflow-id '<id>' --name pause   (then resume)
-  (kubectl and temporal are in $state/bin)
-
-Day 2: $kubectl apply -f deploy/samples/day2 updates the sample computes to release "2".
-Ctrl-C stops the worker and the bridge; make down stops the stack; make delete-samples removes the samples.
-MSG
+echo
+bash "$root/deploy/local/scripts/hints.sh"
+echo "Ctrl-C stops the worker and the bridge; make down stops the stack; make delete-samples removes the samples."
 wait

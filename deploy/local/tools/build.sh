@@ -36,6 +36,15 @@ build_etcd() {
   fi
 }
 
+build_tctl() {
+  # tctl v1.18.0 cannot be go-installed here (the proxy refuses the version list it reads for deprecation
+  # notices); a module that requires it builds it.
+  if want tctl "$TCTL_VERSION"; then
+    (cd "$here/tctl" && go build -trimpath -ldflags "-s -w" -o "$bin/tctl-$TCTL_VERSION.tmp" github.com/temporalio/tctl/cmd/tctl)
+    mv "$bin/tctl-$TCTL_VERSION.tmp" "$bin/tctl-$TCTL_VERSION"
+  fi
+}
+
 goinstall() { # goinstall NAME VERSION PACKAGE
   if want "$1" "$2"; then
     local tmp
@@ -66,13 +75,14 @@ kwok_stages() { # the kwok module ships the node and pod stages the stack applie
   done
 }
 
-targets=${*:-etcd kube kwok temporal controller-gen workflowcheck}
+targets=${*:-etcd kube kwok temporal tctl controller-gen workflowcheck}
 for t in $targets; do
   case $t in
     etcd) build_etcd ;;
     kube) build_kube ;;
     kwok) goinstall kwok "$KWOK_VERSION" sigs.k8s.io/kwok/cmd/kwok; kwok_stages ;;
     temporal) goinstall temporal "$TEMPORAL_CLI_VERSION" github.com/temporalio/cli/cmd/temporal ;;
+    tctl) build_tctl ;;
     controller-gen) goinstall controller-gen "$CONTROLLER_GEN_VERSION" sigs.k8s.io/controller-tools/cmd/controller-gen ;;
     workflowcheck) goinstall workflowcheck "$WORKFLOWCHECK_VERSION" go.temporal.io/sdk/contrib/tools/workflowcheck ;;
     *) echo "unknown tool $t" >&2; exit 2 ;;

@@ -2,7 +2,8 @@
 //
 //	stackflow-local up [-components kubernetes,temporal,openstack,hosts] [-hosts N]
 //	stackflow-local status
-//	stackflow-local env      # shell exports: KUBECONFIG, OS_CLIENT_CONFIG_FILE, OS_CLOUD, Temporal's address, TLS, API key and codec
+//	stackflow-local env      # shell exports: KUBECONFIG, OS_CLIENT_CONFIG_FILE, OS_CLOUD, Temporal's address, TLS, API key and
+//	                         # codec for stackflow and the temporal CLI, tctl's TEMPORAL_CLI_*, and PATH with .stackflow/bin
 //	stackflow-local stop NAME…  # stop single processes of the stack (names as in `status`); `up` restarts them
 //	stackflow-local samples [-timeout 30m]  # apply deploy/samples, show their state live until all are Ready
 //	stackflow-local samples -present        # list the objects of deploy/samples (and day2) that exist; exit 3 when none
@@ -20,9 +21,11 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/term"
 	"k8s.io/client-go/dynamic"
 
 	"github.com/stackflow/stackflow/bridge"
+	"github.com/stackflow/stackflow/deploy/describe"
 	"github.com/stackflow/stackflow/deploy/local"
 )
 
@@ -90,7 +93,18 @@ func main() {
 				fail(err)
 			}
 			fmt.Printf("export TEMPORAL_API_KEY=%s\nexport TEMPORAL_CODEC_ENDPOINT=%s\n", strings.TrimSpace(string(key)), s.CodecEndpoint)
+			// tctl reads its own variables (TEMPORAL_CLI_*).
+			tctl, err := s.TctlEnv(s.TemporalNamespace)
+			if err != nil {
+				fail(err)
+			}
+			for _, kv := range tctl {
+				k, v, _ := strings.Cut(kv, "=")
+				fmt.Printf("export %s=%q\n", k, v)
+			}
 		}
+		// kubectl, temporal, tctl and kubectl-stackflow of the pinned versions, first on the PATH.
+		fmt.Printf("export PATH=%q:\"$PATH\"\n", s.Path("bin"))
 	case "samples":
 		var err error
 		switch {
@@ -125,10 +139,38 @@ func samples(ctx context.Context, state string, timeout time.Duration) error {
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	if _, err := local.WaitSamples(ctx, dyn, objs, bridge.IsServed, os.Stdout, 2*time.Second); err != nil {
+	if !term.IsTerminal(int(os.Stdout.Fd())) {
+		// A log (CI, a test): each change appended as a table.
+		if _, err := local.WaitSamples(ctx, dyn, objs, bridge.IsServed, os.Stdout, 2*time.Second); err != nil {
+			return err
+		}
+		fmt.Printf("\nall %d samples Ready in %s\n", len(objs), time.Since(start).Round(time.Second))
+		return nil
+	}
+	// A terminal: the cloud's tree (kubectl stackflow describe -A) redrawn in place until every sample is
+	// Ready, then once more as it ended.
+	view := func(ctx context.Context) (string, error) {
+		roots, err := describe.Read(ctx, dyn, describe.Scope{All: true}, time.Now())
+		if err != nil {
+			return "", err
+		}
+		var b strings.Builder
+		err = describe.Render(&b, roots, describe.RenderOptions{})
+		return b.String(), err
+	}
+	wctx, stopWatch := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = describe.Watch(wctx, os.Stdout, 2*time.Second, view) }()
+	_, err = local.WaitSamples(ctx, dyn, objs, bridge.IsServed, nil, 2*time.Second)
+	stopWatch()
+	<-done
+	if s, verr := view(context.Background()); verr == nil {
+		fmt.Printf("\x1b[H\x1b[2J%s", s)
+	}
+	if err != nil {
 		return err
 	}
-	fmt.Printf("\nall %d samples Ready in %s\n", len(objs), time.Since(start).Round(time.Second))
+	fmt.Printf("\nall %d samples Ready in %s (kubectl stackflow describe -A shows this tree again)\n", len(objs), time.Since(start).Round(time.Second))
 	return nil
 }
 
