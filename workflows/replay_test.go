@@ -3,6 +3,7 @@ package workflows_test
 import (
 	"io/fs"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -107,6 +108,68 @@ func replayFile(t *testing.T, replayer worker.WorkflowReplayer, f string) string
 		t.Errorf("replay %s: %v", f, err)
 	}
 	return start.GetWorkflowType().GetName()
+}
+
+// requiredPaths are, per workflow type, the paths the end-to-end suites take it through that the corpus
+// must hold a run of: a path is a tag of a recorded file's name (tests/e2e.Recorder: how the run ended,
+// what it received, what went wrong, and the labels a test named with RecordPath). A change to a path no
+// recorded run took would go unreplayed.
+var requiredPaths = map[string][]string{
+	// Every object: its settled reconcile (continued as new) and its teardown (delete).
+	"Node":                               {"continued", "delete"},
+	"OpenstackNode":                      {"continued", "delete", "refresh"},
+	"OpenStackCloudConfigurationProfile": {"continued", "delete"},
+	"KupenstackConfiguration":            {"continued", "delete", "children", "update"},
+	"RolloutComponent":                   {"completed", "failed"},
+	"OpenStackDataPlane":                 {"continued", "delete", "edpm-request", "edpm-report"},
+	"OpenStackDataPlaneRole":             {"continued", "delete"},
+	"OpenStackDataPlaneNode":             {"continued", "delete", "edpm-grant", "resume"},
+	"OpenStackDataPlaneUpdate":           {"continued", "delete", "retry", "update"},
+	"NovaExternalCompute":                {"continued", "delete"},
+	"OVNMetadataAgent":                   {"continued", "delete"},
+	"Nova":                               {"continued", "delete"},
+	"NovaCell":                           {"continued", "delete"},
+	"NovaAPI":                            {"continued", "delete"},
+	"NovaScheduler":                      {"continued", "delete"},
+	"NovaConductor":                      {"continued", "delete", "activity-failed"},
+	"NovaMetadata":                       {"continued", "delete"},
+	"NovaNoVNCProxy":                     {"continued", "delete"},
+	// The servers family (tests/servers): a bastion replaced on a spec change, a permanent OpenStack
+	// error, activities retried after the worker was killed with SIGKILL.
+	"OpenStackServer":  {"continued", "delete", "permanent-error", "crash-retried"},
+	"OpenStackMachine": {"continued", "delete"},
+	"OpenStackCluster": {"continued", "delete", "bastion-replaced", "crash-retried"},
+}
+
+// TestReplayCorpusCoversThePaths: for every workflow type, the corpus holds a run of each path in
+// requiredPaths, and every type the worker runs has its list.
+func TestReplayCorpusCoversThePaths(t *testing.T) {
+	have := map[string]map[string]bool{}
+	for _, f := range corpusFiles(t) {
+		kind := filepath.Base(filepath.Dir(f))
+		base := strings.TrimSuffix(filepath.Base(f), ".json")
+		if i := strings.LastIndexByte(base, '-'); i > 0 {
+			base = base[:i]
+		}
+		if have[kind] == nil {
+			have[kind] = map[string]bool{}
+		}
+		for _, tag := range strings.Split(base, "+") {
+			have[kind][tag] = true
+		}
+	}
+	for _, name := range mustReplay() {
+		paths, ok := requiredPaths[name]
+		if !ok {
+			t.Errorf("%s has no requiredPaths: say which paths the suites take it through", name)
+			continue
+		}
+		for _, p := range paths {
+			if !have[name][p] {
+				t.Errorf("no recorded run of %s took path %q (tags recorded: %v): record it (make histories)", name, p, slices.Sorted(maps.Keys(have[name])))
+			}
+		}
+	}
 }
 
 // notRecordedYet are the workflows the corpus does not hold yet, each with the reason; each is a gap to

@@ -62,7 +62,10 @@ func edpmBenchDelay(i, s int) int {
 //     what a zero-overhead per-node pipeline would take with every node admitted at once;
 //   - barrier: the makespan a barrier per service across all nodes (the usual operator approach) needs
 //     with exactly the same measured activity times and zero orchestration overhead;
-//   - ratio makespan/barrier (goal ≤ 0.6) and overhead (makespan-critical path)/critical path (goal ≤ 5%).
+//   - the headline: overhead (makespan-critical path)/critical path (goal ≤ 5%), what orchestration
+//     costs over the work itself;
+//   - ratio makespan/barrier, which the staggered slow steps shape by construction (≈0.34 with no
+//     overhead): what pipelining buys on such work, not a measure of stackflow.
 //
 // The barrier figure is computed from this run's own measured step durations (sim.Simulate),
 // so both schedules are compared on identical work; it is a lower bound for any real barrier rollout.
@@ -209,11 +212,13 @@ func BenchmarkEDPMPipelining(b *testing.B) {
 		b.ReportMetric(ratio, "pipeline/barrier")
 		b.ReportMetric(overhead*100, "overhead-%")
 		fmt.Printf("EDPM data plane of %d nodes, 3 playbooks each with uneven extra durations:\n", hosts)
+		fmt.Printf("  orchestration overhead over the critical path  %7.1f %% (goal <= 5%%): makespan %.1f s, critical path %.1f s\n", overhead*100, makespan, critical)
 		fmt.Printf("  makespan (per-node pipelines, measured)        %7.1f s\n", makespan)
 		fmt.Printf("  critical path of activity times                %7.1f s\n", critical)
-		fmt.Printf("  barrier per service, same activity times       %7.1f s\n", barrier)
-		fmt.Printf("  ratio pipelined/barrier                        %7.2f   (goal <= 0.6)\n", ratio)
-		fmt.Printf("  orchestration overhead over the critical path  %7.1f %% (goal <= 5%%)\n", overhead*100)
+		// The staggered slow steps make a barrier wait for a slow node at every step by construction
+		// (about 0.34 with zero overhead): the ratio says what pipelining buys on such work, not how well
+		// stackflow orchestrates; the overhead does.
+		fmt.Printf("  barrier per service, same activity times       %7.1f s (ratio pipelined/barrier %.2f, shaped by the staggered delays)\n", barrier, ratio)
 		for n := range durations {
 			fmt.Printf("  node %02d: %v\n", n, edpmBenchRound(durations[n]))
 		}

@@ -20,6 +20,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"go.temporal.io/api/serviceerror"
@@ -88,6 +89,9 @@ type Env struct {
 	started time.Time
 	// forbidden are the spec values no history of the run may hold in clear (see Forbid).
 	forbidden []string
+	// paths label runs for the replay corpus (see RecordPath); mu guards them.
+	mu    sync.Mutex
+	paths []Path
 }
 
 // Setup brings up the stack's components (reusing what runs), builds the binaries, creates the clients

@@ -391,7 +391,16 @@ func (e *Env) recorder() (*Recorder, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Recorder{Dir: dir, Package: filepath.Base(wd), Codec: codec}, nil
+	return &Recorder{Dir: dir, Package: filepath.Base(wd), Codec: codec, Paths: e.paths}, nil
+}
+
+// RecordPath labels the runs of a workflow that match as a path of their own for the replay corpus
+// (see Path): a test says what it made a workflow go through that the generic tags do not tell apart,
+// and `make histories` keeps such a run. It does nothing unless histories are being recorded.
+func (e *Env) RecordPath(workflowID, label string, match func([]*historypb.HistoryEvent) bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.paths = append(e.paths, Path{WorkflowID: workflowID, Label: label, Match: match})
 }
 
 // Codec is the payload codec of the stack's Temporal: what reads the payloads of a history as the

@@ -44,8 +44,72 @@ type Recorder struct {
 	Codec        converter.PayloadCodec
 	PerKind      int
 
+	// Paths name the runs of particular paths a test saw (a bastion replaced, a permanent error): each
+	// matching run is tagged with its label, so it is kept as a path of its own (see Env.RecordPath).
+	Paths []Path
+
 	// best holds, per workflow type and shape, the smallest run seen.
 	best map[string]map[string]candidate
+}
+
+// Path labels the runs of one workflow that went through a path the generic tags (pathTags) do not tell
+// apart: the runs of WorkflowID for which Match holds get the tag Label.
+type Path struct {
+	WorkflowID string
+	Label      string
+	Match      func([]*historypb.HistoryEvent) bool
+}
+
+// Scheduled holds for a run that scheduled an activity of type activity.
+func Scheduled(activity string) func([]*historypb.HistoryEvent) bool {
+	return func(events []*historypb.HistoryEvent) bool {
+		return slices.ContainsFunc(events, func(ev *historypb.HistoryEvent) bool {
+			return ev.GetActivityTaskScheduledEventAttributes().GetActivityType().GetName() == activity
+		})
+	}
+}
+
+// Signaled holds for a run that received the signal name.
+func Signaled(name string) func([]*historypb.HistoryEvent) bool {
+	return func(events []*historypb.HistoryEvent) bool {
+		return slices.ContainsFunc(events, func(ev *historypb.HistoryEvent) bool {
+			return ev.GetWorkflowExecutionSignaledEventAttributes().GetSignalName() == name
+		})
+	}
+}
+
+// Retried holds for a run in which an activity of type activity (any, when "") ran more than once (a
+// worker killed mid-activity, a retryable error).
+func Retried(activity string) func([]*historypb.HistoryEvent) bool {
+	return func(events []*historypb.HistoryEvent) bool {
+		scheduled := map[int64]bool{}
+		for _, ev := range events {
+			if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil && (activity == "" || a.GetActivityType().GetName() == activity) {
+				scheduled[ev.GetEventId()] = true
+			}
+			if a := ev.GetActivityTaskStartedEventAttributes(); a != nil && scheduled[a.GetScheduledEventId()] && a.GetAttempt() > 1 {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+// All holds when every one of ms holds; Not when m does not.
+func All(ms ...func([]*historypb.HistoryEvent) bool) func([]*historypb.HistoryEvent) bool {
+	return func(events []*historypb.HistoryEvent) bool {
+		for _, m := range ms {
+			if !m(events) {
+				return false
+			}
+		}
+		return true
+	}
+}
+
+// Not holds when m does not.
+func Not(m func([]*historypb.HistoryEvent) bool) func([]*historypb.HistoryEvent) bool {
+	return func(events []*historypb.HistoryEvent) bool { return !m(events) }
 }
 
 type candidate struct {
@@ -82,12 +146,20 @@ func (r *Recorder) Add(ctx context.Context, events []*historypb.HistoryEvent) er
 	if err != nil {
 		return fmt.Errorf("history to JSON: %w", err)
 	}
+	start := events[0].GetWorkflowExecutionStartedEventAttributes()
 	c := candidate{
-		kind:  events[0].GetWorkflowExecutionStartedEventAttributes().GetWorkflowType().GetName(),
+		kind:  start.GetWorkflowType().GetName(),
 		shape: shapeOf(events),
 		tags:  pathTags(events),
 		data:  data,
 	}
+	for _, p := range r.Paths {
+		if p.WorkflowID == start.GetWorkflowId() && p.Match(events) && !slices.Contains(c.tags, p.Label) {
+			c.tags = append(c.tags, p.Label)
+		}
+	}
+	// The end first, the rest sorted: a file's name stays the same for the same path.
+	slices.Sort(c.tags[1:])
 	if r.best == nil {
 		r.best = map[string]map[string]candidate{}
 	}
@@ -113,7 +185,9 @@ func (r *Recorder) Write() (files int, size int64, err error) {
 		}
 		var cands []candidate
 		for _, c := range r.best[kind] {
-			if !known[c.shape[:shapeLen]] {
+			// A shape recorded already replays the same code, unless the run is of a path not recorded
+			// yet (a label a test named).
+			if !known[c.shape[:shapeLen]] || slices.ContainsFunc(c.tags, func(t string) bool { return !covered[t] }) {
 				cands = append(cands, c)
 			}
 		}

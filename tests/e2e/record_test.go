@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -164,4 +165,51 @@ func TestRecorderWritesDecodedHistories(t *testing.T) {
 	files, _, err = again.Write()
 	require.NoError(t, err)
 	require.Zero(t, files, "a shape recorded by another package is not written twice")
+}
+
+// A path a test names (RecordPath) tags the runs of that workflow that match, and only those: the run
+// that replaced a bastion is kept as a path of its own though its generic tags are common.
+func TestRecorderTagsNamedPaths(t *testing.T) {
+	ctx := context.Background()
+	codec := temporalconn.NewCodec(must(temporalconn.NewKeyring(map[string][]byte{"k": make([]byte, 32)})))
+	enc := must(codec.Encode([]*commonpb.Payload{{Metadata: map[string][]byte{"encoding": []byte("json/plain")}, Data: []byte(`{}`)}}))[0]
+	withID := func(id string, evs []*historypb.HistoryEvent) []*historypb.HistoryEvent {
+		evs[0].GetWorkflowExecutionStartedEventAttributes().WorkflowId = id
+		return evs
+	}
+	replaced := withID("OpenStackCluster/ns/c1", run("OpenStackCluster", enc, activity("EnsureServer"), activity("DeleteServer"),
+		ev(enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW)))
+	deleted := withID("OpenStackCluster/ns/c1", run("OpenStackCluster", enc, signal(lifecycle.SignalDelete), activity("DeleteServer"),
+		ev(enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED)))
+	other := withID("OpenStackCluster/ns/c2", run("OpenStackCluster", enc, activity("EnsureServer"), ev(enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW)))
+	dir := t.TempDir()
+	r := &Recorder{Dir: dir, Package: "servers", Codec: codec, Paths: []Path{
+		{WorkflowID: "OpenStackCluster/ns/c1", Label: "bastion-replaced", Match: All(Scheduled("DeleteServer"), Not(Signaled(lifecycle.SignalDelete)))},
+	}}
+	for _, h := range [][]*historypb.HistoryEvent{replaced, deleted, other} {
+		require.NoError(t, r.Add(ctx, h))
+	}
+	_, _, err := r.Write()
+	require.NoError(t, err)
+	names, err := filepath.Glob(filepath.Join(dir, "servers", "OpenStackCluster", "*.json"))
+	require.NoError(t, err)
+	var tags []string
+	for _, n := range names {
+		base := filepath.Base(n)
+		tags = append(tags, base[:strings.LastIndexByte(base, '-')])
+	}
+	require.ElementsMatch(t, []string{"continued+bastion-replaced", "completed+delete"}, tags,
+		"the replacing run is kept under its label; the delete run, though it deleted a server, is not labelled")
+}
+
+func TestRetried(t *testing.T) {
+	sched := &historypb.HistoryEvent{EventId: 5, Attributes: &historypb.HistoryEvent_ActivityTaskScheduledEventAttributes{
+		ActivityTaskScheduledEventAttributes: &historypb.ActivityTaskScheduledEventAttributes{ActivityType: &commonpb.ActivityType{Name: "EnsureServer"}}}}
+	started := func(attempt int32) *historypb.HistoryEvent {
+		return &historypb.HistoryEvent{EventId: 6, Attributes: &historypb.HistoryEvent_ActivityTaskStartedEventAttributes{
+			ActivityTaskStartedEventAttributes: &historypb.ActivityTaskStartedEventAttributes{ScheduledEventId: 5, Attempt: attempt}}}
+	}
+	require.True(t, Retried("EnsureServer")([]*historypb.HistoryEvent{sched, started(2)}))
+	require.False(t, Retried("EnsureServer")([]*historypb.HistoryEvent{sched, started(1)}))
+	require.False(t, Retried("WaitServer")([]*historypb.HistoryEvent{sched, started(2)}))
 }

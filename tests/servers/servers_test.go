@@ -56,6 +56,7 @@ func TestServerWithTwoPortsAndBastionWithFloatingIPThenBastionReplacement(t *tes
 	cl, err := env.Create(ctx, ClustersGVR, env.Object("infrastructure.cluster.x-k8s.io/v1beta1", "OpenStackCluster", clName, clusterSpec(env.ServerSpec(env.Flavor(), 1))))
 	require.NoError(t, err)
 	srvRef, clRef := e2e.Ref("OpenStackServer", ServersGVR, srv), e2e.Ref("OpenStackCluster", ClustersGVR, cl)
+	env.RecordPath(lifecycle.WorkflowID(clRef), "bastion-replaced", e2e.All(e2e.Scheduled("DeleteServer"), e2e.Not(e2e.Signaled(lifecycle.SignalDelete))))
 
 	srv, err = env.WaitFor(ctx, ServersGVR, srvName, ready)
 	require.NoError(t, err)
@@ -141,6 +142,7 @@ func TestBadFlavorFailsWithOpenStacksMessageAndLeavesNothing(t *testing.T) {
 	u, err := env.Create(ctx, ServersGVR, env.Object("infrastructure.cluster.x-k8s.io/v1alpha1", "OpenStackServer", name, env.ServerSpec("no-such-flavor", 2)))
 	require.NoError(t, err)
 	ref := e2e.Ref("OpenStackServer", ServersGVR, u)
+	env.RecordPath(lifecycle.WorkflowID(ref), "permanent-error", e2e.All(e2e.Scheduled("ResolveServer"), e2e.Not(e2e.Signaled(lifecycle.SignalDelete))))
 	u, err = env.WaitFor(ctx, ServersGVR, name, failed)
 	require.NoError(t, err)
 	_, reason, msg := condition(u, "Ready")
@@ -269,10 +271,12 @@ func killRound(ctx context.Context, t *testing.T, round int, enter func(phase st
 		u, err := env.Create(ctx, ServersGVR, env.Object("infrastructure.cluster.x-k8s.io/v1alpha1", "OpenStackServer", n, env.ServerSpec(env.Flavor(), 2)))
 		require.NoError(t, err)
 		refs[n] = e2e.Ref("OpenStackServer", ServersGVR, u)
+		env.RecordPath(lifecycle.WorkflowID(refs[n]), "crash-retried", e2e.Retried(""))
 	}
 	cl, err := env.Create(ctx, ClustersGVR, env.Object("infrastructure.cluster.x-k8s.io/v1beta1", "OpenStackCluster", clName, clusterSpec(env.ServerSpec(env.Flavor(), 1))))
 	require.NoError(t, err)
 	clRef := e2e.Ref("OpenStackCluster", ClustersGVR, cl)
+	env.RecordPath(lifecycle.WorkflowID(clRef), "crash-retried", e2e.Retried(""))
 	for _, n := range srvNames {
 		_, err := env.WaitFor(ctx, ServersGVR, n, ready)
 		require.NoError(t, err)
