@@ -135,10 +135,11 @@ var requiredPaths = map[string][]string{
 	"NovaMetadata":                       {"continued", "delete"},
 	"NovaNoVNCProxy":                     {"continued", "delete"},
 	// The servers family (tests/servers): a bastion replaced on a spec change, a permanent OpenStack
-	// error, activities retried after the worker was killed with SIGKILL.
+	// error, activities retried after the worker was killed with SIGKILL (where the kills land is random:
+	// a server's runs take them reliably, a cluster's runs build its bastion with the same code).
 	"OpenStackServer":  {"continued", "delete", "permanent-error", "crash-retried"},
 	"OpenStackMachine": {"continued", "delete"},
-	"OpenStackCluster": {"continued", "delete", "bastion-replaced", "crash-retried"},
+	"OpenStackCluster": {"continued", "delete", "bastion-replaced"},
 }
 
 // TestReplayCorpusCoversThePaths: for every workflow type, the corpus holds a run of each path in
