@@ -19,6 +19,7 @@ import (
 
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/stackflow/stackflow/api"
 	"github.com/stackflow/stackflow/api/lifecycle"
 )
 
@@ -513,7 +514,7 @@ const ErrComputesRemain = "ComputesRemain"
 // WaitNoComputes succeeds once no NovaExternalCompute of the namespace is in one of the cells, and fails
 // retryably before, naming them (a cell with hosts cannot go: they would be lost to Nova).
 func (k *Kube) WaitNoComputes(ctx context.Context, in CellsInput) error {
-	ref := lifecycle.ObjectRef{Group: "nova.openstack.org", Version: "v1beta1", Kind: "NovaExternalCompute", Resource: "novaexternalcomputes", Namespace: in.Namespace}
+	ref := api.Ref("NovaExternalCompute", in.Namespace, "")
 	list, err := k.resource(ref).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return classify("list novaexternalcomputes in "+in.Namespace, err)

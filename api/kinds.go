@@ -1,8 +1,12 @@
 package api
 
 import (
+	"fmt"
+
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/stackflow/stackflow/api/lifecycle"
 
 	dataplanev1beta1 "github.com/stackflow/stackflow/api/dataplane/v1beta1"
 	infrav1alpha1 "github.com/stackflow/stackflow/api/infrastructure/v1alpha1"
@@ -12,7 +16,9 @@ import (
 	novav1beta1 "github.com/stackflow/stackflow/api/nova/v1beta1"
 )
 
-// Kind is one stackflow custom resource kind as the API server serves it.
+// Kind is one kind stackflow serves as the API server serves it: the one table the bridge (what it
+// watches), the workflows and activities (how they name objects), the RBAC derivation and the tests read.
+// Adding a kind: its Go types in its group's package, a line here, its workflow (workflows.Register).
 type Kind struct {
 	// GVK is the kind's group, version and kind.
 	GVK schema.GroupVersionKind
@@ -20,6 +26,22 @@ type Kind struct {
 	Resource string
 	// ClusterScoped is true for kinds without a namespace.
 	ClusterScoped bool
+	// Workflow is the type of the workflow that serves each object of the kind, on
+	// lifecycle.WorkflowQueue: the kind's own name.
+	Workflow string
+	// BuiltIn is true for Kubernetes' own kinds (Node): no CRD of this module.
+	BuiltIn bool
+}
+
+// TaskQueue is the task queue the kind's workflows run on.
+func (k Kind) TaskQueue() string { return lifecycle.WorkflowQueue }
+
+// Ref names an object of the kind (cluster-scoped kinds ignore namespace).
+func (k Kind) Ref(namespace, name string) lifecycle.ObjectRef {
+	if k.ClusterScoped {
+		namespace = ""
+	}
+	return lifecycle.ObjectRef{Group: k.GVK.Group, Version: k.GVK.Version, Kind: k.GVK.Kind, Resource: k.Resource, Namespace: namespace, Name: name}
 }
 
 // GVR is the kind's group, version and resource.
@@ -29,7 +51,7 @@ func (k Kind) GVR() schema.GroupVersionResource { return k.GVK.GroupVersion().Wi
 func (k Kind) CRDName() string { return k.Resource + "." + k.GVK.Group }
 
 func kind(gv schema.GroupVersion, kind, resource string, clusterScoped bool) Kind {
-	return Kind{GVK: gv.WithKind(kind), Resource: resource, ClusterScoped: clusterScoped}
+	return Kind{GVK: gv.WithKind(kind), Resource: resource, ClusterScoped: clusterScoped, Workflow: kind}
 }
 
 // Kinds lists every kind defined in this module, one CRD each in deploy/crds.
@@ -57,6 +79,31 @@ var Kinds = []Kind{
 	kind(infrav1alpha1.SchemeGroupVersion, "OpenStackServer", infrav1alpha1.OpenStackServerResource, false),
 	kind(infrav1beta1.SchemeGroupVersion, "OpenStackMachine", infrav1beta1.OpenStackMachineResource, false),
 	kind(infrav1beta1.SchemeGroupVersion, "OpenStackCluster", infrav1beta1.OpenStackClusterResource, false),
+}
+
+// Node is Kubernetes' Node: every Node gets an OpenstackNode of its name (the control-plane family).
+var Node = Kind{GVK: schema.GroupVersionKind{Version: "v1", Kind: "Node"}, Resource: "nodes", ClusterScoped: true, Workflow: "Node", BuiltIn: true}
+
+// Served is every kind stackflow runs a workflow for: Kubernetes' Node and every kind of this module.
+var Served = append([]Kind{Node}, Kinds...)
+
+// Lookup finds a served kind by its name.
+func Lookup(kind string) (Kind, bool) {
+	for _, k := range Served {
+		if k.GVK.Kind == kind {
+			return k, true
+		}
+	}
+	return Kind{}, false
+}
+
+// Ref names an object of a served kind; kind must be one (a misspelt kind is a programming error).
+func Ref(kind, namespace, name string) lifecycle.ObjectRef {
+	k, ok := Lookup(kind)
+	if !ok {
+		panic(fmt.Sprintf("api.Ref: %s is no served kind", kind))
+	}
+	return k.Ref(namespace, name)
 }
 
 // schemeBuilder registers every group version of this module.

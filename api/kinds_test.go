@@ -87,3 +87,39 @@ func TestKindsMatchGeneratedCRDs(t *testing.T) {
 		}
 	}
 }
+
+// The table of served kinds names each object's workflow after its kind and refs the way the API server
+// serves the kind; a misspelt kind is refused.
+func TestServedKindsAndRefs(t *testing.T) {
+	if api.Served[0].GVK.Kind != "Node" || !api.Served[0].BuiltIn || len(api.Served) != len(api.Kinds)+1 {
+		t.Fatalf("Served is Kubernetes' Node and every kind of the module: %v", api.Served)
+	}
+	for _, k := range api.Served {
+		if k.Workflow != k.GVK.Kind || k.TaskQueue() != "stackflow" {
+			t.Errorf("%s: workflow %q on %q, want its kind on the workflow queue", k.GVK.Kind, k.Workflow, k.TaskQueue())
+		}
+		got, ok := api.Lookup(k.GVK.Kind)
+		if !ok || got.Resource != k.Resource {
+			t.Errorf("Lookup(%s) = %v, %v", k.GVK.Kind, got, ok)
+		}
+	}
+	for _, tc := range []struct {
+		kind, ns, name                   string
+		group, version, resource, wantNS string
+	}{
+		{"NovaCell", "openstack", "cell1", "nova.openstack.org", "v1beta1", "novacells", "openstack"},
+		{"OpenstackNode", "ignored", "control-0", "kupenstack.io", "v1alpha1", "openstacknodes", ""},
+		{"Node", "", "compute-0", "", "v1", "nodes", ""},
+	} {
+		r := api.Ref(tc.kind, tc.ns, tc.name)
+		if r.Group != tc.group || r.Version != tc.version || r.Resource != tc.resource || r.Namespace != tc.wantNS || r.Name != tc.name || r.Kind != tc.kind {
+			t.Errorf("Ref(%s, %s, %s) = %+v", tc.kind, tc.ns, tc.name, r)
+		}
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("Ref of a kind that is not served must panic")
+		}
+	}()
+	api.Ref("NovaCel", "ns", "x")
+}

@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/stackflow/stackflow/api"
 	"github.com/stackflow/stackflow/api/lifecycle"
 )
 
@@ -26,54 +27,21 @@ type Kind struct {
 	Fingerprint func(*unstructured.Unstructured) string
 }
 
-// Served is every kind stackflow serves. A kind whose resource the API server does not offer (its CRD is
-// not installed) is skipped until discovery finds it.
-var Served = []Kind{
-	// Control plane, KupenStack style: a Kubernetes Node ensures its OpenstackNode of the same name.
-	{Kind: "Node", GVR: gvr("", "v1", "nodes"), ClusterScoped: true, Fingerprint: NodeFingerprint},
-	{Kind: "OpenstackNode", GVR: gvr(kupenstack, "v1alpha1", "openstacknodes"), ClusterScoped: true},
-	{Kind: "KupenstackConfiguration", GVR: gvr(kupenstack, "v1alpha1", "kupenstackconfigurations"), ClusterScoped: true},
-	{Kind: "OpenStackCloudConfigurationProfile", GVR: gvr(kupenstack, "v1alpha1", "openstackcloudconfigurationprofiles"), ClusterScoped: true},
-
-	// EDPM data plane.
-	{Kind: "OpenStackDataPlane", GVR: gvr(dataplane, "v1beta1", "openstackdataplanes")},
-	{Kind: "OpenStackDataPlaneRole", GVR: gvr(dataplane, "v1beta1", "openstackdataplaneroles")},
-	{Kind: "OpenStackDataPlaneNode", GVR: gvr(dataplane, "v1beta1", "openstackdataplanenodes")},
-	{Kind: "OpenStackDataPlaneUpdate", GVR: gvr(dataplane, "v1beta1", "openstackdataplaneupdates")},
-
-	// The Nova control plane: one Nova creates its cells and services; each is also served on its own.
-	{Kind: "Nova", GVR: gvr(nova, "v1beta1", "novas")},
-	{Kind: "NovaCell", GVR: gvr(nova, "v1beta1", "novacells")},
-	{Kind: "NovaAPI", GVR: gvr(nova, "v1beta1", "novaapis")},
-	{Kind: "NovaScheduler", GVR: gvr(nova, "v1beta1", "novaschedulers")},
-	{Kind: "NovaConductor", GVR: gvr(nova, "v1beta1", "novaconductors")},
-	{Kind: "NovaMetadata", GVR: gvr(nova, "v1beta1", "novametadata")},
-	{Kind: "NovaNoVNCProxy", GVR: gvr(nova, "v1beta1", "novanovncproxies")},
-
-	// Nova on EDPM nodes.
-	{Kind: "NovaExternalCompute", GVR: gvr(nova, "v1beta1", "novaexternalcomputes")},
-
-	// Neutron agents on EDPM nodes.
-	{Kind: "OVNMetadataAgent", GVR: gvr(neutron, "v1beta1", "ovnmetadataagents")},
-
-	// OpenStack servers and bastions.
-	{Kind: "OpenStackServer", GVR: gvr(infrastructure, "v1alpha1", "openstackservers")},
-	{Kind: "OpenStackMachine", GVR: gvr(infrastructure, "v1beta1", "openstackmachines")},
-	{Kind: "OpenStackCluster", GVR: gvr(infrastructure, "v1beta1", "openstackclusters")},
-}
-
-// API groups of the served kinds.
-const (
-	kupenstack     = "kupenstack.io"
-	dataplane      = "dataplane.openstack.org"
-	nova           = "nova.openstack.org"
-	neutron        = "neutron.openstack.org"
-	infrastructure = "infrastructure.cluster.x-k8s.io"
-)
-
-func gvr(group, version, resource string) schema.GroupVersionResource {
-	return schema.GroupVersionResource{Group: group, Version: version, Resource: resource}
-}
+// Served is every kind stackflow serves (api.Served, the one table of kinds), with how the bridge
+// watches each. A kind whose resource the API server does not offer (its CRD is not installed) is skipped
+// until discovery finds it.
+var Served = func() []Kind {
+	out := make([]Kind, 0, len(api.Served))
+	for _, k := range api.Served {
+		sk := Kind{Kind: k.GVK.Kind, GVR: k.GVR(), ClusterScoped: k.ClusterScoped}
+		// A Kubernetes Node has no metadata.generation: the bridge derives one from what the workflows read.
+		if k.GVK == api.Node.GVK {
+			sk.Fingerprint = NodeFingerprint
+		}
+		out = append(out, sk)
+	}
+	return out
+}()
 
 // Ref names one object of this kind as its workflow's input.
 func (k Kind) Ref(namespace, name, uid string) lifecycle.ObjectRef {

@@ -1,6 +1,7 @@
 package bridge
 
 import (
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"testing"
 	"time"
 
@@ -166,7 +167,7 @@ func TestWorkflowIdentity(t *testing.T) {
 	if got, want := lifecycle.WorkflowID(ref), "Node/worker-1/0f1e2d3c"; got != want {
 		t.Errorf("WorkflowID = %q, want %q", got, want)
 	}
-	ns := Kind{Kind: "OpenStackDataPlaneNode", GVR: gvr(dataplane, "v1beta1", "openstackdataplanenodes")}
+	ns := Kind{Kind: "OpenStackDataPlaneNode", GVR: schema.GroupVersionResource{Group: "dataplane.openstack.org", Version: "v1beta1", Resource: "openstackdataplanenodes"}}
 	ref = ns.Ref("openstack", "edpm-0", "abcdef0123456789")
 	if got, want := lifecycle.WorkflowID(ref), "OpenStackDataPlaneNode/openstack/edpm-0/abcdef01"; got != want {
 		t.Errorf("WorkflowID = %q, want %q", got, want)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/stackflow/stackflow/activities"
 	kupenstackv1alpha1 "github.com/stackflow/stackflow/api/kupenstack/v1alpha1"
+	"github.com/stackflow/stackflow/api"
 	"github.com/stackflow/stackflow/api/lifecycle"
 	"github.com/stackflow/stackflow/workflows/object"
 )
@@ -34,7 +35,7 @@ const (
 
 // OpenstackNodeRef names the OpenstackNode that belongs to a Kubernetes Node (same name, cluster scoped).
 func OpenstackNodeRef(name string) lifecycle.ObjectRef {
-	return lifecycle.ObjectRef{Group: "kupenstack.io", Version: "v1alpha1", Kind: "OpenstackNode", Resource: "openstacknodes", Name: name}
+	return api.Ref("OpenstackNode", "", name)
 }
 
 // NodeWorkflow serves a Kubernetes Node: it makes sure an OpenstackNode of the same name exists, tells it

@@ -13,18 +13,19 @@ import (
 
 	"github.com/stackflow/stackflow/activities"
 	kupenstackv1alpha1 "github.com/stackflow/stackflow/api/kupenstack/v1alpha1"
+	"github.com/stackflow/stackflow/api"
 	"github.com/stackflow/stackflow/api/lifecycle"
 	"github.com/stackflow/stackflow/workflows/object"
 )
 
 // ProfileRef names an OpenStackCloudConfigurationProfile (cluster scoped).
 func ProfileRef(name string) lifecycle.ObjectRef {
-	return lifecycle.ObjectRef{Group: "kupenstack.io", Version: "v1alpha1", Kind: "OpenStackCloudConfigurationProfile", Resource: "openstackcloudconfigurationprofiles", Name: name}
+	return api.Ref("OpenStackCloudConfigurationProfile", "", name)
 }
 
 // KupenstackConfigurationRef names a KupenstackConfiguration (cluster scoped).
 func KupenstackConfigurationRef(name string) lifecycle.ObjectRef {
-	return lifecycle.ObjectRef{Group: "kupenstack.io", Version: "v1alpha1", Kind: "KupenstackConfiguration", Resource: "kupenstackconfigurations", Name: name}
+	return api.Ref("KupenstackConfiguration", "", name)
 }
 
 // loadProfile reads a profile and its ancestors and merges them. override, when set, stands in for the

@@ -9,6 +9,7 @@ import (
 	"slices"
 
 	dataplanev1beta1 "github.com/stackflow/stackflow/api/dataplane/v1beta1"
+	"github.com/stackflow/stackflow/api"
 	"github.com/stackflow/stackflow/api/lifecycle"
 )
 
@@ -262,12 +263,12 @@ const (
 
 // NovaExternalComputeRef names the NovaExternalCompute of a node (same name and namespace).
 func NovaExternalComputeRef(namespace, node string) lifecycle.ObjectRef {
-	return lifecycle.ObjectRef{Group: "nova.openstack.org", Version: "v1beta1", Kind: "NovaExternalCompute", Resource: "novaexternalcomputes", Namespace: namespace, Name: node}
+	return api.Ref("NovaExternalCompute", namespace, node)
 }
 
 // OVNMetadataAgentRef names the OVNMetadataAgent of a node (same name and namespace).
 func OVNMetadataAgentRef(namespace, node string) lifecycle.ObjectRef {
-	return lifecycle.ObjectRef{Group: "neutron.openstack.org", Version: "v1beta1", Kind: "OVNMetadataAgent", Resource: "ovnmetadataagents", Namespace: namespace, Name: node}
+	return api.Ref("OVNMetadataAgent", namespace, node)
 }
 
 // EDPMServices lists the service CRs the node's effective annotations ask for. Each copies the node's

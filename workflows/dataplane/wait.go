@@ -12,6 +12,7 @@ import (
 
 	"github.com/stackflow/stackflow/activities"
 	dataplanev1beta1 "github.com/stackflow/stackflow/api/dataplane/v1beta1"
+	"github.com/stackflow/stackflow/api"
 	"github.com/stackflow/stackflow/api/lifecycle"
 	"github.com/stackflow/stackflow/workflows/object"
 )
@@ -166,22 +167,22 @@ func waitSecret(ctx workflow.Context, lc *object.Lifecycle, gen int64, condType,
 
 // DataPlaneNodeRef names an OpenStackDataPlaneNode (any UID).
 func DataPlaneNodeRef(namespace, name string) lifecycle.ObjectRef {
-	return lifecycle.ObjectRef{Group: "dataplane.openstack.org", Version: "v1beta1", Kind: "OpenStackDataPlaneNode", Resource: "openstackdataplanenodes", Namespace: namespace, Name: name}
+	return api.Ref("OpenStackDataPlaneNode", namespace, name)
 }
 
 // DataPlaneRoleRef names an OpenStackDataPlaneRole (any UID).
 func DataPlaneRoleRef(namespace, name string) lifecycle.ObjectRef {
-	return lifecycle.ObjectRef{Group: "dataplane.openstack.org", Version: "v1beta1", Kind: "OpenStackDataPlaneRole", Resource: "openstackdataplaneroles", Namespace: namespace, Name: name}
+	return api.Ref("OpenStackDataPlaneRole", namespace, name)
 }
 
 // DataPlaneRef names an OpenStackDataPlane (any UID).
 func DataPlaneRef(namespace, name string) lifecycle.ObjectRef {
-	return lifecycle.ObjectRef{Group: "dataplane.openstack.org", Version: "v1beta1", Kind: "OpenStackDataPlane", Resource: "openstackdataplanes", Namespace: namespace, Name: name}
+	return api.Ref("OpenStackDataPlane", namespace, name)
 }
 
 // NovaCellRef names a NovaCell (any UID).
 func NovaCellRef(namespace, name string) lifecycle.ObjectRef {
-	return lifecycle.ObjectRef{Group: "nova.openstack.org", Version: "v1beta1", Kind: "NovaCell", Resource: "novacells", Namespace: namespace, Name: name}
+	return api.Ref("NovaCell", namespace, name)
 }
 
 // waitNodeInfrastructure waits until the data-plane node finished phase 0 (InfrastructureReady), naming

@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/stackflow/stackflow/activities"
+	"github.com/stackflow/stackflow/api"
 	"github.com/stackflow/stackflow/api/lifecycle"
 	"github.com/stackflow/stackflow/workflows/object"
 )
@@ -52,17 +53,8 @@ const (
 	KindNovaNoVNCProxy = "NovaNoVNCProxy"
 )
 
-// resources of the family's kinds and of what the workflows create.
-var resources = map[string]string{
-	KindNova: "novas", KindNovaCell: "novacells", KindNovaAPI: "novaapis", KindNovaScheduler: "novaschedulers",
-	KindNovaConductor: "novaconductors", KindNovaMetadata: "novametadata", KindNovaNoVNCProxy: "novanovncproxies",
-	"NovaExternalCompute": "novaexternalcomputes",
-}
-
 // novaRef names an object of the family.
-func novaRef(kind, ns, name string) lifecycle.ObjectRef {
-	return lifecycle.ObjectRef{Group: "nova.openstack.org", Version: "v1beta1", Kind: kind, Resource: resources[kind], Namespace: ns, Name: name}
-}
+func novaRef(kind, ns, name string) lifecycle.ObjectRef { return api.Ref(kind, ns, name) }
 
 func deploymentRef(ns, name string) lifecycle.ObjectRef {
 	return lifecycle.ObjectRef{Group: "apps", Version: "v1", Kind: "Deployment", Resource: "deployments", Namespace: ns, Name: name}

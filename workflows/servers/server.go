@@ -11,6 +11,7 @@ import (
 	"github.com/stackflow/stackflow/activities"
 	infrav1alpha1 "github.com/stackflow/stackflow/api/infrastructure/v1alpha1"
 	infrav1 "github.com/stackflow/stackflow/api/infrastructure/v1beta1"
+	"github.com/stackflow/stackflow/api"
 	"github.com/stackflow/stackflow/api/lifecycle"
 	"github.com/stackflow/stackflow/workflows/object"
 )
@@ -126,7 +127,7 @@ func (r *serverReconciler) identity(ctx workflow.Context, lc *object.Lifecycle, 
 	ref := spec.IdentityRef
 	if r.machine {
 		if name := obj.Labels[ClusterNameLabel]; name != "" {
-			cref := lifecycle.ObjectRef{Group: infrastructureGroup, Version: "v1beta1", Kind: KindOpenStackCluster, Resource: "openstackclusters", Namespace: lc.Ref.Namespace, Name: name}
+			cref := api.Ref(KindOpenStackCluster, lc.Ref.Namespace, name)
 			var cluster activities.Object
 			if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kube.GetObject, cref).Get(ctx, &cluster); err != nil {
 				return activities.Identity{}, nil, fmt.Errorf("read cluster %s of %s: %w", name, lc.Ref, err)
