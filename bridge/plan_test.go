@@ -1,9 +1,10 @@
 package bridge
 
 import (
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"testing"
 	"time"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 

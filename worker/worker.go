@@ -31,7 +31,12 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 	"k8s.io/client-go/rest"
 
-	"github.com/stackflow/stackflow/activities"
+	"github.com/stackflow/stackflow/activities/ansible"
+	"github.com/stackflow/stackflow/activities/database"
+	"github.com/stackflow/stackflow/activities/helm"
+	"github.com/stackflow/stackflow/activities/kube"
+	"github.com/stackflow/stackflow/activities/messagebus"
+	"github.com/stackflow/stackflow/activities/openstack"
 	"github.com/stackflow/stackflow/api/lifecycle"
 	"github.com/stackflow/stackflow/api/temporalconn"
 	"github.com/stackflow/stackflow/workflows"
@@ -209,19 +214,19 @@ func register(queue string, w sdkworker.Worker, cfg Config) (int, error) {
 		if cfg.Kube == nil {
 			return 0, errors.New("the Kubernetes activities need a kubeconfig")
 		}
-		kube, err := activities.NewKube(cfg.Kube, cfg.TemporalUI, cfg.Temporal.Namespace)
+		k, err := kube.NewKube(cfg.Kube, cfg.TemporalUI, cfg.Temporal.Namespace)
 		if err != nil {
 			return 0, fmt.Errorf("kubernetes activities: %w", err)
 		}
 		// Status writes tell the object's story as Events (kubectl describe).
-		kube.Events = activities.NewEventRecorder(kube.Core, "stackflow-worker", cfg.Identity)
-		w.RegisterActivity(kube)
+		k.Events = kube.NewEventRecorder(k.Core, "stackflow-worker", cfg.Identity)
+		w.RegisterActivity(k)
 		// The Helm activities of the control-plane rollouts are Kubernetes work too: same queue.
-		helm, err := activities.NewHelm(cfg.Kube, helmCacheDir())
+		h, err := helm.NewHelm(cfg.Kube, helmCacheDir())
 		if err != nil {
 			return 0, fmt.Errorf("helm activities: %w", err)
 		}
-		w.RegisterActivity(helm)
+		w.RegisterActivity(h)
 		return 2, nil
 	case lifecycle.AnsibleQueue:
 		// ansible-playbook over SSH with the playbooks embedded in this binary (or those in
@@ -229,7 +234,7 @@ func register(queue string, w sdkworker.Worker, cfg Config) (int, error) {
 		if cfg.Kube == nil {
 			return 0, errors.New("the Ansible activities need a kubeconfig (SSH key Secrets)")
 		}
-		ans, err := activities.NewAnsible(cfg.Kube, os.Getenv("STACKFLOW_ANSIBLE_DIR"))
+		ans, err := ansible.NewAnsible(cfg.Kube, os.Getenv("STACKFLOW_ANSIBLE_DIR"))
 		if err != nil {
 			return 0, fmt.Errorf("ansible activities: %w", err)
 		}
@@ -245,19 +250,19 @@ func register(queue string, w sdkworker.Worker, cfg Config) (int, error) {
 		if cfg.Kube == nil {
 			return 0, errors.New("the OpenStack activities need a kubeconfig (identity Secrets)")
 		}
-		osa, err := activities.NewOpenStack(cfg.Kube)
+		osa, err := openstack.NewOpenStack(cfg.Kube)
 		if err != nil {
 			return 0, fmt.Errorf("openstack activities: %w", err)
 		}
 		w.RegisterActivity(osa)
 		// The Nova control plane's databases and message buses are OpenStack infrastructure; their
 		// administrators' credentials are in Secrets too.
-		db, err := activities.NewDatabase(cfg.Kube)
+		db, err := database.NewDatabase(cfg.Kube)
 		if err != nil {
 			return 0, fmt.Errorf("database activities: %w", err)
 		}
 		w.RegisterActivity(db)
-		mb, err := activities.NewMessageBus(cfg.Kube)
+		mb, err := messagebus.NewMessageBus(cfg.Kube)
 		if err != nil {
 			return 0, fmt.Errorf("message-bus activities: %w", err)
 		}

@@ -168,7 +168,9 @@ func (b *builder) node(o *unstructured.Unstructured) *Node {
 		b.adopt(n, b.find("OpenStackDataPlaneNode", ns, func(x *unstructured.Unstructured) bool { return str(x, "spec", "role") == name }))
 	case "OpenStackDataPlaneNode":
 		for _, kind := range []string{"NovaExternalCompute", "OVNMetadataAgent"} {
-			b.adopt(n, b.find(kind, ns, func(s *unstructured.Unstructured) bool { return cmp.Or(str(s, "spec", "dataplaneNodeName"), s.GetName()) == name }))
+			b.adopt(n, b.find(kind, ns, func(s *unstructured.Unstructured) bool {
+				return cmp.Or(str(s, "spec", "dataplaneNodeName"), s.GetName()) == name
+			}))
 		}
 	case "NovaExternalCompute":
 		// The cell it joined, found as its workflow finds it (by NovaCell name, else by cellName): shown

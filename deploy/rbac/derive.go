@@ -369,7 +369,7 @@ func (a *analysis) reach(roots []string) (rules, error) {
 
 // helmActivities is the Helm activities' type: their own namespaced requests (stored values, the pods of
 // a release) are in the namespaces of the Helm releases, not in the namespaces stackflow serves.
-const helmActivities = Module + "/activities.Helm"
+const helmActivities = Module + "/activities/helm.Helm"
 
 // apply adds the rules of one client call made in a function of receiver recv ("" for functions).
 func (a *analysis) apply(rs rules, c clientCall, recv string) {

@@ -26,7 +26,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/stackflow/stackflow/activities"
+	"github.com/stackflow/stackflow/activities/ansible"
 	"github.com/stackflow/stackflow/api/lifecycle"
 	"github.com/stackflow/stackflow/deploy/local"
 	"github.com/stackflow/stackflow/tests/e2e"
@@ -259,7 +259,7 @@ func edpmBenchPlaybookTimes(ctx context.Context, tc client.Client, wfID string) 
 			case ev.GetActivityTaskScheduledEventAttributes() != nil:
 				a := ev.GetActivityTaskScheduledEventAttributes()
 				if a.GetActivityType().GetName() == "RunPlaybook" {
-					var in activities.PlaybookInput
+					var in ansible.PlaybookInput
 					if p := a.GetInput().GetPayloads(); len(p) > 0 {
 						_ = edpmBenchDC.FromPayload(p[0], &in)
 					}

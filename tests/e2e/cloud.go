@@ -23,7 +23,7 @@ import (
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/networks"
 	"github.com/gophercloud/gophercloud/v2/openstack/placement/v1/resourceproviders"
 
-	"github.com/stackflow/stackflow/activities"
+	osacts "github.com/stackflow/stackflow/activities/openstack"
 )
 
 // Cloud holds admin clients of the local cloud, for tests to look at what Nova and Placement say.
@@ -147,7 +147,7 @@ func (c *Cloud) ServersOn(ctx context.Context, host string) ([]servers.Server, e
 }
 
 // VersionClasses are the version resource classes host's nova-compute reports to Placement (see
-// activities.VersionClassPrefix), sorted.
+// osacts.VersionClassPrefix), sorted.
 func (c *Cloud) VersionClasses(ctx context.Context, host string) ([]string, error) {
 	var body struct {
 		Hypervisors []struct {
@@ -173,7 +173,7 @@ func (c *Cloud) VersionClasses(ctx context.Context, host string) ([]string, erro
 	}
 	out := []string{}
 	for rc := range inv.Inventories {
-		if strings.HasPrefix(rc, activities.VersionClassPrefix) {
+		if strings.HasPrefix(rc, osacts.VersionClassPrefix) {
 			out = append(out, rc)
 		}
 	}

@@ -5,11 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"go.temporal.io/sdk/converter"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"go.temporal.io/sdk/converter"
 
 	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"

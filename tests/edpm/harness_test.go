@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/yaml"
 
-	"github.com/stackflow/stackflow/activities"
+	"github.com/stackflow/stackflow/activities/ansible"
 	"github.com/stackflow/stackflow/api/lifecycle"
 	"github.com/stackflow/stackflow/deploy/local"
 	"github.com/stackflow/stackflow/tests/e2e"
@@ -77,7 +77,7 @@ func playbookRuns(t *testing.T, wfID string) map[string]int {
 		if a == nil || a.GetActivityType().GetName() != "RunPlaybook" {
 			continue
 		}
-		var in activities.PlaybookInput
+		var in ansible.PlaybookInput
 		if p := a.GetInput().GetPayloads(); len(p) > 0 {
 			dc, err := env.DataConverter()
 			require.NoError(t, err)

@@ -61,7 +61,9 @@ func clis(t *testing.T) []cli {
 				}
 				return args
 			},
-			query:  func(id string) []string { return []string{"tctl", "workflow", "query", "--workflow_id", id, "--query_type", "status"} },
+			query: func(id string) []string {
+				return []string{"tctl", "workflow", "query", "--workflow_id", id, "--query_type", "status"}
+			},
 			cancel: func(id string) []string { return []string{"tctl", "workflow", "cancel", "--workflow_id", id} },
 			show:   func(id string) []string { return []string{"tctl", "workflow", "show", "--workflow_id", id} },
 		},
@@ -74,9 +76,13 @@ func clis(t *testing.T) []cli {
 				}
 				return args
 			},
-			query:  func(id string) []string { return []string{"temporal", "workflow", "query", "--workflow-id", id, "--name", "status"} },
+			query: func(id string) []string {
+				return []string{"temporal", "workflow", "query", "--workflow-id", id, "--name", "status"}
+			},
 			cancel: func(id string) []string { return []string{"temporal", "workflow", "cancel", "--workflow-id", id} },
-			show:   func(id string) []string { return []string{"temporal", "workflow", "show", "--workflow-id", id, "--detailed"} },
+			show: func(id string) []string {
+				return []string{"temporal", "workflow", "show", "--workflow-id", id, "--detailed"}
+			},
 		},
 	}
 }

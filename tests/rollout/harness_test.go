@@ -17,7 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/stackflow/stackflow/activities"
+	"github.com/stackflow/stackflow/activities/helm"
 	kupenstackv1alpha1 "github.com/stackflow/stackflow/api/kupenstack/v1alpha1"
 	"github.com/stackflow/stackflow/api/lifecycle"
 	"github.com/stackflow/stackflow/tests/e2e"
@@ -163,11 +163,11 @@ func allDeployed(s configStatus, gen int64) bool {
 }
 
 // releases reads the components' releases through the Helm activities (read-only).
-func releases(t *testing.T, ns string) map[string]activities.ReleaseInfo {
+func releases(t *testing.T, ns string) map[string]helm.ReleaseInfo {
 	t.Helper()
-	h, err := activities.NewHelm(env.REST, t.TempDir())
+	h, err := helm.NewHelm(env.REST, t.TempDir())
 	require.NoError(t, err)
-	out, err := h.Releases(context.Background(), activities.ReleasesInput{Namespace: ns, Names: components})
+	out, err := h.Releases(context.Background(), helm.ReleasesInput{Namespace: ns, Names: components})
 	require.NoError(t, err)
 	return out
 }

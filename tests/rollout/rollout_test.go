@@ -12,7 +12,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/stackflow/stackflow/activities"
+	"github.com/stackflow/stackflow/activities/helm"
 	"github.com/stackflow/stackflow/workflows/controlplane"
 )
 
@@ -56,7 +56,7 @@ func TestRollout(t *testing.T) {
 		rels := releases(t, ns)
 		for _, c := range components {
 			require.True(t, rels[c].Exists, c)
-			require.Equal(t, activities.ReleaseDeployed, rels[c].Status, c)
+			require.Equal(t, helm.ReleaseDeployed, rels[c].Status, c)
 			require.Equal(t, 1, rels[c].Revision, c)
 			require.Equal(t, s.component(c).ValuesHash, rels[c].ValuesHash, c)
 		}
@@ -158,19 +158,19 @@ func TestRollout(t *testing.T) {
 		})
 		cond := s.condition(controlplane.ConditionComponentsReady)
 		require.Equal(t, metav1.ConditionFalse, cond.Status)
-		require.Equal(t, activities.ErrNotReady, cond.Reason)
+		require.Equal(t, helm.ErrNotReady, cond.Reason)
 		require.Contains(t, cond.Message, "nova failed")
 		require.Contains(t, cond.Message, "Deployment/nova-api")
 		require.Contains(t, cond.Message, "rolled back to revision 2")
 		require.Contains(t, cond.Message, "Helm: Rollback to 2")
 		ready := s.condition("Ready")
 		require.Equal(t, metav1.ConditionFalse, ready.Status)
-		require.Equal(t, activities.ErrNotReady, ready.Reason)
+		require.Equal(t, helm.ErrNotReady, ready.Reason)
 		t.Logf("failed condition: %s", cond.Message)
 
 		// The previous revision runs again: deployed, chart 0.1.0, nova-api available.
 		rels := releases(t, ns)
-		require.Equal(t, activities.ReleaseDeployed, rels["nova"].Status)
+		require.Equal(t, helm.ReleaseDeployed, rels["nova"].Status)
 		require.Equal(t, "0.1.0", rels["nova"].ChartVersion)
 		require.Equal(t, 4, rels["nova"].Revision)
 		require.Eventually(t, func() bool {
@@ -277,7 +277,7 @@ func TestRolloutSurvivesWorkerKill(t *testing.T) {
 		require.Equal(t, 1, rels[c].Revision, "%s finished before the crash and was not upgraded again", c)
 	}
 	for _, c := range components {
-		require.Equal(t, activities.ReleaseDeployed, rels[c].Status, c)
+		require.Equal(t, helm.ReleaseDeployed, rels[c].Status, c)
 	}
 	runs := childRuns(t, s.WorkflowID)
 	for _, c := range components {

@@ -31,7 +31,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/stackflow/stackflow/activities"
+	osacts "github.com/stackflow/stackflow/activities/openstack"
 	"github.com/stackflow/stackflow/api/lifecycle"
 	"github.com/stackflow/stackflow/deploy/local"
 	"github.com/stackflow/stackflow/tests/e2e"
@@ -86,7 +86,7 @@ func Setup(ctx context.Context, temporalNS, prefix string, extra ...string) (_ *
 	if _, err := e.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: e.Namespace}}, metav1.CreateOptions{}); err != nil {
 		return nil, fmt.Errorf("create namespace %s: %w", e.Namespace, err)
 	}
-	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: IdentitySecret}, Data: map[string][]byte{activities.CloudsYAMLKey: yml}}
+	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: IdentitySecret}, Data: map[string][]byte{osacts.CloudsYAMLKey: yml}}
 	if _, err := e.Kube.CoreV1().Secrets(e.Namespace).Create(ctx, sec, metav1.CreateOptions{}); err != nil {
 		return nil, fmt.Errorf("create identity Secret: %w", err)
 	}
@@ -104,7 +104,7 @@ func Setup(ctx context.Context, temporalNS, prefix string, extra ...string) (_ *
 	if e.Compute, err = openstack.NewComputeV2(e.Provider, eo); err != nil {
 		return nil, err
 	}
-	e.Compute.Microversion = activities.ComputeMicroversion
+	e.Compute.Microversion = osacts.ComputeMicroversion
 	if e.Network, err = openstack.NewNetworkV2(e.Provider, eo); err != nil {
 		return nil, err
 	}
@@ -256,7 +256,7 @@ func (o Owned) String() string {
 
 // ListOwned lists from Nova and Neutron everything carrying the owner marker of the object ref.
 func (e *Env) ListOwned(ctx context.Context, ref lifecycle.ObjectRef) (Owned, error) {
-	m := activities.Marker{Owner: serverwf.OwnerOf(ref)}
+	m := osacts.Marker{Owner: serverwf.OwnerOf(ref)}
 	var o Owned
 	pages, err := servers.List(e.Compute, servers.ListOpts{Tags: m.OwnerTag()}).AllPages(ctx)
 	if err != nil {

@@ -18,7 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/stackflow/stackflow/activities"
+	"github.com/stackflow/stackflow/activities/openstack"
 	"github.com/stackflow/stackflow/api/lifecycle"
 	"github.com/stackflow/stackflow/tests/e2e"
 )
@@ -146,7 +146,7 @@ func TestBadFlavorFailsWithOpenStacksMessageAndLeavesNothing(t *testing.T) {
 	u, err = env.WaitFor(ctx, ServersGVR, name, failed)
 	require.NoError(t, err)
 	_, reason, msg := condition(u, "Ready")
-	require.Equal(t, activities.ErrOSNotFound, reason)
+	require.Equal(t, openstack.ErrOSNotFound, reason)
 	require.Contains(t, msg, "Flavor no-such-flavor could not be found.", "Nova's own message")
 	requireOwned(t, ref, 0, 0, 0)
 	require.NoError(t, env.DeleteAndWait(ctx, ServersGVR, name))

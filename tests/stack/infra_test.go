@@ -12,7 +12,9 @@ import (
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/stackflow/stackflow/activities"
+	"github.com/stackflow/stackflow/activities/database"
+	"github.com/stackflow/stackflow/activities/kube"
+	"github.com/stackflow/stackflow/activities/messagebus"
 	"github.com/stackflow/stackflow/deploy/local"
 )
 
@@ -30,11 +32,11 @@ func TestDatabaseAndMessageBusActivities(t *testing.T) {
 	secret := run + "-passwords"
 	t.Cleanup(func() { _ = cs.CoreV1().Secrets(ns).Delete(context.Background(), secret, metav1.DeleteOptions{}) })
 
-	db := &activities.Database{Core: cs}
-	dbIn := activities.DatabaseInput{
-		Server:   activities.DatabaseServer{Host: "127.0.0.1", Port: local.MariaDBPort, Namespace: ns, AdminSecret: local.DatabaseAdminSecretName},
+	db := &database.Database{Core: cs}
+	dbIn := database.DatabaseInput{
+		Server:   database.DatabaseServer{Host: "127.0.0.1", Port: local.MariaDBPort, Namespace: ns, AdminSecret: local.DatabaseAdminSecretName},
 		Database: run + "_db", User: run + "_user",
-		Password: activities.SecretKeyRef{Namespace: ns, Name: secret, Key: "db-password"},
+		Password: kube.SecretKeyRef{Namespace: ns, Name: secret, Key: "db-password"},
 	}
 	require.NoError(t, db.EnsureDatabase(ctx, dbIn))
 	pw1 := secretKey(t, ns, secret, "db-password")
@@ -50,12 +52,12 @@ func TestDatabaseAndMessageBusActivities(t *testing.T) {
 	require.NoError(t, err)
 	userDB.Close()
 
-	mb := &activities.MessageBus{Core: cs}
-	vIn := activities.VhostInput{
-		Server: activities.MessageBusServer{Namespace: ns, AdminSecret: local.MessageBusAdminSecretName},
+	mb := &messagebus.MessageBus{Core: cs}
+	vIn := messagebus.VhostInput{
+		Server: messagebus.MessageBusServer{Namespace: ns, AdminSecret: local.MessageBusAdminSecretName},
 		Vhost:  run, User: run,
-		Password:     activities.SecretKeyRef{Namespace: ns, Name: secret, Key: "mq-password"},
-		TransportURL: activities.SecretKeyRef{Namespace: ns, Name: secret, Key: "transport_url"},
+		Password:     kube.SecretKeyRef{Namespace: ns, Name: secret, Key: "mq-password"},
+		TransportURL: kube.SecretKeyRef{Namespace: ns, Name: secret, Key: "transport_url"},
 	}
 	require.NoError(t, mb.EnsureVhost(ctx, vIn))
 	require.NoError(t, mb.EnsureVhost(ctx, vIn))

@@ -19,7 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/stackflow/stackflow/activities"
+	"github.com/stackflow/stackflow/activities/helm"
 	kupenstackv1alpha1 "github.com/stackflow/stackflow/api/kupenstack/v1alpha1"
 	"github.com/stackflow/stackflow/api/lifecycle"
 	"github.com/stackflow/stackflow/deploy/local"
@@ -328,7 +328,7 @@ func TestUpgradeMidFlight(t *testing.T) {
 	s, err = configStatus(ctx, config)
 	require.NoError(t, err)
 	for _, c := range components {
-		require.Equal(t, activities.ReleaseDeployed, rels[c].Status, c)
+		require.Equal(t, helm.ReleaseDeployed, rels[c].Status, c)
 		require.Equal(t, 1, rels[c].Revision, "release %s installed once, never upgraded again", c)
 		require.Equal(t, int32(1), componentOf(s, c).Revision, c)
 		// Its rollout installed it once (an install retried after A stopped is one scheduled activity)
@@ -550,10 +550,10 @@ func componentOf(s kupenstackv1alpha1.KupenstackConfigurationStatus, name string
 }
 
 // releases reads the components' releases through the Helm activities (read-only).
-func releases(t *testing.T, ns string) (map[string]activities.ReleaseInfo, error) {
-	h, err := activities.NewHelm(env.REST, t.TempDir())
+func releases(t *testing.T, ns string) (map[string]helm.ReleaseInfo, error) {
+	h, err := helm.NewHelm(env.REST, t.TempDir())
 	if err != nil {
 		return nil, err
 	}
-	return h.Releases(context.Background(), activities.ReleasesInput{Namespace: ns, Names: components})
+	return h.Releases(context.Background(), helm.ReleasesInput{Namespace: ns, Names: components})
 }

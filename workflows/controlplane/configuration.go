@@ -13,7 +13,8 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/stackflow/stackflow/activities"
+	"github.com/stackflow/stackflow/activities/helm"
+	"github.com/stackflow/stackflow/activities/kube"
 	kupenstackv1alpha1 "github.com/stackflow/stackflow/api/kupenstack/v1alpha1"
 	"github.com/stackflow/stackflow/api/lifecycle"
 	"github.com/stackflow/stackflow/workflows/object"
@@ -35,13 +36,13 @@ type PreviewRequest struct {
 }
 
 // MaxPreviewBytes bounds the diffs of one preview result: an update's result is one payload (2 MB at
-// most), and each diff is already bounded by activities.MaxDiffBytes.
+// most), and each diff is already bounded by helm.MaxDiffBytes.
 const MaxPreviewBytes = 1 << 20
 
 // BoundPreview keeps diffs, in order, while their total stays within max; the diffs of the components
 // after that keep their header (from, to, line count) and say they were left out.
-func BoundPreview(diffs []activities.DiffResult, max int) []activities.DiffResult {
-	out := make([]activities.DiffResult, len(diffs))
+func BoundPreview(diffs []helm.DiffResult, max int) []helm.DiffResult {
+	out := make([]helm.DiffResult, len(diffs))
 	total := 0
 	for i, d := range diffs {
 		if total+len(d.Diff) > max {
@@ -55,8 +56,8 @@ func BoundPreview(diffs []activities.DiffResult, max int) []activities.DiffResul
 
 // PreviewResult is the plan and, per component that would roll, the rendered manifest diff.
 type PreviewResult struct {
-	Plan  RolloutPlan             `json:"plan"`
-	Diffs []activities.DiffResult `json:"diffs,omitempty"`
+	Plan  RolloutPlan       `json:"plan"`
+	Diffs []helm.DiffResult `json:"diffs,omitempty"`
 }
 
 // KupenstackConfigurationWorkflow serves a KupenstackConfiguration: it gives every listed node its
@@ -109,7 +110,7 @@ func parseConfigSpec(ref lifecycle.ObjectRef, raw json.RawMessage) (kupenstackv1
 // runs recorded before it replay the serial path (prepareSerially).
 const ChangePrepareSideBySide = "rollout-prepare-side-by-side"
 
-func (r *configReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycle, obj *activities.Object) error {
+func (r *configReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycle, obj *kube.Object) error {
 	spec, err := parseConfigSpec(lc.Ref, obj.Spec)
 	if err != nil {
 		return err
@@ -200,7 +201,7 @@ func (r *configReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycle,
 type preparation struct {
 	plan     RolloutPlan
 	rendered map[string]RenderedComponent
-	deployed map[string]activities.ReleaseInfo
+	deployed map[string]helm.ReleaseInfo
 	// nodes waits for the node specs sent (none on the serial path: it applied them).
 	nodes func() error
 	// ahead names the components whose values were sent to be stored before the plan was known; stored
@@ -218,8 +219,8 @@ func prepare(ctx workflow.Context, lc *object.Lifecycle, spec kupenstackv1alpha1
 	if err := lc.Step(ctx, "render profile "+spec.DefaultProfile+", read releases"); err != nil {
 		return nil, err
 	}
-	releases := workflow.ExecuteActivity(helmActivity(ctx, 2*time.Minute), helm.Releases,
-		activities.ReleasesInput{Namespace: spec.ReleaseNamespace, Names: ControlPlane.Names()})
+	releases := workflow.ExecuteActivity(helmActivity(ctx, 2*time.Minute), helmActs.Releases,
+		helm.ReleasesInput{Namespace: spec.ReleaseNamespace, Names: ControlPlane.Names()})
 	_, rendered, err := renderProfile(ctx, spec.DefaultProfile, nil)
 	if err != nil {
 		lc.SetCondition(ctx, metav1.Condition{Type: ConditionComponentsReady, Status: metav1.ConditionFalse, Reason: object.FailureReason(err), Message: object.FailureMessage(err)})
@@ -309,8 +310,8 @@ func prepareSerially(ctx workflow.Context, lc *object.Lifecycle, spec kupenstack
 		return nil, err
 	}
 	p := &preparation{rendered: rendered}
-	if err := workflow.ExecuteActivity(helmActivity(ctx, 2*time.Minute), helm.Releases,
-		activities.ReleasesInput{Namespace: spec.ReleaseNamespace, Names: ControlPlane.Names()}).Get(ctx, &p.deployed); err != nil {
+	if err := workflow.ExecuteActivity(helmActivity(ctx, 2*time.Minute), helmActs.Releases,
+		helm.ReleasesInput{Namespace: spec.ReleaseNamespace, Names: ControlPlane.Names()}).Get(ctx, &p.deployed); err != nil {
 		return nil, fmt.Errorf("read releases in %s: %w", spec.ReleaseNamespace, err)
 	}
 	if p.plan, err = PlanRollout(ControlPlane, rendered, p.deployed); err != nil {
@@ -335,7 +336,7 @@ func startNodeSpecs(ctx workflow.Context, spec kupenstackv1alpha1.KupenstackConf
 			Profile  string  `json:"profile"`
 			Disabled bool    `json:"disabled"`
 		}{nilIfEmpty(n.Type), profile, n.Disabled})
-		futures = append(futures, workflow.ExecuteActivity(object.KubeActivity(ctx), kube.ApplySpec, activities.EnsureInput{
+		futures = append(futures, workflow.ExecuteActivity(object.KubeActivity(ctx), kubeActs.ApplySpec, kube.EnsureInput{
 			Ref:    OpenstackNodeRef(n.Name),
 			Labels: map[string]string{"app.kubernetes.io/managed-by": "stackflow"},
 			Spec:   b,
@@ -360,7 +361,7 @@ func nilIfEmpty(s string) *string {
 
 // initialStatus is every component's status before the rollout: unchanged ones as Helm reports them,
 // rolling ones Pending with the reason they roll.
-func initialStatus(plan RolloutPlan, rendered map[string]RenderedComponent, deployed map[string]activities.ReleaseInfo) map[string]kupenstackv1alpha1.ComponentStatus {
+func initialStatus(plan RolloutPlan, rendered map[string]RenderedComponent, deployed map[string]helm.ReleaseInfo) map[string]kupenstackv1alpha1.ComponentStatus {
 	status := map[string]kupenstackv1alpha1.ComponentStatus{}
 	for _, name := range plan.Unchanged {
 		rel := deployed[name]
@@ -449,8 +450,8 @@ func teardownWaves(rec configRecord) ([][]string, error) {
 // profile), plans the rollout against the deployed releases and diffs each rolling component's manifest.
 // Nothing is applied.
 func (r *configReconciler) preview(ctx workflow.Context, req PreviewRequest) (*PreviewResult, error) {
-	var obj activities.Object
-	if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kube.GetObject, r.ref).Get(ctx, &obj); err != nil {
+	var obj kube.Object
+	if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kubeActs.GetObject, r.ref).Get(ctx, &obj); err != nil {
 		return nil, fmt.Errorf("read %s: %w", r.ref, err)
 	}
 	spec, err := parseConfigSpec(r.ref, obj.Spec)
@@ -461,9 +462,9 @@ func (r *configReconciler) preview(ctx workflow.Context, req PreviewRequest) (*P
 	if err != nil {
 		return nil, err
 	}
-	var deployed map[string]activities.ReleaseInfo
-	if err := workflow.ExecuteActivity(helmActivity(ctx, 2*time.Minute), helm.Releases,
-		activities.ReleasesInput{Namespace: spec.ReleaseNamespace, Names: ControlPlane.Names()}).Get(ctx, &deployed); err != nil {
+	var deployed map[string]helm.ReleaseInfo
+	if err := workflow.ExecuteActivity(helmActivity(ctx, 2*time.Minute), helmActs.Releases,
+		helm.ReleasesInput{Namespace: spec.ReleaseNamespace, Names: ControlPlane.Names()}).Get(ctx, &deployed); err != nil {
 		return nil, fmt.Errorf("read releases in %s: %w", spec.ReleaseNamespace, err)
 	}
 	plan, err := PlanRollout(ControlPlane, rendered, deployed)
@@ -478,10 +479,10 @@ func (r *configReconciler) preview(ctx workflow.Context, req PreviewRequest) (*P
 	}
 	for _, name := range names {
 		c := rendered[name]
-		futures = append(futures, workflow.ExecuteActivity(helmActivity(ctx, 2*time.Minute), helm.Diff, activities.ReleaseInput{
+		futures = append(futures, workflow.ExecuteActivity(helmActivity(ctx, 2*time.Minute), helmActs.Diff, helm.ReleaseInput{
 			Component: name, Release: name, Namespace: spec.ReleaseNamespace, Chart: c.Chart, Values: valuesRef(spec.ReleaseNamespace, c), ValuesHash: c.ValuesHash}))
 	}
-	diffs := make([]activities.DiffResult, len(futures))
+	diffs := make([]helm.DiffResult, len(futures))
 	for i, f := range futures {
 		if err := f.Get(ctx, &diffs[i]); err != nil {
 			return nil, fmt.Errorf("diff %s: %w", names[i], err)
@@ -493,11 +494,11 @@ func (r *configReconciler) preview(ctx workflow.Context, req PreviewRequest) (*P
 
 // uninstall removes a component's release and the values stored for it.
 func uninstall(ctx workflow.Context, name, namespace string) error {
-	if err := workflow.ExecuteActivity(helmActivity(ctx, 3*time.Minute), helm.Uninstall,
-		activities.UninstallInput{Release: name, Namespace: namespace}).Get(ctx, nil); err != nil {
+	if err := workflow.ExecuteActivity(helmActivity(ctx, 3*time.Minute), helmActs.Uninstall,
+		helm.UninstallInput{Release: name, Namespace: namespace}).Get(ctx, nil); err != nil {
 		return fmt.Errorf("uninstall %s: %w", name, err)
 	}
-	if err := workflow.ExecuteActivity(object.KubeActivity(ctx), helm.PruneValues, activities.ValuesRef{Namespace: namespace, Component: name}).Get(ctx, nil); err != nil {
+	if err := workflow.ExecuteActivity(object.KubeActivity(ctx), helmActs.PruneValues, helm.ValuesRef{Namespace: namespace, Component: name}).Get(ctx, nil); err != nil {
 		return fmt.Errorf("remove the stored values of %s: %w", name, err)
 	}
 	return nil

@@ -16,7 +16,8 @@ import (
 	"go.temporal.io/sdk/workflow"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/stackflow/stackflow/activities"
+	"github.com/stackflow/stackflow/activities/helm"
+	"github.com/stackflow/stackflow/activities/kube"
 	kupenstackv1alpha1 "github.com/stackflow/stackflow/api/kupenstack/v1alpha1"
 	"github.com/stackflow/stackflow/api/lifecycle"
 	"github.com/stackflow/stackflow/workflows/object"
@@ -34,7 +35,7 @@ type configCluster struct {
 	stored  [][]string // components whose values were stored, per StoreAllValues
 	// ahead: the values are expected to be stored while the releases are read.
 	ahead    bool
-	statuses []activities.StatusPatch
+	statuses []kube.StatusPatch
 	// Each is closed when its activity started: the activity that must run beside it waits for it.
 	releasesStarted, storeStarted chan struct{}
 	storeOnce                     bool
@@ -50,8 +51,8 @@ func newConfigEnv(t *testing.T, f *configCluster) *testsuite.TestWorkflowEnviron
 	env := ts.NewTestWorkflowEnvironment()
 	// Beyond sideBySideWait, so a serial path fails on its mock's error, not on the test's timeout.
 	env.SetTestTimeout(3 * sideBySideWait)
-	env.RegisterActivity(&activities.Kube{})
-	env.RegisterActivity(&activities.Helm{})
+	env.RegisterActivity(&kube.Kube{})
+	env.RegisterActivity(&helm.Helm{})
 	env.RegisterWorkflowWithOptions(KupenstackConfigurationWorkflow, workflow.RegisterOptions{Name: "KupenstackConfiguration"})
 	env.RegisterWorkflowWithOptions(RolloutComponentWorkflow, workflow.RegisterOptions{Name: RolloutComponentWorkflowName})
 	env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, _ converter.EncodedValues) {
@@ -68,10 +69,10 @@ func newConfigEnv(t *testing.T, f *configCluster) *testsuite.TestWorkflowEnviron
 			}
 		}
 	})
-	env.OnActivity(kube.GetObject, mock.Anything, mock.Anything).Return(func(_ context.Context, ref lifecycle.ObjectRef) (*activities.Object, error) {
+	env.OnActivity(kubeActs.GetObject, mock.Anything, mock.Anything).Return(func(_ context.Context, ref lifecycle.ObjectRef) (*kube.Object, error) {
 		if ref.Kind == "KupenstackConfiguration" {
 			b, _ := json.Marshal(f.config)
-			return &activities.Object{Exists: true, Generation: 1, Spec: b}, nil
+			return &kube.Object{Exists: true, Generation: 1, Spec: b}, nil
 		}
 		// The profile is read while the releases are: it returns only once they were asked for.
 		select {
@@ -80,18 +81,18 @@ func newConfigEnv(t *testing.T, f *configCluster) *testsuite.TestWorkflowEnviron
 			return nil, temporal.NewNonRetryableApplicationError("the releases were not read beside the profile", "Serial", nil)
 		}
 		if f.profile == nil {
-			return &activities.Object{}, nil
+			return &kube.Object{}, nil
 		}
 		b, _ := json.Marshal(f.profile)
-		return &activities.Object{Exists: true, Generation: 1, Spec: b}, nil
+		return &kube.Object{Exists: true, Generation: 1, Spec: b}, nil
 	})
-	env.OnActivity(kube.PatchStatus, mock.Anything, mock.Anything).Return(func(_ context.Context, p activities.StatusPatch) error {
+	env.OnActivity(kubeActs.PatchStatus, mock.Anything, mock.Anything).Return(func(_ context.Context, p kube.StatusPatch) error {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		f.statuses = append(f.statuses, p)
 		return nil
 	})
-	env.OnActivity(kube.ApplySpec, mock.Anything, mock.Anything).Return(func(_ context.Context, in activities.EnsureInput) (string, error) {
+	env.OnActivity(kubeActs.ApplySpec, mock.Anything, mock.Anything).Return(func(_ context.Context, in kube.EnsureInput) (string, error) {
 		// Node specs are applied while the values are stored.
 		select {
 		case <-f.storeStarted:
@@ -103,7 +104,7 @@ func newConfigEnv(t *testing.T, f *configCluster) *testsuite.TestWorkflowEnviron
 		f.nodes = append(f.nodes, in.Ref.Name)
 		return "uid-" + in.Ref.Name, nil
 	})
-	env.OnActivity(helm.Releases, mock.Anything, mock.Anything).Return(func(context.Context, activities.ReleasesInput) (map[string]activities.ReleaseInfo, error) {
+	env.OnActivity(helmActs.Releases, mock.Anything, mock.Anything).Return(func(context.Context, helm.ReleasesInput) (map[string]helm.ReleaseInfo, error) {
 		// The values the recorded status does not show deployed are stored while the releases are read.
 		if f.ahead {
 			select {
@@ -112,9 +113,9 @@ func newConfigEnv(t *testing.T, f *configCluster) *testsuite.TestWorkflowEnviron
 				return nil, temporal.NewNonRetryableApplicationError("the values were not stored beside the releases' read", "Serial", nil)
 			}
 		}
-		return map[string]activities.ReleaseInfo{}, nil
+		return map[string]helm.ReleaseInfo{}, nil
 	})
-	env.OnActivity(helm.StoreAllValues, mock.Anything, mock.Anything).Return(func(_ context.Context, in activities.StoreAllValuesInput) error {
+	env.OnActivity(helmActs.StoreAllValues, mock.Anything, mock.Anything).Return(func(_ context.Context, in helm.StoreAllValuesInput) error {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		var batch []string
@@ -124,10 +125,10 @@ func newConfigEnv(t *testing.T, f *configCluster) *testsuite.TestWorkflowEnviron
 		f.stored = append(f.stored, batch)
 		return nil
 	})
-	env.OnActivity(helm.Recover, mock.Anything, mock.Anything).Return(&activities.RecoverResult{Action: "none"}, nil)
-	env.OnActivity(helm.UpgradeOrInstall, mock.Anything, mock.Anything).Return(&activities.UpgradeResult{Action: "install", Revision: 1}, nil)
-	env.OnActivity(helm.WaitReady, mock.Anything, mock.Anything).Return(nil)
-	env.OnActivity(helm.PruneValues, mock.Anything, mock.Anything).Return(nil)
+	env.OnActivity(helmActs.Recover, mock.Anything, mock.Anything).Return(&helm.RecoverResult{Action: "none"}, nil)
+	env.OnActivity(helmActs.UpgradeOrInstall, mock.Anything, mock.Anything).Return(&helm.UpgradeResult{Action: "install", Revision: 1}, nil)
+	env.OnActivity(helmActs.WaitReady, mock.Anything, mock.Anything).Return(nil)
+	env.OnActivity(helmActs.PruneValues, mock.Anything, mock.Anything).Return(nil)
 	return env
 }
 
@@ -150,8 +151,8 @@ func runConfiguration(t *testing.T, f *configCluster, carry *object.State) {
 	chain := objecttest.New(env)
 	env.RegisterDelayedCallback(func() { require.NoError(t, chain.Signal(lifecycle.SignalSpec, lifecycle.SpecSignal{Generation: 1})) }, time.Second)
 	env.RegisterDelayedCallback(func() { require.NoError(t, chain.Signal(lifecycle.SignalDelete, lifecycle.DeleteSignal{})) }, time.Hour)
-	env.OnActivity(helm.Uninstall, mock.Anything, mock.Anything).Return(nil)
-	env.OnActivity(kube.RemoveFinalizer, mock.Anything, mock.Anything).Return(nil)
+	env.OnActivity(helmActs.Uninstall, mock.Anything, mock.Anything).Return(nil)
+	env.OnActivity(kubeActs.RemoveFinalizer, mock.Anything, mock.Anything).Return(nil)
 	chain.Execute("KupenstackConfiguration", object.Input{ObjectRef: KupenstackConfigurationRef("cloud"), Carry: carry})
 	require.True(t, env.IsWorkflowCompleted())
 	require.NoError(t, env.GetWorkflowError())

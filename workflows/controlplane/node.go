@@ -12,9 +12,9 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/stackflow/stackflow/activities"
-	kupenstackv1alpha1 "github.com/stackflow/stackflow/api/kupenstack/v1alpha1"
+	"github.com/stackflow/stackflow/activities/kube"
 	"github.com/stackflow/stackflow/api"
+	kupenstackv1alpha1 "github.com/stackflow/stackflow/api/kupenstack/v1alpha1"
 	"github.com/stackflow/stackflow/api/lifecycle"
 	"github.com/stackflow/stackflow/workflows/object"
 )
@@ -53,7 +53,7 @@ type nodeRecord struct {
 	OpenstackNodeUID string `json:"openstackNodeUID,omitempty"`
 }
 
-func (nodeReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycle, obj *activities.Object) error {
+func (nodeReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycle, obj *kube.Object) error {
 	if err := lc.Step(ctx, "ensure OpenstackNode"); err != nil {
 		return err
 	}
@@ -63,7 +63,7 @@ func (nodeReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycle, obj 
 	}
 	ref := OpenstackNodeRef(lc.Ref.Name)
 	var uid string
-	err := workflow.ExecuteActivity(object.KubeActivity(ctx), kube.EnsureObject, activities.EnsureInput{
+	err := workflow.ExecuteActivity(object.KubeActivity(ctx), kubeActs.EnsureObject, kube.EnsureInput{
 		Ref:    ref,
 		Labels: map[string]string{"app.kubernetes.io/managed-by": "stackflow"},
 	}).Get(ctx, &uid)
@@ -88,7 +88,7 @@ func (nodeReconciler) Teardown(ctx workflow.Context, lc *object.Lifecycle) error
 	// Only the OpenstackNode this workflow created or adopted; an unrecorded one is looked up by name,
 	// because the Node may be deleted before its first reconcile finished.
 	ref.UID = rec.OpenstackNodeUID
-	if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kube.DeleteObject, ref).Get(ctx, nil); err != nil {
+	if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kubeActs.DeleteObject, ref).Get(ctx, nil); err != nil {
 		return fmt.Errorf("delete OpenstackNode %s: %w", ref.Name, err)
 	}
 	// The OpenstackNode's own workflow removes its finalizer; wait for that, paced by the retry policy.
@@ -98,7 +98,7 @@ func (nodeReconciler) Teardown(ctx workflow.Context, lc *object.Lifecycle) error
 		ScheduleToCloseTimeout: 10 * time.Minute,
 		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: 250 * time.Millisecond, BackoffCoefficient: 1.5, MaximumInterval: 5 * time.Second},
 	})
-	if err := workflow.ExecuteActivity(wctx, kube.WaitDeleted, ref).Get(ctx, nil); err != nil {
+	if err := workflow.ExecuteActivity(wctx, kubeActs.WaitDeleted, ref).Get(ctx, nil); err != nil {
 		return fmt.Errorf("wait for OpenstackNode %s to go: %w", ref.Name, err)
 	}
 	return nil
@@ -120,7 +120,7 @@ func OpenstackNodeWorkflow(ctx workflow.Context, in object.Input) error {
 
 type openstackNodeReconciler struct{}
 
-func (openstackNodeReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycle, obj *activities.Object) error {
+func (openstackNodeReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycle, obj *kube.Object) error {
 	var spec kupenstackv1alpha1.OpenstackNodeSpec
 	if len(obj.Spec) > 0 {
 		if err := json.Unmarshal(obj.Spec, &spec); err != nil {
@@ -130,8 +130,8 @@ func (openstackNodeReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecy
 	if err := lc.Step(ctx, "read Kubernetes Node"); err != nil {
 		return err
 	}
-	var node activities.NodeInfo
-	if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kube.GetNode, lc.Ref.Name).Get(ctx, &node); err != nil {
+	var node kube.NodeInfo
+	if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kubeActs.GetNode, lc.Ref.Name).Get(ctx, &node); err != nil {
 		return fmt.Errorf("read node %s: %w", lc.Ref.Name, err)
 	}
 	st := PlanOpenstackNodeStatus(spec, node)
@@ -162,7 +162,7 @@ type OpenstackNodeStatus struct {
 
 // PlanOpenstackNodeStatus derives an OpenstackNode's status from its spec and its Kubernetes Node: a
 // type in the spec wins; otherwise the roles follow the Node's OpenStack-Helm labels.
-func PlanOpenstackNodeStatus(spec kupenstackv1alpha1.OpenstackNodeSpec, node activities.NodeInfo) OpenstackNodeStatus {
+func PlanOpenstackNodeStatus(spec kupenstackv1alpha1.OpenstackNodeSpec, node kube.NodeInfo) OpenstackNodeStatus {
 	st := OpenstackNodeStatus{Profile: spec.Profile, Roles: []string{}}
 	switch {
 	case spec.Type != "":

@@ -5,7 +5,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/stackflow/stackflow/activities"
+	"github.com/stackflow/stackflow/activities/kube"
 	kupenstackv1alpha1 "github.com/stackflow/stackflow/api/kupenstack/v1alpha1"
 )
 
@@ -15,17 +15,17 @@ func TestPlanOpenstackNodeStatus(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
 		spec       kupenstackv1alpha1.OpenstackNodeSpec
-		node       activities.NodeInfo
+		node       kube.NodeInfo
 		wantStatus string
 		wantRoles  []string
 	}{
-		{"ready control node", kupenstackv1alpha1.OpenstackNodeSpec{}, activities.NodeInfo{Exists: true, Ready: true, Labels: control}, NodeStatusReady, []string{RoleControl}},
-		{"labels give both roles, sorted", kupenstackv1alpha1.OpenstackNodeSpec{}, activities.NodeInfo{Exists: true, Ready: true, Labels: both}, NodeStatusReady, []string{RoleCompute, RoleControl}},
-		{"spec type wins over labels", kupenstackv1alpha1.OpenstackNodeSpec{Type: RoleCompute, Profile: "default"}, activities.NodeInfo{Exists: true, Ready: true, Labels: control}, NodeStatusReady, []string{RoleCompute}},
-		{"not ready", kupenstackv1alpha1.OpenstackNodeSpec{}, activities.NodeInfo{Exists: true}, NodeStatusNotReady, []string{}},
-		{"node missing", kupenstackv1alpha1.OpenstackNodeSpec{}, activities.NodeInfo{}, NodeStatusMissing, []string{}},
-		{"disabled wins", kupenstackv1alpha1.OpenstackNodeSpec{Disabled: true}, activities.NodeInfo{Exists: true, Ready: true, Labels: control}, NodeStatusDisabled, []string{RoleControl}},
-		{"label not enabled", kupenstackv1alpha1.OpenstackNodeSpec{}, activities.NodeInfo{Exists: true, Ready: true, Labels: map[string]string{LabelCompute: "disabled"}}, NodeStatusReady, []string{}},
+		{"ready control node", kupenstackv1alpha1.OpenstackNodeSpec{}, kube.NodeInfo{Exists: true, Ready: true, Labels: control}, NodeStatusReady, []string{RoleControl}},
+		{"labels give both roles, sorted", kupenstackv1alpha1.OpenstackNodeSpec{}, kube.NodeInfo{Exists: true, Ready: true, Labels: both}, NodeStatusReady, []string{RoleCompute, RoleControl}},
+		{"spec type wins over labels", kupenstackv1alpha1.OpenstackNodeSpec{Type: RoleCompute, Profile: "default"}, kube.NodeInfo{Exists: true, Ready: true, Labels: control}, NodeStatusReady, []string{RoleCompute}},
+		{"not ready", kupenstackv1alpha1.OpenstackNodeSpec{}, kube.NodeInfo{Exists: true}, NodeStatusNotReady, []string{}},
+		{"node missing", kupenstackv1alpha1.OpenstackNodeSpec{}, kube.NodeInfo{}, NodeStatusMissing, []string{}},
+		{"disabled wins", kupenstackv1alpha1.OpenstackNodeSpec{Disabled: true}, kube.NodeInfo{Exists: true, Ready: true, Labels: control}, NodeStatusDisabled, []string{RoleControl}},
+		{"label not enabled", kupenstackv1alpha1.OpenstackNodeSpec{}, kube.NodeInfo{Exists: true, Ready: true, Labels: map[string]string{LabelCompute: "disabled"}}, NodeStatusReady, []string{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := PlanOpenstackNodeStatus(tc.spec, tc.node)

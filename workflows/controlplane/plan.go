@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/stackflow/stackflow/activities"
+	"github.com/stackflow/stackflow/activities/helm"
 )
 
 // RolloutPlan is what a rollout will do: which components roll (in waves, graph order), which are left
@@ -37,7 +37,7 @@ func (p RolloutPlan) Components() []string {
 func (p RolloutPlan) Empty() bool { return len(p.Waves) == 0 && len(p.Remove) == 0 }
 
 // PlanRollout compares the rendered components with the releases Helm reports.
-func PlanRollout(g Graph, rendered map[string]RenderedComponent, deployed map[string]activities.ReleaseInfo) (RolloutPlan, error) {
+func PlanRollout(g Graph, rendered map[string]RenderedComponent, deployed map[string]helm.ReleaseInfo) (RolloutPlan, error) {
 	plan := RolloutPlan{Reasons: map[string]string{}, Needs: map[string][]string{}}
 	var rolling []string
 	for _, name := range g.Names() {
@@ -50,7 +50,7 @@ func PlanRollout(g Graph, rendered map[string]RenderedComponent, deployed map[st
 		case !rel.Exists:
 			rolling = append(rolling, name)
 			plan.Reasons[name] = "not installed"
-		case rel.Status != activities.ReleaseDeployed:
+		case rel.Status != helm.ReleaseDeployed:
 			rolling = append(rolling, name)
 			plan.Reasons[name] = fmt.Sprintf("release is %s", rel.Status)
 		case rel.ValuesHash != r.ValuesHash:

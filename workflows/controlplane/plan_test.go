@@ -6,7 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/stackflow/stackflow/activities"
+	"github.com/stackflow/stackflow/activities/helm"
 )
 
 func TestControlPlaneGraphIsValidAndOrdered(t *testing.T) {
@@ -73,12 +73,12 @@ func testProfile(version string, extra map[string]ComponentProfile) map[string]C
 	return p
 }
 
-func deployedFrom(t *testing.T, r map[string]RenderedComponent) map[string]activities.ReleaseInfo {
+func deployedFrom(t *testing.T, r map[string]RenderedComponent) map[string]helm.ReleaseInfo {
 	t.Helper()
-	out := map[string]activities.ReleaseInfo{}
+	out := map[string]helm.ReleaseInfo{}
 	for n, c := range r {
 		if c.Enabled {
-			out[n] = activities.ReleaseInfo{Name: n, Exists: true, Revision: 1, Status: activities.ReleaseDeployed, ChartVersion: c.Chart.Version, ValuesHash: c.ValuesHash}
+			out[n] = helm.ReleaseInfo{Name: n, Exists: true, Revision: 1, Status: helm.ReleaseDeployed, ChartVersion: c.Chart.Version, ValuesHash: c.ValuesHash}
 		}
 	}
 	return out
@@ -97,7 +97,7 @@ func TestPlanRollout(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		rendered  map[string]RenderedComponent
-		deployed  map[string]activities.ReleaseInfo
+		deployed  map[string]helm.ReleaseInfo
 		wantWaves [][]string
 		wantNeeds map[string][]string
 		remove    []string
@@ -115,7 +115,7 @@ func TestPlanRollout(t *testing.T) {
 			wantWaves: [][]string{{"keystone"}, {"horizon"}}, wantNeeds: map[string][]string{"keystone": {}, "horizon": {"keystone"}}},
 		{name: "pending release rolls again",
 			rendered: base,
-			deployed: func() map[string]activities.ReleaseInfo {
+			deployed: func() map[string]helm.ReleaseInfo {
 				d := deployedFrom(t, base)
 				g := d["glance"]
 				g.Status = "pending-upgrade"
@@ -147,10 +147,10 @@ func TestPlanRollout(t *testing.T) {
 // A preview is one update result: its diffs stay within the bound, in plan order, and the components
 // past it keep their header and say their diff was left out.
 func TestBoundPreview(t *testing.T) {
-	d := func(c string, n int) activities.DiffResult {
-		return activities.DiffResult{Component: c, From: "none", To: "0.1.0:h", Diff: strings.Repeat("x", n), Lines: n}
+	d := func(c string, n int) helm.DiffResult {
+		return helm.DiffResult{Component: c, From: "none", To: "0.1.0:h", Diff: strings.Repeat("x", n), Lines: n}
 	}
-	got := BoundPreview([]activities.DiffResult{d("keystone", 400), d("glance", 400), d("nova", 400)}, 1000)
+	got := BoundPreview([]helm.DiffResult{d("keystone", 400), d("glance", 400), d("nova", 400)}, 1000)
 	require.Len(t, got, 3)
 	require.Equal(t, 400, len(got[0].Diff))
 	require.Equal(t, 400, len(got[1].Diff))

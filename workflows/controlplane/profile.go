@@ -11,9 +11,9 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/stackflow/stackflow/activities"
-	kupenstackv1alpha1 "github.com/stackflow/stackflow/api/kupenstack/v1alpha1"
+	"github.com/stackflow/stackflow/activities/kube"
 	"github.com/stackflow/stackflow/api"
+	kupenstackv1alpha1 "github.com/stackflow/stackflow/api/kupenstack/v1alpha1"
 	"github.com/stackflow/stackflow/api/lifecycle"
 	"github.com/stackflow/stackflow/workflows/object"
 )
@@ -48,8 +48,8 @@ func loadProfile(ctx workflow.Context, name string, override *NamedProfile) (cha
 			}
 			return chain, MergeProfiles(specs), nil
 		}
-		var obj activities.Object
-		if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kube.GetObject, ProfileRef(next)).Get(ctx, &obj); err != nil {
+		var obj kube.Object
+		if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kubeActs.GetObject, ProfileRef(next)).Get(ctx, &obj); err != nil {
 			return nil, nil, fmt.Errorf("read profile %s: %w", next, err)
 		}
 		if !obj.Exists {
@@ -108,7 +108,7 @@ type profileRecord struct {
 	Hashes map[string]string `json:"hashes,omitempty"`
 }
 
-func (profileReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycle, obj *activities.Object) error {
+func (profileReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycle, obj *kube.Object) error {
 	var spec ProfileSpec
 	if len(obj.Spec) > 0 {
 		if err := json.Unmarshal(obj.Spec, &spec); err != nil {
@@ -140,8 +140,8 @@ func (profileReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycle, o
 			hashes[name] = r.ValuesHash
 		}
 	}
-	var nodes []activities.ListedObject
-	if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kube.ListObjects, activities.ListInput{Ref: OpenstackNodeRef("")}).Get(ctx, &nodes); err != nil {
+	var nodes []kube.ListedObject
+	if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kubeActs.ListObjects, kube.ListInput{Ref: OpenstackNodeRef("")}).Get(ctx, &nodes); err != nil {
 		return fmt.Errorf("list OpenstackNodes: %w", err)
 	}
 	following := 0
@@ -158,8 +158,8 @@ func (profileReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycle, o
 	if maps.Equal(hashes, rec.Hashes) {
 		return nil
 	}
-	var configs []activities.ListedObject
-	if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kube.ListObjects, activities.ListInput{Ref: KupenstackConfigurationRef("")}).Get(ctx, &configs); err != nil {
+	var configs []kube.ListedObject
+	if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kubeActs.ListObjects, kube.ListInput{Ref: KupenstackConfigurationRef("")}).Get(ctx, &configs); err != nil {
 		return fmt.Errorf("list KupenstackConfigurations: %w", err)
 	}
 	// Every configuration and node is told; one that does not use this profile renders the same values
@@ -190,7 +190,7 @@ func countEnabled(rendered map[string]RenderedComponent) int {
 // configureNode labels a managed node for OpenStack-Helm scheduling and writes its
 // status.desiredNodeConfiguration from its profile. A node is managed once a KupenstackConfiguration
 // gave it a type or disabled it; an unmanaged node's labels are left as people set them.
-func configureNode(ctx workflow.Context, lc *object.Lifecycle, spec kupenstackv1alpha1.OpenstackNodeSpec, st OpenstackNodeStatus, node activities.NodeInfo) error {
+func configureNode(ctx workflow.Context, lc *object.Lifecycle, spec kupenstackv1alpha1.OpenstackNodeSpec, st OpenstackNodeStatus, node kube.NodeInfo) error {
 	if (spec.Type != "" || spec.Disabled) && node.Exists {
 		if err := lc.Step(ctx, "label Kubernetes Node"); err != nil {
 			return err
@@ -205,8 +205,8 @@ func configureNode(ctx workflow.Context, lc *object.Lifecycle, spec kupenstackv1
 				remove = append(remove, l)
 			}
 		}
-		if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kube.SetNodeLabels,
-			activities.NodeLabelsInput{Node: lc.Ref.Name, Set: set, Remove: remove}).Get(ctx, nil); err != nil {
+		if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kubeActs.SetNodeLabels,
+			kube.NodeLabelsInput{Node: lc.Ref.Name, Set: set, Remove: remove}).Get(ctx, nil); err != nil {
 			return fmt.Errorf("label node %s: %w", lc.Ref.Name, err)
 		}
 	}

@@ -10,7 +10,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/stackflow/stackflow/activities"
+	"github.com/stackflow/stackflow/activities/helm"
+	"github.com/stackflow/stackflow/api/oslo"
 	"go.temporal.io/sdk/workflow"
 )
 
@@ -47,7 +48,7 @@ type ComponentProfile struct {
 
 // ChartRef names a chart in a chart repository: the Helm activities' form of the API's ChartRef (same
 // JSON, proven with ProfileSpec).
-type ChartRef = activities.ChartRef
+type ChartRef = helm.ChartRef
 
 // NamedProfile is a profile as read from the API: its name and spec.
 type NamedProfile struct {
@@ -281,7 +282,7 @@ func renderComponent(c Component, p ComponentProfile, done map[string]RenderedCo
 	}
 	conf := map[string]map[string]map[string]string{}
 	for _, file := range workflow.DeterministicKeys(p.Config) {
-		parsed, err := activities.ParseServiceConfig(p.Config[file])
+		parsed, err := oslo.ParseServiceConfig(p.Config[file])
 		if err != nil {
 			return RenderedComponent{}, &ProfileError{ReasonInvalidConfig, fmt.Sprintf("component %s: config %s: %v", c.Name, file, err)}
 		}

@@ -8,7 +8,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/stackflow/stackflow/activities"
+	"github.com/stackflow/stackflow/activities/helm"
 	kupenstackv1alpha1 "github.com/stackflow/stackflow/api/kupenstack/v1alpha1"
 	"github.com/stackflow/stackflow/api/lifecycle"
 	"github.com/stackflow/stackflow/workflows/object"
@@ -26,9 +26,9 @@ type ComponentRolloutInput struct {
 	Namespace string   `json:"namespace"`
 	Chart     ChartRef `json:"chart"`
 	// Values are the rendered values, stored by the parent (by reference: they stay out of history).
-	Values           activities.ValuesRef `json:"values"`
-	ValuesHash       string               `json:"valuesHash"`
-	ReadinessTimeout time.Duration        `json:"readinessTimeout"`
+	Values           helm.ValuesRef `json:"values"`
+	ValuesHash       string         `json:"valuesHash"`
+	ReadinessTimeout time.Duration  `json:"readinessTimeout"`
 }
 
 // ComponentRolloutResult is what a component's rollout did.
@@ -67,30 +67,30 @@ func RolloutComponentWorkflow(ctx workflow.Context, in ComponentRolloutInput) (*
 		}
 		workflow.SetCurrentDetails(ctx, s)
 	}
-	release := activities.ReleaseInput{Component: in.Component, Release: in.Component, Namespace: in.Namespace,
+	release := helm.ReleaseInput{Component: in.Component, Release: in.Component, Namespace: in.Namespace,
 		Chart: in.Chart, Values: in.Values, ValuesHash: in.ValuesHash}
 
-	var up activities.UpgradeResult
-	var rec activities.RecoverResult
+	var up helm.UpgradeResult
+	var rec helm.RecoverResult
 	for attempt := 0; ; attempt++ {
 		details(StepRecover, "")
-		if err := workflow.ExecuteActivity(helmActivity(ctx, 5*time.Minute), helm.Recover,
-			activities.RecoverInput{Release: in.Component, Namespace: in.Namespace}).Get(ctx, &rec); err != nil {
+		if err := workflow.ExecuteActivity(helmActivity(ctx, 5*time.Minute), helmActs.Recover,
+			helm.RecoverInput{Release: in.Component, Namespace: in.Namespace}).Get(ctx, &rec); err != nil {
 			return nil, fail(ctx, in, fmt.Errorf("component %s: recover release: %w", in.Component, err))
 		}
 		if rec.Action != "none" {
 			res.Recovered = rec.Message
 		}
 		details(StepUpgrade, res.Recovered)
-		err := workflow.ExecuteActivity(helmActivity(ctx, 6*time.Minute), helm.UpgradeOrInstall, release).Get(ctx, &up)
+		err := workflow.ExecuteActivity(helmActivity(ctx, 6*time.Minute), helmActs.UpgradeOrInstall, release).Get(ctx, &up)
 		if err == nil {
 			break
 		}
 		// A retried attempt of a killed worker can leave the release pending: recover, then try again.
-		if object.FailureReason(err) == activities.ErrPending && attempt < 2 {
+		if object.FailureReason(err) == helm.ErrPending && attempt < 2 {
 			continue
 		}
-		if object.FailureReason(err) == activities.ErrUpgradeFailed {
+		if object.FailureReason(err) == helm.ErrUpgradeFailed {
 			return nil, rollBack(ctx, in, rec.LastGood, rec.Revision+1, err)
 		}
 		return nil, fail(ctx, in, fmt.Errorf("component %s: %w", in.Component, err))
@@ -98,8 +98,8 @@ func RolloutComponentWorkflow(ctx workflow.Context, in ComponentRolloutInput) (*
 	res.Action, res.Revision = up.Action, up.Revision
 
 	details(StepWait, fmt.Sprintf("%s → revision %d", up.Action, up.Revision))
-	err := workflow.ExecuteActivity(helmActivity(ctx, in.ReadinessTimeout+2*time.Minute), helm.WaitReady,
-		activities.WaitInput{Release: in.Component, Namespace: in.Namespace, Revision: up.Revision, Timeout: in.ReadinessTimeout}).Get(ctx, nil)
+	err := workflow.ExecuteActivity(helmActivity(ctx, in.ReadinessTimeout+2*time.Minute), helmActs.WaitReady,
+		helm.WaitInput{Release: in.Component, Namespace: in.Namespace, Revision: up.Revision, Timeout: in.ReadinessTimeout}).Get(ctx, nil)
 	if err != nil {
 		if up.Action == "none" {
 			return nil, fail(ctx, in, fmt.Errorf("component %s: %w", in.Component, err))
@@ -107,7 +107,7 @@ func RolloutComponentWorkflow(ctx workflow.Context, in ComponentRolloutInput) (*
 		return nil, rollBack(ctx, in, up.Previous, up.Revision, err)
 	}
 	// The values of earlier rollouts of this component are no longer needed (Helm keeps its own).
-	if err := workflow.ExecuteActivity(object.KubeActivity(ctx), helm.PruneValues, in.Values).Get(ctx, nil); err != nil {
+	if err := workflow.ExecuteActivity(object.KubeActivity(ctx), helmActs.PruneValues, in.Values).Get(ctx, nil); err != nil {
 		workflow.GetLogger(ctx).Warn("prune stored values", "component", in.Component, "error", err)
 	}
 	_ = workflow.UpsertTypedSearchAttributes(ctx, lifecycle.SAPhase.ValueSet(lifecycle.PhaseReady))
@@ -119,17 +119,17 @@ func RolloutComponentWorkflow(ctx workflow.Context, in ComponentRolloutInput) (*
 // and fails the rollout with the original failure and what the rollback did.
 func rollBack(ctx workflow.Context, in ComponentRolloutInput, to, failed int, cause error) error {
 	workflow.SetCurrentDetails(ctx, fmt.Sprintf("**%s** · step **%s** to revision %d\n\n%s", in.Component, StepRevert, to, object.FailureMessage(cause)))
-	var rb activities.RollbackResult
-	if err := workflow.ExecuteActivity(helmActivity(ctx, 6*time.Minute), helm.Rollback,
-		activities.RollbackInput{Release: in.Component, Namespace: in.Namespace, To: to, Failed: failed}).Get(ctx, &rb); err != nil {
+	var rb helm.RollbackResult
+	if err := workflow.ExecuteActivity(helmActivity(ctx, 6*time.Minute), helmActs.Rollback,
+		helm.RollbackInput{Release: in.Component, Namespace: in.Namespace, To: to, Failed: failed}).Get(ctx, &rb); err != nil {
 		return fail(ctx, in, fmt.Errorf("component %s: %s; rollback failed too: %w", in.Component, object.FailureMessage(cause), err))
 	}
 	what := "uninstalled the release (it was never deployed)"
 	if to > 0 {
 		what = fmt.Sprintf("rolled back to revision %d as revision %d (Helm: %s)", to, rb.Revision, rb.Description)
 		// The good revision was Ready before; wait until it is again, briefly.
-		_ = workflow.ExecuteActivity(helmActivity(ctx, 4*time.Minute), helm.WaitReady,
-			activities.WaitInput{Release: in.Component, Namespace: in.Namespace, Revision: rb.Revision, Timeout: 2 * time.Minute}).Get(ctx, nil)
+		_ = workflow.ExecuteActivity(helmActivity(ctx, 4*time.Minute), helmActs.WaitReady,
+			helm.WaitInput{Release: in.Component, Namespace: in.Namespace, Revision: rb.Revision, Timeout: 2 * time.Minute}).Get(ctx, nil)
 	}
 	return fail(ctx, in, temporal.NewNonRetryableApplicationError(fmt.Sprintf("component %s: %s; %s", in.Component, object.FailureMessage(cause), what), object.FailureReason(cause), nil))
 }
@@ -175,8 +175,8 @@ const (
 )
 
 // valuesRef is where a rendered component's values are stored in namespace.
-func valuesRef(namespace string, r RenderedComponent) activities.ValuesRef {
-	return activities.ValuesRef{Namespace: namespace, Component: r.Name, Hash: r.ValuesHash}
+func valuesRef(namespace string, r RenderedComponent) helm.ValuesRef {
+	return helm.ValuesRef{Namespace: namespace, Component: r.Name, Hash: r.ValuesHash}
 }
 
 // storeValues stores the rendered values of the named components (side by side), so children and
@@ -185,8 +185,8 @@ func storeValues(ctx workflow.Context, namespace string, names []string, rendere
 	futures := make([]workflow.Future, len(names))
 	for i, name := range names {
 		r := rendered[name]
-		futures[i] = workflow.ExecuteActivity(object.KubeActivity(ctx), helm.StoreValues,
-			activities.StoreValuesInput{Ref: valuesRef(namespace, r), Values: r.Values})
+		futures[i] = workflow.ExecuteActivity(object.KubeActivity(ctx), helmActs.StoreValues,
+			helm.StoreValuesInput{Ref: valuesRef(namespace, r), Values: r.Values})
 	}
 	for i, f := range futures {
 		if err := f.Get(ctx, nil); err != nil {
@@ -197,14 +197,14 @@ func storeValues(ctx workflow.Context, namespace string, names []string, rendere
 }
 
 // storeAllValues stores the rendered values of the named components in one activity (see
-// activities.Helm.StoreAllValues); the future settles once all are stored.
+// helm.Helm.StoreAllValues); the future settles once all are stored.
 func storeAllValues(ctx workflow.Context, namespace string, names []string, rendered map[string]RenderedComponent) workflow.Future {
-	in := activities.StoreAllValuesInput{Items: make([]activities.StoreValuesInput, len(names))}
+	in := helm.StoreAllValuesInput{Items: make([]helm.StoreValuesInput, len(names))}
 	for i, name := range names {
 		r := rendered[name]
-		in.Items[i] = activities.StoreValuesInput{Ref: valuesRef(namespace, r), Values: r.Values}
+		in.Items[i] = helm.StoreValuesInput{Ref: valuesRef(namespace, r), Values: r.Values}
 	}
-	return workflow.ExecuteActivity(object.KubeActivity(ctx), helm.StoreAllValues, in)
+	return workflow.ExecuteActivity(object.KubeActivity(ctx), helmActs.StoreAllValues, in)
 }
 
 // rolloutOutcome is what executing a plan gave: per component status and the first failure.

@@ -5,7 +5,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/stackflow/stackflow/activities"
+	"github.com/stackflow/stackflow/activities/helm"
 )
 
 // TestScheduleRolloutStartsEachComponentOnItsOwnDependencies walks the control plane's nine test
@@ -17,7 +17,7 @@ func TestScheduleRollout(t *testing.T) {
 	for _, n := range names {
 		rendered[n] = RenderedComponent{Enabled: true, ValuesHash: "h"}
 	}
-	plan, err := PlanRollout(ControlPlane, rendered, map[string]activities.ReleaseInfo{})
+	plan, err := PlanRollout(ControlPlane, rendered, map[string]helm.ReleaseInfo{})
 	require.NoError(t, err)
 	const (
 		P = ComponentPending

@@ -12,14 +12,15 @@ package controlplane
 import (
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/stackflow/stackflow/activities"
+	"github.com/stackflow/stackflow/activities/helm"
+	"github.com/stackflow/stackflow/activities/kube"
 	"github.com/stackflow/stackflow/workflows/object"
 )
 
 // Activities the family calls, named through nil receivers; the worker registers the real structs.
 var (
-	kube *activities.Kube
-	helm *activities.Helm
+	kubeActs *kube.Kube
+	helmActs *helm.Helm
 )
 
 // Workflows lists the family's workflows by type name.

@@ -11,7 +11,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/stackflow/stackflow/activities"
+	"github.com/stackflow/stackflow/activities/kube"
 	dataplanev1beta1 "github.com/stackflow/stackflow/api/dataplane/v1beta1"
 	"github.com/stackflow/stackflow/api/lifecycle"
 	"github.com/stackflow/stackflow/workflows/object"
@@ -25,19 +25,19 @@ func slowStatusEnv(t *testing.T, kind string, fn any, spec any) (*testsuite.Test
 	var ts testsuite.WorkflowTestSuite
 	env := ts.NewTestWorkflowEnvironment()
 	chain := objecttest.New(env)
-	env.RegisterActivity(&activities.Kube{})
+	env.RegisterActivity(&kube.Kube{})
 	raw, err := json.Marshal(spec)
 	require.NoError(t, err)
-	env.OnActivity(kube.GetObject, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, ref lifecycle.ObjectRef) (*activities.Object, error) {
+	env.OnActivity(kubeActs.GetObject, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, ref lifecycle.ObjectRef) (*kube.Object, error) {
 			if ref.Kind == "OpenStackDataPlaneRole" {
 				b, _ := json.Marshal(role(nil, nil).Spec)
-				return &activities.Object{Exists: true, Generation: 1, Spec: b}, nil
+				return &kube.Object{Exists: true, Generation: 1, Spec: b}, nil
 			}
-			return &activities.Object{Exists: true, Generation: 1, Spec: raw}, nil
+			return &kube.Object{Exists: true, Generation: 1, Spec: raw}, nil
 		})
-	env.OnActivity(kube.PatchStatus, mock.Anything, mock.Anything).After(time.Minute).Return(nil)
-	env.OnActivity(kube.RemoveFinalizer, mock.Anything, mock.Anything).Return(nil)
+	env.OnActivity(kubeActs.PatchStatus, mock.Anything, mock.Anything).After(time.Minute).Return(nil)
+	env.OnActivity(kubeActs.RemoveFinalizer, mock.Anything, mock.Anything).Return(nil)
 	env.RegisterWorkflowWithOptions(fn, workflow.RegisterOptions{Name: kind})
 	return env, chain
 }
@@ -57,18 +57,18 @@ func TestDataPlaneKeepsRequestsAndReportsAcrossContinueAsNew(t *testing.T) {
 	spec := dataplanev1beta1.OpenStackDataPlaneSpec{Roles: []string{"compute"}, Deploy: true}
 	env, chain := slowStatusEnv(t, "OpenStackDataPlane", OpenStackDataPlaneWorkflow, spec)
 	nodes := []string{"n1", "n2"}
-	env.OnActivity(kube.ListObjects, mock.Anything, mock.Anything).Return(
-		func(context.Context, activities.ListInput) ([]activities.ListedObject, error) {
-			var out []activities.ListedObject
+	env.OnActivity(kubeActs.ListObjects, mock.Anything, mock.Anything).Return(
+		func(context.Context, kube.ListInput) ([]kube.ListedObject, error) {
+			var out []kube.ListedObject
 			for _, n := range nodes {
 				b, _ := json.Marshal(node(n, nil, nil).Spec)
-				out = append(out, activities.ListedObject{Ref: DataPlaneNodeRef("openstack", n), Object: activities.Object{Exists: true, Generation: 1, Spec: b}})
+				out = append(out, kube.ListedObject{Ref: DataPlaneNodeRef("openstack", n), Object: kube.Object{Exists: true, Generation: 1, Spec: b}})
 			}
 			return out, nil
 		})
 	// Both nodes already deployed their generation: nothing to admit, the rollout is done at once.
-	env.OnActivity(kube.GetObjectStatus, mock.Anything, mock.Anything).Return(
-		&activities.ObjectStatus{Exists: true, Generation: 1, ObservedGeneration: 1, Phase: lifecycle.PhaseReady,
+	env.OnActivity(kubeActs.GetObjectStatus, mock.Anything, mock.Anything).Return(
+		&kube.ObjectStatus{Exists: true, Generation: 1, ObservedGeneration: 1, Phase: lifecycle.PhaseReady,
 			Fields: map[string]json.RawMessage{"deployed": json.RawMessage("true")}}, nil)
 
 	env.RegisterDelayedCallback(func() { require.NoError(t, chain.Signal(lifecycle.SignalSpec, lifecycle.SpecSignal{Generation: 1})) }, time.Second)
@@ -101,9 +101,9 @@ func TestDataPlaneKeepsRequestsAndReportsAcrossContinueAsNew(t *testing.T) {
 func TestNodeKeepsAGrantAcrossContinueAsNew(t *testing.T) {
 	n := node("n1", nil, func(n *dataplanev1beta1.OpenStackDataPlaneNode) { n.Spec.Deploy = false })
 	env, chain := slowStatusEnv(t, "OpenStackDataPlaneNode", OpenStackDataPlaneNodeWorkflow, n.Spec)
-	env.OnActivity(kube.ApplyObject, mock.Anything, mock.Anything).Return("uid-inventory", nil)
-	env.OnActivity(kube.DeleteObject, mock.Anything, mock.Anything).Return(nil)
-	env.OnActivity(kube.ListObjects, mock.Anything, mock.Anything).Return([]activities.ListedObject{}, nil)
+	env.OnActivity(kubeActs.ApplyObject, mock.Anything, mock.Anything).Return("uid-inventory", nil)
+	env.OnActivity(kubeActs.DeleteObject, mock.Anything, mock.Anything).Return(nil)
+	env.OnActivity(kubeActs.ListObjects, mock.Anything, mock.Anything).Return([]kube.ListedObject{}, nil)
 
 	env.RegisterDelayedCallback(func() { require.NoError(t, chain.Signal(lifecycle.SignalSpec, lifecycle.SpecSignal{Generation: 1})) }, time.Second)
 	env.RegisterDelayedCallback(func() {

@@ -11,7 +11,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/stackflow/stackflow/activities"
+	"github.com/stackflow/stackflow/activities/kube"
 	dataplanev1beta1 "github.com/stackflow/stackflow/api/dataplane/v1beta1"
 	"github.com/stackflow/stackflow/api/lifecycle"
 	"github.com/stackflow/stackflow/workflows/object"
@@ -104,7 +104,7 @@ func (r *dataPlaneReconciler) nodeWorkflowID(ns, name string) string {
 	return lifecycle.WorkflowID(ref)
 }
 
-func (r *dataPlaneReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycle, obj *activities.Object) error {
+func (r *dataPlaneReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycle, obj *kube.Object) error {
 	if err := lc.Load(&r.rec); err != nil {
 		return err
 	}
@@ -222,8 +222,8 @@ func (r *dataPlaneReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecyc
 
 // syncMembers updates the record from the nodes that belong to the data plane now.
 func (r *dataPlaneReconciler) syncMembers(ctx workflow.Context, lc *object.Lifecycle, spec dataplanev1beta1.OpenStackDataPlaneSpec) error {
-	var all []activities.ListedObject
-	if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kube.ListObjects, activities.ListInput{Ref: DataPlaneNodeRef(lc.Ref.Namespace, "")}).Get(ctx, &all); err != nil {
+	var all []kube.ListedObject
+	if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kubeActs.ListObjects, kube.ListInput{Ref: DataPlaneNodeRef(lc.Ref.Namespace, "")}).Get(ctx, &all); err != nil {
 		return fmt.Errorf("list nodes of %s: %w", lc.Ref, err)
 	}
 	type pendingRead struct {
@@ -263,11 +263,11 @@ func (r *dataPlaneReconciler) syncMembers(ctx workflow.Context, lc *object.Lifec
 		ref.UID = o.Ref.UID
 		n.State = EDPMPending
 		reads = append(reads, pendingRead{index: len(keep), generation: o.Generation, ref: ref,
-			future: workflow.ExecuteActivity(object.KubeActivity(ctx), kube.GetObjectStatus, activities.StatusInput{Ref: ref, Fields: []string{"deployed"}})})
+			future: workflow.ExecuteActivity(object.KubeActivity(ctx), kubeActs.GetObjectStatus, kube.StatusInput{Ref: ref, Fields: []string{"deployed"}})})
 		keep = append(keep, n)
 	}
 	for _, rd := range reads {
-		var st activities.ObjectStatus
+		var st kube.ObjectStatus
 		if err := rd.future.Get(ctx, &st); err != nil {
 			return fmt.Errorf("read %s: %w", rd.ref, err)
 		}
@@ -372,10 +372,10 @@ func (r *dataPlaneReconciler) pollRunning(ctx workflow.Context, lc *object.Lifec
 		}
 		ref := DataPlaneNodeRef(lc.Ref.Namespace, n.Name)
 		ref.UID = r.rec.UIDs[n.Name]
-		reads = append(reads, read{i, workflow.ExecuteActivity(object.KubeActivity(ctx), kube.GetObjectStatus, activities.StatusInput{Ref: ref, Fields: []string{"deployed"}})})
+		reads = append(reads, read{i, workflow.ExecuteActivity(object.KubeActivity(ctx), kubeActs.GetObjectStatus, kube.StatusInput{Ref: ref, Fields: []string{"deployed"}})})
 	}
 	for _, rd := range reads {
-		var st activities.ObjectStatus
+		var st kube.ObjectStatus
 		if err := rd.f.Get(ctx, &st); err != nil {
 			return fmt.Errorf("read node %s: %w", r.rec.Nodes[rd.i].Name, err)
 		}
@@ -424,8 +424,8 @@ func (r *dataPlaneReconciler) retry(ctx workflow.Context, lc *object.Lifecycle, 
 	for _, name := range SelectEDPMRetry(r.rec.Nodes, sig) {
 		n := r.node(name)
 		if svc := serviceRefForStep(lc.Ref.Namespace, name, n.Step); svc != nil {
-			var st activities.ObjectStatus
-			if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kube.GetObjectStatus, activities.StatusInput{Ref: *svc}).Get(ctx, &st); err == nil && st.Exists {
+			var st kube.ObjectStatus
+			if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kubeActs.GetObjectStatus, kube.StatusInput{Ref: *svc}).Get(ctx, &st); err == nil && st.Exists {
 				svc.UID = st.UID
 				_ = workflow.SignalExternalWorkflow(ctx, lifecycle.WorkflowID(*svc), "", lifecycle.SignalRetry, lifecycle.RetrySignal{Steps: sig.Steps}).Get(ctx, nil)
 			}

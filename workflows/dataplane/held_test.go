@@ -12,7 +12,8 @@ import (
 	"go.temporal.io/sdk/workflow"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/stackflow/stackflow/activities"
+	"github.com/stackflow/stackflow/activities/ansible"
+	"github.com/stackflow/stackflow/activities/kube"
 	dataplanev1beta1 "github.com/stackflow/stackflow/api/dataplane/v1beta1"
 	"github.com/stackflow/stackflow/api/lifecycle"
 	"github.com/stackflow/stackflow/workflows/object"
@@ -33,8 +34,8 @@ type heldNode struct {
 func (h *heldNode) run(t *testing.T, script func(env *testsuite.TestWorkflowEnvironment)) *testsuite.TestWorkflowEnvironment {
 	var ts testsuite.WorkflowTestSuite
 	env := ts.NewTestWorkflowEnvironment()
-	env.RegisterActivity(&activities.Kube{})
-	env.RegisterActivity(&activities.Ansible{})
+	env.RegisterActivity(&kube.Kube{})
+	env.RegisterActivity(&ansible.Ansible{})
 	env.RegisterWorkflowWithOptions(OpenStackDataPlaneNodeWorkflow, workflow.RegisterOptions{Name: "OpenStackDataPlaneNode"})
 
 	cell1 := map[string]string{dataplanev1beta1.NovaCellAnnotation: "cell1"}
@@ -46,27 +47,27 @@ func (h *heldNode) run(t *testing.T, script func(env *testsuite.TestWorkflowEnvi
 	dpRef.UID = "1234abcd-0000"
 	h.dpID = lifecycle.WorkflowID(dpRef)
 
-	env.OnActivity(kube.GetObject, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, ref lifecycle.ObjectRef) (*activities.Object, error) {
+	env.OnActivity(kubeActs.GetObject, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, ref lifecycle.ObjectRef) (*kube.Object, error) {
 			if ref.Kind == "OpenStackDataPlaneRole" {
-				return &activities.Object{Exists: true, Generation: 1, Spec: roleSpec, Annotations: cell1}, nil
+				return &kube.Object{Exists: true, Generation: 1, Spec: roleSpec, Annotations: cell1}, nil
 			}
-			return &activities.Object{Exists: true, Generation: 1, Spec: nodeSpec}, nil
+			return &kube.Object{Exists: true, Generation: 1, Spec: nodeSpec}, nil
 		})
-	env.OnActivity(kube.PatchStatus, mock.Anything, mock.Anything).Return(nil)
-	env.OnActivity(kube.RemoveFinalizer, mock.Anything, mock.Anything).Return(nil)
-	env.OnActivity(kube.ApplyObject, mock.Anything, mock.Anything).Return("uid-derived", nil)
-	env.OnActivity(kube.DeleteObject, mock.Anything, mock.Anything).Return(nil)
-	env.OnActivity(kube.CheckSecret, mock.Anything, mock.Anything).Return(&activities.SecretPresence{Exists: true}, nil)
-	env.OnActivity(kube.ListObjects, mock.Anything, mock.Anything).Return(
-		[]activities.ListedObject{{Ref: dpRef, Object: activities.Object{Exists: true, Generation: 1}}}, nil)
-	env.OnActivity(ansibleActs.RunPlaybook, mock.Anything, mock.Anything).Return(&activities.PlaybookResult{Ok: 1}, nil)
-	env.OnActivity(kube.GetObjectStatus, mock.Anything, mock.Anything).Return(
-		func(context.Context, activities.StatusInput) (*activities.ObjectStatus, error) {
+	env.OnActivity(kubeActs.PatchStatus, mock.Anything, mock.Anything).Return(nil)
+	env.OnActivity(kubeActs.RemoveFinalizer, mock.Anything, mock.Anything).Return(nil)
+	env.OnActivity(kubeActs.ApplyObject, mock.Anything, mock.Anything).Return("uid-derived", nil)
+	env.OnActivity(kubeActs.DeleteObject, mock.Anything, mock.Anything).Return(nil)
+	env.OnActivity(kubeActs.CheckSecret, mock.Anything, mock.Anything).Return(&kube.SecretPresence{Exists: true}, nil)
+	env.OnActivity(kubeActs.ListObjects, mock.Anything, mock.Anything).Return(
+		[]kube.ListedObject{{Ref: dpRef, Object: kube.Object{Exists: true, Generation: 1}}}, nil)
+	env.OnActivity(ansibleActs.RunPlaybook, mock.Anything, mock.Anything).Return(&ansible.PlaybookResult{Ok: 1}, nil)
+	env.OnActivity(kubeActs.GetObjectStatus, mock.Anything, mock.Anything).Return(
+		func(context.Context, kube.StatusInput) (*kube.ObjectStatus, error) {
 			if !h.serviceReady {
-				return &activities.ObjectStatus{Exists: true, Generation: 1, Phase: "Deploying"}, nil
+				return &kube.ObjectStatus{Exists: true, Generation: 1, Phase: "Deploying"}, nil
 			}
-			return &activities.ObjectStatus{Exists: true, Generation: 1, ObservedGeneration: 1, Phase: lifecycle.PhaseReady,
+			return &kube.ObjectStatus{Exists: true, Generation: 1, ObservedGeneration: 1, Phase: lifecycle.PhaseReady,
 				Conditions: []metav1.Condition{{Type: lifecycle.ConditionReady, Status: metav1.ConditionTrue, ObservedGeneration: 1}},
 				Fields:     map[string]json.RawMessage{"deployed": json.RawMessage("true")}}, nil
 		})

@@ -11,7 +11,9 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/stackflow/stackflow/activities"
+	"github.com/stackflow/stackflow/activities/ansible"
+	"github.com/stackflow/stackflow/activities/kube"
+	"github.com/stackflow/stackflow/activities/openstack"
 	dataplanev1beta1 "github.com/stackflow/stackflow/api/dataplane/v1beta1"
 	"github.com/stackflow/stackflow/api/lifecycle"
 	"github.com/stackflow/stackflow/workflows/object"
@@ -52,10 +54,10 @@ type edpmNodeReconciler struct {
 // edpmNodeRecord is what the node's workflow remembers across reconciles and continue-as-new.
 type edpmNodeRecord struct {
 	// InfraHash is the effective configuration phase 0 last ran with.
-	InfraHash string                      `json:"infraHash,omitempty"`
-	Steps     map[string]*edpmStepRecord  `json:"steps,omitempty"`
-	Ironic    *activities.BaremetalResult `json:"ironic,omitempty"`
-	Cloud     *activities.CloudSecret     `json:"cloud,omitempty"`
+	InfraHash string                     `json:"infraHash,omitempty"`
+	Steps     map[string]*edpmStepRecord `json:"steps,omitempty"`
+	Ironic    *openstack.BaremetalResult `json:"ironic,omitempty"`
+	Cloud     *openstack.CloudSecret     `json:"cloud,omitempty"`
 	// Services are the service CRs this node created or adopted.
 	Services []lifecycle.ObjectRef `json:"services,omitempty"`
 	// Inventory is true once the inventory ConfigMap was written.
@@ -91,7 +93,7 @@ func (r *edpmNodeReconciler) Detail() any { return r.rec }
 // Restore reads the record the previous run carried.
 func (r *edpmNodeReconciler) Restore(lc *object.Lifecycle) error { return lc.Load(&r.rec) }
 
-func (r *edpmNodeReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycle, obj *activities.Object) error {
+func (r *edpmNodeReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycle, obj *kube.Object) error {
 	if err := lc.Load(&r.rec); err != nil {
 		return err
 	}
@@ -244,9 +246,9 @@ func (r *edpmNodeReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycl
 func (r *edpmNodeReconciler) readRole(ctx workflow.Context, lc *object.Lifecycle, gen int64, name string) (*dataplanev1beta1.OpenStackDataPlaneRole, error) {
 	role := &dataplanev1beta1.OpenStackDataPlaneRole{}
 	err := waitUntil(ctx, lc, gen, lifecycle.ConditionReady, func(ctx workflow.Context) (bool, string, string, error) {
-		var o activities.Object
+		var o kube.Object
 		ref := DataPlaneRoleRef(lc.Ref.Namespace, name)
-		if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kube.GetObject, ref).Get(ctx, &o); err != nil {
+		if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kubeActs.GetObject, ref).Get(ctx, &o); err != nil {
 			return false, "", "", fmt.Errorf("read %s: %w", ref, err)
 		}
 		if !o.Exists {
@@ -262,11 +264,11 @@ func (r *edpmNodeReconciler) readRole(ctx workflow.Context, lc *object.Lifecycle
 }
 
 func (r *edpmNodeReconciler) applyInventory(ctx workflow.Context, lc *object.Lifecycle, cfg EDPMNodeConfig) error {
-	data, _ := json.Marshal(map[string]string{activities.InventoryConfigMapKey: cfg.Inventory()})
+	data, _ := json.Marshal(map[string]string{ansible.InventoryConfigMapKey: cfg.Inventory()})
 	ref := lifecycle.ObjectRef{Version: "v1", Kind: "ConfigMap", Resource: "configmaps", Namespace: lc.Ref.Namespace, Name: InventoryConfigMapName(lc.Ref.Name)}
-	in := activities.ApplyInput{Ref: ref, Labels: map[string]string{LabelDataPlaneNode: lc.Ref.Name, "app.kubernetes.io/managed-by": "stackflow"},
+	in := kube.ApplyInput{Ref: ref, Labels: map[string]string{LabelDataPlaneNode: lc.Ref.Name, "app.kubernetes.io/managed-by": "stackflow"},
 		Owned: map[string]json.RawMessage{"data": data}}
-	if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kube.ApplyObject, in).Get(ctx, nil); err != nil {
+	if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kubeActs.ApplyObject, in).Get(ctx, nil); err != nil {
 		return fmt.Errorf("write inventory of %s: %w", lc.Ref, err)
 	}
 	r.rec.Inventory = true
@@ -278,10 +280,10 @@ func (r *edpmNodeReconciler) applyServices(ctx workflow.Context, lc *object.Life
 	services := EDPMServices(cfg)
 	var keep []lifecycle.ObjectRef
 	for _, svc := range services {
-		in := activities.ApplyInput{Ref: svc.Ref, Labels: map[string]string{LabelDataPlaneNode: lc.Ref.Name, "app.kubernetes.io/managed-by": "stackflow"},
+		in := kube.ApplyInput{Ref: svc.Ref, Labels: map[string]string{LabelDataPlaneNode: lc.Ref.Name, "app.kubernetes.io/managed-by": "stackflow"},
 			Owned: svc.Owned, SpecEnvDefaults: svc.ImageDefaults}
 		var uid string
-		if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kube.ApplyObject, in).Get(ctx, &uid); err != nil {
+		if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kubeActs.ApplyObject, in).Get(ctx, &uid); err != nil {
 			return nil, fmt.Errorf("create or patch %s: %w", svc.Ref, err)
 		}
 		ref := svc.Ref
@@ -303,13 +305,13 @@ func (r *edpmNodeReconciler) applyServices(ctx workflow.Context, lc *object.Life
 // admission returns the workflow ID of the data plane that governs the node ("" when none) once the
 // data plane admitted the node, or at once when the node has no work left (nothing to hold a slot for).
 func (r *edpmNodeReconciler) admission(ctx workflow.Context, lc *object.Lifecycle, gen int64, cfg EDPMNodeConfig, work bool) (string, error) {
-	var dp *activities.ListedObject
+	var dp *kube.ListedObject
 	// A role that names its data plane puts its nodes under it: they wait for it to exist rather than
 	// deploy on their own.
 	err := waitUntil(ctx, lc, gen, conditionDataPlaneAdmitted, func(ctx workflow.Context) (bool, string, string, error) {
-		var dps []activities.ListedObject
-		in := activities.ListInput{Ref: DataPlaneRef(lc.Ref.Namespace, "")}
-		if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kube.ListObjects, in).Get(ctx, &dps); err != nil {
+		var dps []kube.ListedObject
+		in := kube.ListInput{Ref: DataPlaneRef(lc.Ref.Namespace, "")}
+		if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kubeActs.ListObjects, in).Get(ctx, &dps); err != nil {
 			return false, "", "", fmt.Errorf("list data planes of %s: %w", lc.Ref, err)
 		}
 		dp = GoverningDataPlane(dps, cfg.DataPlane, cfg.Role, lc.Ref.Name)
@@ -410,8 +412,8 @@ func (r *edpmNodeReconciler) Drain(ctx workflow.Context, lc *object.Lifecycle) e
 
 // GoverningDataPlane picks the data plane that deploys a node: the one its role names, else the first
 // (by name) listing its role or the node itself; nil when none does.
-func GoverningDataPlane(dps []activities.ListedObject, roleDataPlane, role, node string) *activities.ListedObject {
-	var first *activities.ListedObject
+func GoverningDataPlane(dps []kube.ListedObject, roleDataPlane, role, node string) *kube.ListedObject {
+	var first *kube.ListedObject
 	for i := range dps {
 		d := &dps[i]
 		if d.Deleting {
@@ -475,8 +477,8 @@ func (r *edpmNodeReconciler) runStep(ctx workflow.Context, lc *object.Lifecycle,
 		err = r.provision(ctx, lc, cfg)
 		rec.Hash = provisionHash(cfg)
 	} else {
-		var res activities.PlaybookResult
-		err = workflow.ExecuteActivity(AnsibleActivity(ctx), ansibleActs.RunPlaybook, activities.PlaybookInput{
+		var res ansible.PlaybookResult
+		err = workflow.ExecuteActivity(AnsibleActivity(ctx), ansibleActs.RunPlaybook, ansible.PlaybookInput{
 			Namespace: lc.Ref.Namespace, Host: cfg.HostName, Step: st.Name, Playbook: st.Playbook,
 			HostVars: cfg.HostVars(), SSHKeySecret: cfg.SSHKeySecret,
 		}).Get(ctx, &res)
@@ -504,11 +506,11 @@ func (r *edpmNodeReconciler) waitKey(ctx workflow.Context, lc *object.Lifecycle,
 	if r.keyFound {
 		return nil
 	}
-	if err := waitSecret(ctx, lc, gen, ConditionSSHKeyReady, lc.Ref.Namespace, cfg.SSHKeySecret, activities.SSHKeySecretKey); err != nil {
+	if err := waitSecret(ctx, lc, gen, ConditionSSHKeyReady, lc.Ref.Namespace, cfg.SSHKeySecret, ansible.SSHKeySecretKey); err != nil {
 		return err
 	}
 	lc.SetCondition(ctx, metav1.Condition{Type: ConditionSSHKeyReady, Status: metav1.ConditionTrue, Reason: "Found",
-		Message: fmt.Sprintf("Secret %s holds %s", cfg.SSHKeySecret, activities.SSHKeySecretKey)})
+		Message: fmt.Sprintf("Secret %s holds %s", cfg.SSHKeySecret, ansible.SSHKeySecretKey)})
 	r.keyFound = true
 	return nil
 }
@@ -519,9 +521,9 @@ func (r *edpmNodeReconciler) setStepSearch(ctx workflow.Context, st EDPMStep) {
 
 // provision runs phase -1 through Ironic.
 func (r *edpmNodeReconciler) provision(ctx workflow.Context, lc *object.Lifecycle, cfg EDPMNodeConfig) error {
-	cloud := activities.CloudSecret{Namespace: lc.Ref.Namespace, Name: activities.DefaultCloudsSecret}
-	var res activities.BaremetalResult
-	err := workflow.ExecuteActivity(BaremetalActivity(ctx), osActs.ProvisionBaremetal, activities.BaremetalInput{
+	cloud := openstack.CloudSecret{Namespace: lc.Ref.Namespace, Name: openstack.DefaultCloudsSecret}
+	var res openstack.BaremetalResult
+	err := workflow.ExecuteActivity(BaremetalActivity(ctx), osActs.ProvisionBaremetal, openstack.BaremetalInput{
 		Cloud: cloud, Name: cfg.BareMetal.IronicNodeName, Driver: cfg.BareMetal.Driver, Image: cfg.BareMetal.Image, Properties: cfg.BareMetal.Properties,
 	}).Get(ctx, &res)
 	if err != nil {
@@ -544,8 +546,8 @@ func (r *edpmNodeReconciler) provision(ctx workflow.Context, lc *object.Lifecycl
 func (r *edpmNodeReconciler) waitService(ctx workflow.Context, lc *object.Lifecycle, gen int64, svc EDPMService) error {
 	var failure error
 	err := waitUntil(ctx, lc, gen, dataplanev1beta1.ConditionServicesReady, func(ctx workflow.Context) (bool, string, string, error) {
-		var st activities.ObjectStatus
-		if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kube.GetObjectStatus, activities.StatusInput{Ref: svc.Ref, Fields: []string{"deployed"}}).Get(ctx, &st); err != nil {
+		var st kube.ObjectStatus
+		if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kubeActs.GetObjectStatus, kube.StatusInput{Ref: svc.Ref, Fields: []string{"deployed"}}).Get(ctx, &st); err != nil {
 			return false, "", "", fmt.Errorf("read %s: %w", svc.Ref, err)
 		}
 		ready := false
@@ -670,11 +672,11 @@ func (r *edpmNodeReconciler) Teardown(ctx workflow.Context, lc *object.Lifecycle
 		}
 	}
 	inv := lifecycle.ObjectRef{Version: "v1", Kind: "ConfigMap", Resource: "configmaps", Namespace: lc.Ref.Namespace, Name: InventoryConfigMapName(lc.Ref.Name)}
-	if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kube.DeleteObject, inv).Get(ctx, nil); err != nil {
+	if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kubeActs.DeleteObject, inv).Get(ctx, nil); err != nil {
 		return fmt.Errorf("delete inventory of %s: %w", lc.Ref, err)
 	}
 	if r.rec.Ironic != nil && r.rec.Cloud != nil {
-		err := workflow.ExecuteActivity(BaremetalActivity(ctx), osActs.DeprovisionBaremetal, activities.DeprovisionInput{
+		err := workflow.ExecuteActivity(BaremetalActivity(ctx), osActs.DeprovisionBaremetal, openstack.DeprovisionInput{
 			Cloud: *r.rec.Cloud, UUID: r.rec.Ironic.UUID, Delete: r.rec.Ironic.Enrolled,
 		}).Get(ctx, nil)
 		if err != nil {
@@ -683,8 +685,8 @@ func (r *edpmNodeReconciler) Teardown(ctx workflow.Context, lc *object.Lifecycle
 	}
 	// The data plane counts its nodes again without this one.
 	if r.rec.DataPlane != "" {
-		var dps []activities.ListedObject
-		if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kube.ListObjects, activities.ListInput{Ref: DataPlaneRef(lc.Ref.Namespace, "")}).Get(ctx, &dps); err == nil {
+		var dps []kube.ListedObject
+		if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kubeActs.ListObjects, kube.ListInput{Ref: DataPlaneRef(lc.Ref.Namespace, "")}).Get(ctx, &dps); err == nil {
 			for _, d := range dps {
 				if d.Ref.Name == r.rec.DataPlane {
 					ref := DataPlaneRef(lc.Ref.Namespace, d.Ref.Name)
@@ -700,8 +702,8 @@ func (r *edpmNodeReconciler) Teardown(ctx workflow.Context, lc *object.Lifecycle
 // derivedOnly returns ref when the object exists and carries this node's label (so a CR a person made
 // for another purpose under the same name is left alone).
 func (r *edpmNodeReconciler) derivedOnly(ctx workflow.Context, ref lifecycle.ObjectRef) []lifecycle.ObjectRef {
-	var o activities.Object
-	if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kube.GetObject, ref).Get(ctx, &o); err != nil || !o.Exists {
+	var o kube.Object
+	if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kubeActs.GetObject, ref).Get(ctx, &o); err != nil || !o.Exists {
 		return nil
 	}
 	if o.Labels[LabelDataPlaneNode] != ref.Name {
@@ -712,7 +714,7 @@ func (r *edpmNodeReconciler) derivedOnly(ctx workflow.Context, ref lifecycle.Obj
 
 // deleteAndWait deletes an object and waits until its own workflow finished its teardown.
 func deleteAndWait(ctx workflow.Context, ref lifecycle.ObjectRef) error {
-	if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kube.DeleteObject, ref).Get(ctx, nil); err != nil {
+	if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kubeActs.DeleteObject, ref).Get(ctx, nil); err != nil {
 		return fmt.Errorf("delete %s: %w", ref, err)
 	}
 	wctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
@@ -721,7 +723,7 @@ func deleteAndWait(ctx workflow.Context, ref lifecycle.ObjectRef) error {
 		ScheduleToCloseTimeout: 30 * time.Minute,
 		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 1.5, MaximumInterval: 10 * time.Second},
 	})
-	if err := workflow.ExecuteActivity(wctx, kube.WaitDeleted, ref).Get(ctx, nil); err != nil {
+	if err := workflow.ExecuteActivity(wctx, kubeActs.WaitDeleted, ref).Get(ctx, nil); err != nil {
 		return fmt.Errorf("wait for %s to go: %w", ref, err)
 	}
 	return nil

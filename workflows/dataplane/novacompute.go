@@ -11,10 +11,12 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/stackflow/stackflow/activities"
+	"github.com/stackflow/stackflow/activities/kube"
+	"github.com/stackflow/stackflow/activities/openstack"
 	dataplanev1beta1 "github.com/stackflow/stackflow/api/dataplane/v1beta1"
 	"github.com/stackflow/stackflow/api/lifecycle"
 	novav1beta1 "github.com/stackflow/stackflow/api/nova/v1beta1"
+	"github.com/stackflow/stackflow/api/oslo"
 	"github.com/stackflow/stackflow/workflows/object"
 )
 
@@ -78,8 +80,8 @@ func (k *novaComputeKind) waitDependencies(ctx workflow.Context, lc *object.Life
 	k.ns = lc.Ref.Namespace
 	_ = workflow.UpsertTypedSearchAttributes(ctx, lifecycle.SACell.ValueSet(k.spec.CellName))
 	return waitUntil(ctx, lc, gen, k.condition(), func(ctx workflow.Context) (bool, string, string, error) {
-		var cells []activities.ListedObject
-		if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kube.ListObjects, activities.ListInput{Ref: NovaCellRef(lc.Ref.Namespace, "")}).Get(ctx, &cells); err != nil {
+		var cells []kube.ListedObject
+		if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kubeActs.ListObjects, kube.ListInput{Ref: NovaCellRef(lc.Ref.Namespace, "")}).Get(ctx, &cells); err != nil {
 			return false, "", "", fmt.Errorf("list NovaCells: %w", err)
 		}
 		cell, name, others := FindNovaCell(cells, k.spec.CellName)
@@ -90,13 +92,13 @@ func (k *novaComputeKind) waitDependencies(ctx workflow.Context, lc *object.Life
 		if cell == nil {
 			return false, dataplanev1beta1.ReasonWaitingForCell, fmt.Sprintf("waiting for NovaCell %s (no NovaCell named so or with that cellName in %s)", k.spec.CellName, lc.Ref.Namespace), nil
 		}
-		checks := []activities.SecretCheck{
+		checks := []kube.SecretCheck{
 			{Namespace: lc.Ref.Namespace, Name: cell.TransportURLSecret, Keys: []string{"transport_url"}},
 			{Namespace: lc.Ref.Namespace, Name: cell.Secret, Keys: []string{firstNonEmpty(cell.PasswordSelectors.Service, "NovaPassword")}},
 		}
 		for _, c := range checks {
-			var p activities.SecretPresence
-			if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kube.CheckSecret, c).Get(ctx, &p); err != nil {
+			var p kube.SecretPresence
+			if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kubeActs.CheckSecret, c).Get(ctx, &p); err != nil {
 				return false, "", "", fmt.Errorf("check Secret %s: %w", c.Name, err)
 			}
 			if !p.Ready() {
@@ -119,7 +121,7 @@ func (k *novaComputeKind) computeRegion() string {
 // FindNovaCell finds the NovaCell of a cell: by object name first, else by spec.cellName. NovaCells being
 // deleted are passed over. When several NovaCells have that cellName and none has that name, others names
 // the rest (the choice is the user's: the found one is only the first by name).
-func FindNovaCell(cells []activities.ListedObject, cell string) (spec *novav1beta1.NovaCellSpec, name string, others []string) {
+func FindNovaCell(cells []kube.ListedObject, cell string) (spec *novav1beta1.NovaCellSpec, name string, others []string) {
 	for _, o := range cells {
 		if o.Deleting {
 			continue
@@ -142,7 +144,7 @@ func FindNovaCell(cells []activities.ListedObject, cell string) (spec *novav1bet
 	return spec, name, others
 }
 
-func (k *novaComputeKind) files(host string) ([]activities.ConfigFile, error) {
+func (k *novaComputeKind) files(host string) ([]oslo.ConfigFile, error) {
 	return NovaComputeConfigFiles(host, *k.cell, k.spec.CustomServiceConfig)
 }
 
@@ -153,7 +155,7 @@ func (k *novaComputeKind) verify(ctx workflow.Context, lc *object.Lifecycle, hos
 	if err := lc.Step(ctx, "phase 1 · nova-compute · "+msg); err != nil {
 		return err
 	}
-	cloud := activities.CloudSecret{Namespace: lc.Ref.Namespace, Name: activities.DefaultCloudsSecret, ComputeRegion: k.computeRegion()}
+	cloud := openstack.CloudSecret{Namespace: lc.Ref.Namespace, Name: openstack.DefaultCloudsSecret, ComputeRegion: k.computeRegion()}
 	// A data plane may be deployed before its control plane: the registration deadline starts once the
 	// compute API is in the catalog, and until then the compute waits for it, saying so.
 	if workflow.GetVersion(ctx, ChangeWaitComputeAPI, workflow.DefaultVersion, 1) == 1 {
@@ -168,9 +170,9 @@ func (k *novaComputeKind) verify(ctx workflow.Context, lc *object.Lifecycle, hos
 		}
 		lc.SetCondition(ctx, metav1.Condition{Type: k.condition(), Status: metav1.ConditionFalse, Reason: ReasonWaitingForCompute, Message: msg})
 	}
-	var reg activities.ComputeRegistration
+	var reg openstack.ComputeRegistration
 	err := workflow.ExecuteActivity(registrationActivity(ctx, ComputeRegistrationTimeout), osActs.WaitComputeRegistered,
-		activities.ComputeHostInput{Cloud: cloud, Host: host}).Get(ctx, &reg)
+		openstack.ComputeHostInput{Cloud: cloud, Host: host}).Get(ctx, &reg)
 	if err != nil {
 		m := fmt.Sprintf("nova-compute on %s did not register in Nova within %s: %s", host, ComputeRegistrationTimeout, object.FailureMessage(err))
 		lc.SetCondition(ctx, metav1.Condition{Type: k.condition(), Status: metav1.ConditionFalse, Reason: ReasonWaitingForCompute, Message: m})
@@ -185,12 +187,12 @@ func (k *novaComputeKind) verify(ctx workflow.Context, lc *object.Lifecycle, hos
 
 // cleanup removes the host's compute service (and with it its compute node and resource provider).
 func (k *novaComputeKind) cleanup(ctx workflow.Context, lc *object.Lifecycle, rec *edpmServiceRecord) error {
-	cloud := activities.CloudSecret{Namespace: lc.Ref.Namespace, Name: activities.DefaultCloudsSecret, ComputeRegion: rec.ComputeRegion}
+	cloud := openstack.CloudSecret{Namespace: lc.Ref.Namespace, Name: openstack.DefaultCloudsSecret, ComputeRegion: rec.ComputeRegion}
 	octx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		TaskQueue: lifecycle.OpenStackQueue, StartToCloseTimeout: time.Minute,
 		RetryPolicy: &temporal.RetryPolicy{InitialInterval: 2 * time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second, MaximumAttempts: 10},
 	})
-	if err := workflow.ExecuteActivity(octx, osActs.DeleteComputeService, activities.ComputeHostInput{Cloud: cloud, Host: rec.Host}).Get(ctx, nil); err != nil {
+	if err := workflow.ExecuteActivity(octx, osActs.DeleteComputeService, openstack.ComputeHostInput{Cloud: cloud, Host: rec.Host}).Get(ctx, nil); err != nil {
 		return fmt.Errorf("delete compute service of %s: %w", rec.Host, err)
 	}
 	return nil

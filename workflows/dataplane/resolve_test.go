@@ -11,7 +11,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/stackflow/stackflow/activities"
+	"github.com/stackflow/stackflow/activities/kube"
 	dataplanev1beta1 "github.com/stackflow/stackflow/api/dataplane/v1beta1"
 	"github.com/stackflow/stackflow/api/lifecycle"
 	novav1beta1 "github.com/stackflow/stackflow/api/nova/v1beta1"
@@ -246,11 +246,11 @@ func TestNovaComputeConfigFiles(t *testing.T) {
 }
 
 func TestGoverningDataPlane(t *testing.T) {
-	dp := func(name string, roles, nodes []string, deleting bool) activities.ListedObject {
+	dp := func(name string, roles, nodes []string, deleting bool) kube.ListedObject {
 		b, _ := json.Marshal(dataplanev1beta1.OpenStackDataPlaneSpec{Roles: roles, Nodes: nodes})
-		return activities.ListedObject{Ref: lifecycle.ObjectRef{Name: name}, Object: activities.Object{Exists: true, Spec: b, Deleting: deleting}}
+		return kube.ListedObject{Ref: lifecycle.ObjectRef{Name: name}, Object: kube.Object{Exists: true, Spec: b, Deleting: deleting}}
 	}
-	dps := []activities.ListedObject{
+	dps := []kube.ListedObject{
 		dp("a-lists-node", nil, []string{"n1"}, false),
 		dp("b-lists-role", []string{"compute"}, nil, false),
 		dp("c-named-by-role", nil, nil, false),
@@ -280,24 +280,24 @@ func TestGoverningDataPlane(t *testing.T) {
 }
 
 func TestFindNovaCell(t *testing.T) {
-	cell := func(name, cellName string, deleting bool) activities.ListedObject {
+	cell := func(name, cellName string, deleting bool) kube.ListedObject {
 		b, _ := json.Marshal(novav1beta1.NovaCellSpec{CellName: cellName, TransportURLSecret: name + "-transport"})
-		return activities.ListedObject{Ref: lifecycle.ObjectRef{Name: name}, Object: activities.Object{Exists: true, Deleting: deleting, Spec: b}}
+		return kube.ListedObject{Ref: lifecycle.ObjectRef{Name: name}, Object: kube.Object{Exists: true, Deleting: deleting, Spec: b}}
 	}
 	for _, tt := range []struct {
 		name       string
-		cells      []activities.ListedObject
+		cells      []kube.ListedObject
 		cell       string
 		want       string // "" for none
 		wantOthers []string
 	}{
-		{name: "by object name before spec.cellName", cells: []activities.ListedObject{cell("other", "cell1", false), cell("cell1", "cell1", false)}, cell: "cell1", want: "cell1"},
-		{name: "by spec.cellName", cells: []activities.ListedObject{cell("nova-cell2", "cell2", false), cell("nova-cell1", "cell1", false)}, cell: "cell2", want: "nova-cell2"},
-		{name: "none", cells: []activities.ListedObject{cell("nova-cell1", "cell1", false)}, cell: "cell3"},
-		{name: "two Novas' cell1: ambiguous", cells: []activities.ListedObject{cell("a-cell1", "cell1", false), cell("b-cell1", "cell1", false), cell("c-cell1", "cell1", false)},
+		{name: "by object name before spec.cellName", cells: []kube.ListedObject{cell("other", "cell1", false), cell("cell1", "cell1", false)}, cell: "cell1", want: "cell1"},
+		{name: "by spec.cellName", cells: []kube.ListedObject{cell("nova-cell2", "cell2", false), cell("nova-cell1", "cell1", false)}, cell: "cell2", want: "nova-cell2"},
+		{name: "none", cells: []kube.ListedObject{cell("nova-cell1", "cell1", false)}, cell: "cell3"},
+		{name: "two Novas' cell1: ambiguous", cells: []kube.ListedObject{cell("a-cell1", "cell1", false), cell("b-cell1", "cell1", false), cell("c-cell1", "cell1", false)},
 			cell: "cell1", want: "a-cell1", wantOthers: []string{"b-cell1", "c-cell1"}},
-		{name: "one of them being deleted: not ambiguous", cells: []activities.ListedObject{cell("a-cell1", "cell1", true), cell("b-cell1", "cell1", false)}, cell: "cell1", want: "b-cell1"},
-		{name: "the one being deleted is not found by name", cells: []activities.ListedObject{cell("cell1", "cell1", true)}, cell: "cell1"},
+		{name: "one of them being deleted: not ambiguous", cells: []kube.ListedObject{cell("a-cell1", "cell1", true), cell("b-cell1", "cell1", false)}, cell: "cell1", want: "b-cell1"},
+		{name: "the one being deleted is not found by name", cells: []kube.ListedObject{cell("cell1", "cell1", true)}, cell: "cell1"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			spec, name, others := FindNovaCell(tt.cells, tt.cell)

@@ -6,7 +6,7 @@ import (
 
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/stackflow/stackflow/activities"
+	"github.com/stackflow/stackflow/activities/kube"
 	dataplanev1beta1 "github.com/stackflow/stackflow/api/dataplane/v1beta1"
 	"github.com/stackflow/stackflow/api/lifecycle"
 	"github.com/stackflow/stackflow/workflows/object"
@@ -24,12 +24,12 @@ func OpenStackDataPlaneRoleWorkflow(ctx workflow.Context, in object.Input) error
 
 type edpmRoleReconciler struct{}
 
-func (edpmRoleReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycle, obj *activities.Object) error {
+func (edpmRoleReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycle, obj *kube.Object) error {
 	if err := lc.Step(ctx, "refresh the role's nodes"); err != nil {
 		return err
 	}
-	var all []activities.ListedObject
-	if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kube.ListObjects, activities.ListInput{Ref: DataPlaneNodeRef(lc.Ref.Namespace, "")}).Get(ctx, &all); err != nil {
+	var all []kube.ListedObject
+	if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kubeActs.ListObjects, kube.ListInput{Ref: DataPlaneNodeRef(lc.Ref.Namespace, "")}).Get(ctx, &all); err != nil {
 		return fmt.Errorf("list nodes of %s: %w", lc.Ref, err)
 	}
 	names := []string{}
@@ -47,8 +47,8 @@ func (edpmRoleReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycle, 
 		if obj.Generation > 1 {
 			_ = workflow.SignalExternalWorkflow(ctx, lifecycle.WorkflowID(ref), "", lifecycle.SignalRefresh, nil).Get(ctx, nil)
 		}
-		var st activities.ObjectStatus
-		if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kube.GetObjectStatus, activities.StatusInput{Ref: ref, Fields: []string{"deployed"}}).Get(ctx, &st); err == nil && string(st.Fields["deployed"]) == "true" {
+		var st kube.ObjectStatus
+		if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kubeActs.GetObjectStatus, kube.StatusInput{Ref: ref, Fields: []string{"deployed"}}).Get(ctx, &st); err == nil && string(st.Fields["deployed"]) == "true" {
 			ready++
 		}
 	}

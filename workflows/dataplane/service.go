@@ -13,9 +13,11 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/stackflow/stackflow/activities"
+	"github.com/stackflow/stackflow/activities/ansible"
+	"github.com/stackflow/stackflow/activities/kube"
 	dataplanev1beta1 "github.com/stackflow/stackflow/api/dataplane/v1beta1"
 	"github.com/stackflow/stackflow/api/lifecycle"
+	"github.com/stackflow/stackflow/api/oslo"
 	"github.com/stackflow/stackflow/workflows/object"
 )
 
@@ -76,7 +78,7 @@ type edpmServiceKind interface {
 	// waitDependencies waits for the kind's control-plane dependencies.
 	waitDependencies(ctx workflow.Context, lc *object.Lifecycle, gen int64) error
 	// files renders the configuration files for host.
-	files(host string) ([]activities.ConfigFile, error)
+	files(host string) ([]oslo.ConfigFile, error)
 	// verify checks that the service joined the cloud and records what it learns in status.
 	verify(ctx workflow.Context, lc *object.Lifecycle, host string) error
 	// cleanup removes what the service left in the cloud, after the removal playbook.
@@ -113,7 +115,7 @@ func (r *edpmServiceReconciler) Detail() any { return r.rec }
 // Restore reads the record the previous run carried.
 func (r *edpmServiceReconciler) Restore(lc *object.Lifecycle) error { return lc.Load(&r.rec) }
 
-func (r *edpmServiceReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycle, obj *activities.Object) error {
+func (r *edpmServiceReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycle, obj *kube.Object) error {
 	if err := lc.Load(&r.rec); err != nil {
 		return err
 	}
@@ -126,7 +128,7 @@ func (r *edpmServiceReconciler) Reconcile(ctx workflow.Context, lc *object.Lifec
 	cond := r.kind.condition()
 	// A bad customServiceConfig is refused before anything else: nothing is deployed with it.
 	if spec.CustomServiceConfig != "" {
-		if _, err := activities.ParseServiceConfig(spec.CustomServiceConfig); err != nil {
+		if _, err := oslo.ParseServiceConfig(spec.CustomServiceConfig); err != nil {
 			msg := fmt.Sprintf("customServiceConfig is not an oslo.config INI snippet: %v; nothing was deployed", err)
 			lc.SetCondition(ctx, metav1.Condition{Type: cond, Status: metav1.ConditionFalse, Reason: ReasonCustomServiceConfig, Message: msg})
 			return temporal.NewNonRetryableApplicationError(msg, ReasonCustomServiceConfig, err)
@@ -159,7 +161,7 @@ func (r *edpmServiceReconciler) Reconcile(ctx workflow.Context, lc *object.Lifec
 	if rk, ok := r.kind.(regional); ok {
 		r.rec.ComputeRegion = rk.computeRegion()
 	}
-	if err := waitSecret(ctx, lc, gen, cond, lc.Ref.Namespace, spec.SSHKeySecretName, activities.SSHKeySecretKey); err != nil {
+	if err := waitSecret(ctx, lc, gen, cond, lc.Ref.Namespace, spec.SSHKeySecretName, ansible.SSHKeySecretKey); err != nil {
 		return err
 	}
 
@@ -169,7 +171,7 @@ func (r *edpmServiceReconciler) Reconcile(ctx workflow.Context, lc *object.Lifec
 		return specError(ReasonCustomServiceConfig, err)
 	}
 	hostVars := spec.hostVars()
-	in := activities.PlaybookInput{
+	in := ansible.PlaybookInput{
 		Namespace: lc.Ref.Namespace, Host: host, Step: r.kind.step(), Playbook: r.kind.playbook(),
 		InventoryConfigMap: spec.InventoryConfigMapName, HostVars: hostVars, SSHKeySecret: spec.SSHKeySecretName, Files: files,
 	}
@@ -188,7 +190,7 @@ func (r *edpmServiceReconciler) Reconcile(ctx workflow.Context, lc *object.Lifec
 		}
 		lc.SetCondition(ctx, metav1.Condition{Type: cond, Status: metav1.ConditionFalse, Reason: lifecycle.ReasonReconciling, Message: where})
 		_ = lc.SetField(ctx, "deployed", false)
-		var res activities.PlaybookResult
+		var res ansible.PlaybookResult
 		if err := workflow.ExecuteActivity(AnsibleActivity(ctx), ansibleActs.RunPlaybook, in).Get(ctx, &res); err != nil {
 			lc.SetCondition(ctx, metav1.Condition{Type: cond, Status: metav1.ConditionFalse, Reason: object.FailureReason(err),
 				Message: fmt.Sprintf("step %s failed on host %s: %s (send the retry signal to re-run it)", r.kind.step(), host, object.FailureMessage(err))})
@@ -208,9 +210,9 @@ func (r *edpmServiceReconciler) Reconcile(ctx workflow.Context, lc *object.Lifec
 func (r *edpmServiceReconciler) nodeHost(ctx workflow.Context, lc *object.Lifecycle, gen int64, node string) (string, error) {
 	var host string
 	err := waitUntil(ctx, lc, gen, r.kind.condition(), func(ctx workflow.Context) (bool, string, string, error) {
-		var o activities.Object
+		var o kube.Object
 		ref := DataPlaneNodeRef(lc.Ref.Namespace, node)
-		if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kube.GetObject, ref).Get(ctx, &o); err != nil {
+		if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kubeActs.GetObject, ref).Get(ctx, &o); err != nil {
 			return false, "", "", fmt.Errorf("read %s: %w", ref, err)
 		}
 		if !o.Exists {
@@ -226,7 +228,7 @@ func (r *edpmServiceReconciler) nodeHost(ctx workflow.Context, lc *object.Lifecy
 	return host, err
 }
 
-func installHash(in activities.PlaybookInput) string {
+func installHash(in ansible.PlaybookInput) string {
 	b, _ := json.Marshal(in)
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:8])
@@ -244,12 +246,12 @@ func (r *edpmServiceReconciler) Teardown(ctx workflow.Context, lc *object.Lifecy
 		TaskQueue: lifecycle.AnsibleQueue, StartToCloseTimeout: 10 * time.Minute, HeartbeatTimeout: 30 * time.Second,
 		RetryPolicy: &temporal.RetryPolicy{InitialInterval: 5 * time.Second, BackoffCoefficient: 2, MaximumAttempts: 3},
 	})
-	err := workflow.ExecuteActivity(rctx, ansibleActs.RunPlaybook, activities.PlaybookInput{
+	err := workflow.ExecuteActivity(rctx, ansibleActs.RunPlaybook, ansible.PlaybookInput{
 		Namespace: lc.Ref.Namespace, Host: r.rec.Host, Step: r.kind.step() + "-remove", Playbook: r.kind.removePlaybook(),
 		InventoryConfigMap: r.rec.InventoryConfigMap, HostVars: r.rec.HostVars, SSHKeySecret: r.rec.SSHKeySecret,
 	}).Get(ctx, nil)
 	var app *temporal.ApplicationError
-	if err != nil && !(errors.As(err, &app) && (app.Type() == activities.ErrHostUnreachable || app.Type() == activities.ErrSecretMissing)) {
+	if err != nil && !(errors.As(err, &app) && (app.Type() == ansible.ErrHostUnreachable || app.Type() == kube.ErrSecretMissing)) {
 		return fmt.Errorf("remove %s from host %s: %w", r.kind.step(), r.rec.Host, err)
 	}
 	if err != nil {

@@ -13,9 +13,12 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/stackflow/stackflow/activities"
+	"github.com/stackflow/stackflow/activities/ansible"
+	"github.com/stackflow/stackflow/activities/kube"
+	"github.com/stackflow/stackflow/activities/openstack"
 	dataplanev1beta1 "github.com/stackflow/stackflow/api/dataplane/v1beta1"
 	"github.com/stackflow/stackflow/api/lifecycle"
+	"github.com/stackflow/stackflow/api/oslo"
 	"github.com/stackflow/stackflow/workflows/object"
 )
 
@@ -130,7 +133,7 @@ func (r *updateReconciler) settings() updateSettings {
 	return out
 }
 
-func (r *updateReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycle, obj *activities.Object) error {
+func (r *updateReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycle, obj *kube.Object) error {
 	if err := r.load(lc, obj); err != nil {
 		return err
 	}
@@ -237,7 +240,7 @@ func (r *updateReconciler) firstFailureVersion(ctx workflow.Context) {
 	r.firstFailure = workflow.GetVersion(ctx, "update-first-failure", workflow.DefaultVersion, 1) == 1
 }
 
-func (r *updateReconciler) load(lc *object.Lifecycle, obj *activities.Object) error {
+func (r *updateReconciler) load(lc *object.Lifecycle, obj *kube.Object) error {
 	if err := lc.Load(&r.rec); err != nil {
 		return err
 	}
@@ -245,7 +248,7 @@ func (r *updateReconciler) load(lc *object.Lifecycle, obj *activities.Object) er
 		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("spec of %s: %v", lc.Ref, err), lifecycle.ReasonInvalidSpec, err)
 	}
 	if r.spec.NovaCompute.CustomServiceConfig != "" {
-		if _, err := activities.ParseServiceConfig(r.spec.NovaCompute.CustomServiceConfig); err != nil {
+		if _, err := oslo.ParseServiceConfig(r.spec.NovaCompute.CustomServiceConfig); err != nil {
 			return temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s: novaCompute.customServiceConfig is not an oslo.config INI snippet: %v", lc.Ref, err), ReasonCustomServiceConfig, err)
 		}
 	}
@@ -273,8 +276,8 @@ func (r *updateReconciler) resolveNodes(ctx workflow.Context, lc *object.Lifecyc
 	ns := lc.Ref.Namespace
 	ref := DataPlaneRef(ns, r.spec.DataPlane)
 	err := waitUntil(ctx, lc, gen, dataplanev1beta1.ConditionUpdated, func(ctx workflow.Context) (bool, string, string, error) {
-		var st activities.ObjectStatus
-		if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kube.GetObjectStatus, activities.StatusInput{Ref: ref}).Get(ctx, &st); err != nil {
+		var st kube.ObjectStatus
+		if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kubeActs.GetObjectStatus, kube.StatusInput{Ref: ref}).Get(ctx, &st); err != nil {
 			return false, "", "", fmt.Errorf("read %s: %w", ref, err)
 		}
 		if !st.Exists {
@@ -293,23 +296,23 @@ func (r *updateReconciler) resolveNodes(ctx workflow.Context, lc *object.Lifecyc
 	if err != nil {
 		return err
 	}
-	var dp activities.Object
-	if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kube.GetObject, ref).Get(ctx, &dp); err != nil {
+	var dp kube.Object
+	if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kubeActs.GetObject, ref).Get(ctx, &dp); err != nil {
 		return fmt.Errorf("read data plane %s/%s: %w", ns, r.spec.DataPlane, err)
 	}
 	var dpSpec dataplanev1beta1.OpenStackDataPlaneSpec
 	if err := json.Unmarshal(dp.Spec, &dpSpec); err != nil {
 		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("spec of data plane %s: %v", r.spec.DataPlane, err), lifecycle.ReasonInvalidSpec, err)
 	}
-	nodesF := workflow.ExecuteActivity(object.KubeActivity(ctx), kube.ListObjects, activities.ListInput{Ref: DataPlaneNodeRef(ns, "")})
-	computesF := workflow.ExecuteActivity(object.KubeActivity(ctx), kube.ListObjects, activities.ListInput{Ref: NovaExternalComputeRef(ns, "")})
+	nodesF := workflow.ExecuteActivity(object.KubeActivity(ctx), kubeActs.ListObjects, kube.ListInput{Ref: DataPlaneNodeRef(ns, "")})
+	computesF := workflow.ExecuteActivity(object.KubeActivity(ctx), kubeActs.ListObjects, kube.ListInput{Ref: NovaExternalComputeRef(ns, "")})
 	// Each compute is updated against its own Nova: the region of its cell. Runs recorded before this
 	// asked the cloud's region for every node.
 	var cellsF workflow.Future
 	if workflow.GetVersion(ctx, ChangeUpdateComputeRegion, workflow.DefaultVersion, 1) == 1 {
-		cellsF = workflow.ExecuteActivity(object.KubeActivity(ctx), kube.ListObjects, activities.ListInput{Ref: NovaCellRef(ns, "")})
+		cellsF = workflow.ExecuteActivity(object.KubeActivity(ctx), kubeActs.ListObjects, kube.ListInput{Ref: NovaCellRef(ns, "")})
 	}
-	var nodes, computes, cells []activities.ListedObject
+	var nodes, computes, cells []kube.ListedObject
 	if err := nodesF.Get(ctx, &nodes); err != nil {
 		return fmt.Errorf("list nodes in %s: %w", ns, err)
 	}
@@ -356,7 +359,7 @@ type UpdateMember struct {
 // name) with a NovaExternalCompute of their name, restricted to and ordered as only when given. A node
 // named in only that is not such a member is an error. Each member's Region is that of the NovaCell its
 // compute joined (found as the compute found it, FindNovaCell), so the update asks that cell's Nova.
-func UpdateMembers(dp dataplanev1beta1.OpenStackDataPlaneSpec, nodes, computes, cells []activities.ListedObject, only []string) ([]UpdateMember, error) {
+func UpdateMembers(dp dataplanev1beta1.OpenStackDataPlaneSpec, nodes, computes, cells []kube.ListedObject, only []string) ([]UpdateMember, error) {
 	access := map[string]nodeAccess{}
 	regions := map[string]string{}
 	for _, c := range computes {
@@ -472,12 +475,12 @@ func (r *updateReconciler) runStep(ctx workflow.Context, lc *object.Lifecycle, n
 	switch step {
 	case UpdateStepCheckpoint:
 		n.Checkpoint = r.uid
-		stateF := workflow.ExecuteActivity(novaActivity(ctx, time.Minute), osActs.ComputeNodeState, activities.ComputeHostInput{Cloud: cloud, Host: host})
-		var pb activities.PlaybookResult
+		stateF := workflow.ExecuteActivity(novaActivity(ctx, time.Minute), osActs.ComputeNodeState, openstack.ComputeHostInput{Cloud: cloud, Host: host})
+		var pb ansible.PlaybookResult
 		if err := workflow.ExecuteActivity(AnsibleActivity(ctx), ansibleActs.RunPlaybook, r.playbook(n, step, PlaybookNovaCheckpoint, nil, nil)).Get(ctx, &pb); err != nil {
 			return fail("", err)
 		}
-		var st activities.ComputeNodeState
+		var st openstack.ComputeNodeState
 		if err := stateF.Get(ctx, &st); err != nil {
 			return fail("", err)
 		}
@@ -488,15 +491,15 @@ func (r *updateReconciler) runStep(ctx workflow.Context, lc *object.Lifecycle, n
 	case UpdateStepDisable:
 		var list []string
 		if err := workflow.ExecuteActivity(novaActivity(ctx, time.Minute), osActs.SetComputeService,
-			activities.ServiceStateInput{Cloud: cloud, Host: host, Enabled: false, Reason: r.disabledReason(lc)}).Get(ctx, &list); err != nil {
+			openstack.ServiceStateInput{Cloud: cloud, Host: host, Enabled: false, Reason: r.disabledReason(lc)}).Get(ctx, &list); err != nil {
 			return fail("", err)
 		}
 		n.Servers = list
 		n.Message = fmt.Sprintf("disabled in Nova; %d instance(s) on it", len(list))
 	case UpdateStepDrain:
 		deadline := workflow.Now(ctx).Add(set.drain)
-		var res activities.MigrateResult
-		err := workflow.ExecuteActivity(migrateActivity(ctx, set.drain), osActs.MigrateServers, activities.MigrateInput{
+		var res openstack.MigrateResult
+		err := workflow.ExecuteActivity(migrateActivity(ctx, set.drain), osActs.MigrateServers, openstack.MigrateInput{
 			Cloud: cloud, From: host, Servers: n.Servers, Targets: r.drainTargets(n), Deadline: deadline}).Get(ctx, &res)
 		if err != nil {
 			return fail(dataplanev1beta1.ReasonDrainFailed, err)
@@ -504,14 +507,14 @@ func (r *updateReconciler) runStep(ctx workflow.Context, lc *object.Lifecycle, n
 		n.Moved = len(res.Moved)
 		n.Message = fmt.Sprintf("drained: %d instance(s) live-migrated away", n.Moved)
 	case UpdateStepApply:
-		var files []activities.ConfigFile
+		var files []oslo.ConfigFile
 		if c := r.spec.NovaCompute.CustomServiceConfig; c != "" {
-			files = append(files, activities.ConfigFile{Dest: NovaComputeUpdateFile, Raw: c})
+			files = append(files, oslo.ConfigFile{Dest: NovaComputeUpdateFile, Raw: c})
 		}
 		extra := map[string]json.RawMessage{}
 		extra["stackflow_nova_version"], _ = json.Marshal(r.spec.NovaCompute.Version)
 		extra["stackflow_nova_version_class"], _ = json.Marshal(VersionClass(r.spec.NovaCompute.Version))
-		var pb activities.PlaybookResult
+		var pb ansible.PlaybookResult
 		if err := workflow.ExecuteActivity(AnsibleActivity(ctx), ansibleActs.RunPlaybook, r.playbook(n, step, PlaybookNovaUpdate, files, extra)).Get(ctx, &pb); err != nil {
 			return fail(dataplanev1beta1.ReasonVerificationFailed, err)
 		}
@@ -524,7 +527,7 @@ func (r *updateReconciler) runStep(ctx workflow.Context, lc *object.Lifecycle, n
 		n.VersionAfter = r.spec.NovaCompute.Version
 		n.Message = fmt.Sprintf("nova-compute is up and reports version %s", n.VersionAfter)
 	case UpdateStepRollback:
-		var pb activities.PlaybookResult
+		var pb ansible.PlaybookResult
 		if err := workflow.ExecuteActivity(AnsibleActivity(ctx), ansibleActs.RunPlaybook, r.playbook(n, step, PlaybookNovaRollback, nil, nil)).Get(ctx, &pb); err != nil {
 			return fail(dataplanev1beta1.ReasonRollbackFailed, err)
 		}
@@ -539,12 +542,12 @@ func (r *updateReconciler) runStep(ctx workflow.Context, lc *object.Lifecycle, n
 			break
 		}
 		if err := workflow.ExecuteActivity(novaActivity(ctx, 10*time.Minute), osActs.SetComputeService,
-			activities.ServiceStateInput{Cloud: cloud, Host: host, Enabled: true}).Get(ctx, nil); err != nil {
+			openstack.ServiceStateInput{Cloud: cloud, Host: host, Enabled: true}).Get(ctx, nil); err != nil {
 			return fail("", err)
 		}
 	case UpdateStepMigrateBack:
-		var res activities.MigrateResult
-		err := workflow.ExecuteActivity(migrateActivity(ctx, set.drain), osActs.MigrateServers, activities.MigrateInput{
+		var res openstack.MigrateResult
+		err := workflow.ExecuteActivity(migrateActivity(ctx, set.drain), osActs.MigrateServers, openstack.MigrateInput{
 			Cloud: cloud, Servers: n.Servers, Targets: []string{host}, Deadline: workflow.Now(ctx).Add(set.drain)}).Get(ctx, &res)
 		n.Returned = len(res.Moved)
 		if err != nil {
@@ -560,7 +563,7 @@ func (r *updateReconciler) runStep(ctx workflow.Context, lc *object.Lifecycle, n
 
 // startedAt is when the playbook started nova-compute (its stackflow_out_started), to the second as Nova
 // records service reports; when it is missing, when the playbook ended.
-func startedAt(pb activities.PlaybookResult) time.Time {
+func startedAt(pb ansible.PlaybookResult) time.Time {
 	if t, err := time.Parse(time.RFC3339Nano, pb.Outputs["started"]); err == nil {
 		return t.Truncate(time.Second)
 	}
@@ -568,9 +571,9 @@ func startedAt(pb activities.PlaybookResult) time.Time {
 }
 
 // verify waits until the host's nova-compute, restarted at since, reports version (none when "").
-func (r *updateReconciler) verify(ctx workflow.Context, cloud activities.CloudSecret, host, version string, since time.Time) error {
+func (r *updateReconciler) verify(ctx workflow.Context, cloud openstack.CloudSecret, host, version string, since time.Time) error {
 	return workflow.ExecuteActivity(registrationActivity(ctx, UpdateVerifyTimeout), osActs.WaitComputeVersion,
-		activities.VersionCheckInput{Cloud: cloud, Host: host, Class: VersionClass(version), Since: since}).Get(ctx, nil)
+		openstack.VersionCheckInput{Cloud: cloud, Host: host, Class: VersionClass(version), Since: since}).Get(ctx, nil)
 }
 
 // disabledReasonPrefix starts the disabled reason an update gives a compute service, so a service
@@ -594,13 +597,13 @@ func (r *updateReconciler) drainTargets(self *UpdateNode) []string {
 	return out
 }
 
-func (r *updateReconciler) playbook(n *UpdateNode, step, playbook string, files []activities.ConfigFile, extra map[string]json.RawMessage) activities.PlaybookInput {
+func (r *updateReconciler) playbook(n *UpdateNode, step, playbook string, files []oslo.ConfigFile, extra map[string]json.RawMessage) ansible.PlaybookInput {
 	a := r.rec.Access[n.Name]
 	if extra == nil {
 		extra = map[string]json.RawMessage{}
 	}
 	extra["stackflow_checkpoint"], _ = json.Marshal(n.Checkpoint)
-	return activities.PlaybookInput{
+	return ansible.PlaybookInput{
 		Namespace: r.ns, Host: n.Host, Step: "update-" + strings.ReplaceAll(step, " ", "-"), Playbook: playbook,
 		InventoryConfigMap: a.InventoryConfigMap, HostVars: a.HostVars, SSHKeySecret: a.SSHKeySecret,
 		ExtraVars: extra, Files: files, PlaybooksVersion: r.spec.NovaCompute.PlaybooksVersion,
@@ -684,7 +687,7 @@ func (r *updateReconciler) Compensate(ctx workflow.Context, lc *object.Lifecycle
 	for _, name := range inFlight {
 		if n := r.node(name); !n.WasDisabled {
 			futures = append(futures, workflow.ExecuteActivity(novaActivity(ctx, 10*time.Minute), osActs.SetComputeService,
-				activities.ServiceStateInput{Cloud: n.cloud(lc.Ref.Namespace), Host: n.Host, Enabled: true}))
+				openstack.ServiceStateInput{Cloud: n.cloud(lc.Ref.Namespace), Host: n.Host, Enabled: true}))
 		}
 	}
 	var errs []string

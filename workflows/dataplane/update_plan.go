@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/stackflow/stackflow/activities"
+	"github.com/stackflow/stackflow/activities/openstack"
 	dataplanev1beta1 "github.com/stackflow/stackflow/api/dataplane/v1beta1"
 	"github.com/stackflow/stackflow/api/lifecycle"
 )
@@ -78,8 +78,8 @@ type UpdateNode struct {
 }
 
 // cloud is how the node's Nova is reached: the namespace's clouds Secret, in the node's region.
-func (n UpdateNode) cloud(namespace string) activities.CloudSecret {
-	return activities.CloudSecret{Namespace: namespace, Name: activities.DefaultCloudsSecret, ComputeRegion: n.Region}
+func (n UpdateNode) cloud(namespace string) openstack.CloudSecret {
+	return openstack.CloudSecret{Namespace: namespace, Name: openstack.DefaultCloudsSecret, ComputeRegion: n.Region}
 }
 
 // InFlight reports whether the node is between its first and last step.
@@ -344,14 +344,14 @@ func UpdateFailures(nodes []UpdateNode) (names []string, text string) {
 }
 
 // VersionClass is the custom resource class through which nova-compute reports running version v
-// (see activities.VersionClassPrefix): the prefix and v in upper case, every character outside A-Z0-9
+// (see openstack.VersionClassPrefix): the prefix and v in upper case, every character outside A-Z0-9
 // as _. The empty version has no class.
 func VersionClass(v string) string {
 	if v == "" {
 		return ""
 	}
 	var b strings.Builder
-	b.WriteString(activities.VersionClassPrefix)
+	b.WriteString(openstack.VersionClassPrefix)
 	for _, r := range strings.ToUpper(v) {
 		if (r >= 'A' && r <= 'Z') || (r >= '0' && r <= '9') {
 			b.WriteRune(r)

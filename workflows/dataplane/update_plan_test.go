@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/stackflow/stackflow/activities"
+	"github.com/stackflow/stackflow/activities/kube"
 	dp "github.com/stackflow/stackflow/api/dataplane/v1beta1"
 	"github.com/stackflow/stackflow/api/lifecycle"
 )
@@ -270,36 +270,36 @@ func TestVersionClass(t *testing.T) {
 // compute found it (by NovaCell name, else by cellName), so a data plane spread over two Novas updates
 // each node in its own region.
 func TestUpdateMembersRegion(t *testing.T) {
-	listed := func(name, spec string) activities.ListedObject {
-		return activities.ListedObject{Ref: lifecycle.ObjectRef{Name: name}, Object: activities.Object{Spec: json.RawMessage(spec)}}
+	listed := func(name, spec string) kube.ListedObject {
+		return kube.ListedObject{Ref: lifecycle.ObjectRef{Name: name}, Object: kube.Object{Spec: json.RawMessage(spec)}}
 	}
-	nodes := []activities.ListedObject{
+	nodes := []kube.ListedObject{
 		listed("a", `{"role":"compute","hostName":"ha"}`),
 		listed("b", `{"role":"compute","hostName":"hb"}`),
 	}
-	cells := []activities.ListedObject{
+	cells := []kube.ListedObject{
 		listed("nova-cell1", `{"cellName":"cell1"}`),
 		listed("two-cell1", `{"cellName":"cell1","region":"RegionTwo"}`),
 		listed("three-cell2", `{"cellName":"cell2","region":"RegionThree"}`),
 	}
-	compute := func(node, cell string) activities.ListedObject {
+	compute := func(node, cell string) kube.ListedObject {
 		return listed(node, fmt.Sprintf(`{"dataplaneNodeName":%q,"cellName":%q,"sshKeySecretName":"key"}`, node, cell))
 	}
 	for _, tc := range []struct {
 		name     string
-		computes []activities.ListedObject
-		cells    []activities.ListedObject
+		computes []kube.ListedObject
+		cells    []kube.ListedObject
 		want     map[string]string
 	}{
-		{"by NovaCell name: the cell's Nova region", []activities.ListedObject{compute("a", "two-cell1"), compute("b", "two-cell1")}, cells,
+		{"by NovaCell name: the cell's Nova region", []kube.ListedObject{compute("a", "two-cell1"), compute("b", "two-cell1")}, cells,
 			map[string]string{"a": "RegionTwo", "b": "RegionTwo"}},
-		{"two Novas: each node its own", []activities.ListedObject{compute("a", "two-cell1"), compute("b", "cell2")}, cells,
+		{"two Novas: each node its own", []kube.ListedObject{compute("a", "two-cell1"), compute("b", "cell2")}, cells,
 			map[string]string{"a": "RegionTwo", "b": "RegionThree"}},
-		{"a Nova with no region: the cloud's", []activities.ListedObject{compute("a", "nova-cell1"), compute("b", "three-cell2")}, cells,
+		{"a Nova with no region: the cloud's", []kube.ListedObject{compute("a", "nova-cell1"), compute("b", "three-cell2")}, cells,
 			map[string]string{"a": "", "b": "RegionThree"}},
-		{"no NovaCell found: the cloud's", []activities.ListedObject{compute("a", "gone"), compute("b", "two-cell1")}, cells,
+		{"no NovaCell found: the cloud's", []kube.ListedObject{compute("a", "gone"), compute("b", "two-cell1")}, cells,
 			map[string]string{"a": "", "b": "RegionTwo"}},
-		{"runs recorded before regions (no cells listed): the cloud's", []activities.ListedObject{compute("a", "two-cell1"), compute("b", "two-cell1")}, nil,
+		{"runs recorded before regions (no cells listed): the cloud's", []kube.ListedObject{compute("a", "two-cell1"), compute("b", "two-cell1")}, nil,
 			map[string]string{"a": "", "b": ""}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -20,7 +20,9 @@ import (
 	"go.temporal.io/sdk/workflow"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/stackflow/stackflow/activities"
+	"github.com/stackflow/stackflow/activities/ansible"
+	"github.com/stackflow/stackflow/activities/kube"
+	"github.com/stackflow/stackflow/activities/openstack"
 	dp "github.com/stackflow/stackflow/api/dataplane/v1beta1"
 	"github.com/stackflow/stackflow/api/lifecycle"
 	"github.com/stackflow/stackflow/workflows/object"
@@ -70,12 +72,12 @@ func (c *fakeComputes) on(host string) []string {
 	return out
 }
 
-func (c *fakeComputes) playbook(_ context.Context, in activities.PlaybookInput) (*activities.PlaybookResult, error) {
+func (c *fakeComputes) playbook(_ context.Context, in ansible.PlaybookInput) (*ansible.PlaybookResult, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.steps[in.Host] = append(c.steps[in.Host], in.Step)
 	c.event("%s %s", in.Step, in.Host)
-	res := &activities.PlaybookResult{Host: in.Host, Step: in.Step, Finished: time.Unix(1000, 0), PlaybooksVersion: "abc"}
+	res := &ansible.PlaybookResult{Host: in.Host, Step: in.Step, Finished: time.Unix(1000, 0), PlaybooksVersion: "abc"}
 	switch in.Playbook {
 	case PlaybookNovaCheckpoint:
 		if _, ok := c.ckpt[in.Host]; !ok {
@@ -88,7 +90,7 @@ func (c *fakeComputes) playbook(_ context.Context, in activities.PlaybookInput) 
 		c.files[in.Host] = v
 		if c.broken[in.Host] {
 			c.version[in.Host] = "" // nova-compute does not come up
-			return nil, temporal.NewNonRetryableApplicationError("host "+in.Host+": nova-compute exited at start", activities.ErrPlaybookFailed, nil)
+			return nil, temporal.NewNonRetryableApplicationError("host "+in.Host+": nova-compute exited at start", ansible.ErrPlaybookFailed, nil)
 		}
 		c.version[in.Host] = v
 	case PlaybookNovaRollback:
@@ -99,18 +101,18 @@ func (c *fakeComputes) playbook(_ context.Context, in activities.PlaybookInput) 
 	return res, nil
 }
 
-func (c *fakeComputes) nodeState(_ context.Context, in activities.ComputeHostInput) (*activities.ComputeNodeState, error) {
+func (c *fakeComputes) nodeState(_ context.Context, in openstack.ComputeHostInput) (*openstack.ComputeNodeState, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.regions[in.Cloud.ComputeRegion] = true
-	st := &activities.ComputeNodeState{Status: "enabled", State: "up", Servers: c.on(in.Host)}
+	st := &openstack.ComputeNodeState{Status: "enabled", State: "up", Servers: c.on(in.Host)}
 	if c.disabled[in.Host] {
 		st.Status = "disabled"
 	}
 	return st, nil
 }
 
-func (c *fakeComputes) setService(_ context.Context, in activities.ServiceStateInput) ([]string, error) {
+func (c *fakeComputes) setService(_ context.Context, in openstack.ServiceStateInput) ([]string, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.regions[in.Cloud.ComputeRegion] = true
@@ -122,11 +124,11 @@ func (c *fakeComputes) setService(_ context.Context, in activities.ServiceStateI
 	return c.on(in.Host), nil
 }
 
-func (c *fakeComputes) migrate(_ context.Context, in activities.MigrateInput) (*activities.MigrateResult, error) {
+func (c *fakeComputes) migrate(_ context.Context, in openstack.MigrateInput) (*openstack.MigrateResult, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.regions[in.Cloud.ComputeRegion] = true
-	res := &activities.MigrateResult{Moved: map[string]string{}}
+	res := &openstack.MigrateResult{Moved: map[string]string{}}
 	ids := in.Servers
 	if in.From != "" {
 		ids = c.on(in.From)
@@ -134,7 +136,7 @@ func (c *fakeComputes) migrate(_ context.Context, in activities.MigrateInput) (*
 	for i, id := range ids {
 		to := in.Targets[i%len(in.Targets)]
 		if c.disabled[to] {
-			return nil, temporal.NewNonRetryableApplicationError("target "+to+" is disabled", activities.ErrDrainFailed, nil)
+			return nil, temporal.NewNonRetryableApplicationError("target "+to+" is disabled", openstack.ErrDrainFailed, nil)
 		}
 		if c.servers[id] != to {
 			c.servers[id] = to
@@ -145,14 +147,14 @@ func (c *fakeComputes) migrate(_ context.Context, in activities.MigrateInput) (*
 	return res, nil
 }
 
-func (c *fakeComputes) waitVersion(_ context.Context, in activities.VersionCheckInput) (*activities.ComputeNodeState, error) {
+func (c *fakeComputes) waitVersion(_ context.Context, in openstack.VersionCheckInput) (*openstack.ComputeNodeState, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.regions[in.Cloud.ComputeRegion] = true
 	if VersionClass(c.version[in.Host]) != in.Class {
-		return nil, temporal.NewApplicationError(fmt.Sprintf("%s reports %q, not %q", in.Host, c.version[in.Host], in.Class), activities.ErrVersionNotReported)
+		return nil, temporal.NewApplicationError(fmt.Sprintf("%s reports %q, not %q", in.Host, c.version[in.Host], in.Class), openstack.ErrVersionNotReported)
 	}
-	return &activities.ComputeNodeState{State: "up"}, nil
+	return &openstack.ComputeNodeState{State: "up"}, nil
 }
 
 type updateHarness struct {
@@ -162,7 +164,7 @@ type updateHarness struct {
 	chain *objecttest.Chain
 	cloud *fakeComputes
 	spec  dp.OpenStackDataPlaneUpdateSpec
-	last  activities.StatusPatch
+	last  kube.StatusPatch
 	// checks counts the checks registered with at; ran those that ran.
 	checks, ran int
 }
@@ -181,44 +183,44 @@ func newUpdateHarness(t *testing.T, spec dp.OpenStackDataPlaneUpdateSpec) *updat
 func newUpdateRun(t *testing.T, spec dp.OpenStackDataPlaneUpdateSpec, cloud *fakeComputes) *updateHarness {
 	h := &updateHarness{t: t, cloud: cloud, spec: spec}
 	h.env = h.NewTestWorkflowEnvironment()
-	h.env.RegisterActivity(&activities.Kube{})
-	h.env.RegisterActivity(&activities.OpenStack{})
-	h.env.RegisterActivity(&activities.Ansible{})
+	h.env.RegisterActivity(&kube.Kube{})
+	h.env.RegisterActivity(&openstack.OpenStack{})
+	h.env.RegisterActivity(&ansible.Ansible{})
 	specJSON, _ := json.Marshal(spec)
-	h.env.OnActivity(kube.GetObject, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, ref lifecycle.ObjectRef) (*activities.Object, error) {
+	h.env.OnActivity(kubeActs.GetObject, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, ref lifecycle.ObjectRef) (*kube.Object, error) {
 			if ref.Kind == "OpenStackDataPlane" {
-				return &activities.Object{Exists: true, Generation: 1, Spec: json.RawMessage(`{"roles":["compute"]}`)}, nil
+				return &kube.Object{Exists: true, Generation: 1, Spec: json.RawMessage(`{"roles":["compute"]}`)}, nil
 			}
-			return &activities.Object{Exists: true, Generation: 1, Spec: specJSON}, nil
+			return &kube.Object{Exists: true, Generation: 1, Spec: specJSON}, nil
 		})
-	h.env.OnActivity(kube.ListObjects, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in activities.ListInput) ([]activities.ListedObject, error) {
+	h.env.OnActivity(kubeActs.ListObjects, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in kube.ListInput) ([]kube.ListedObject, error) {
 			switch in.Ref.Kind {
 			case "NovaExternalCompute":
-				return []activities.ListedObject{
-					{Ref: lifecycle.ObjectRef{Name: "a"}, Object: activities.Object{Spec: json.RawMessage(`{"dataplaneNodeName":"a","cellName":"cell1","sshKeySecretName":"key","ansibleHost":"192.0.2.10"}`)}},
-					{Ref: lifecycle.ObjectRef{Name: "b"}, Object: activities.Object{Spec: json.RawMessage(`{"dataplaneNodeName":"b","cellName":"cell1","sshKeySecretName":"key","ansibleHost":"192.0.2.11"}`)}},
+				return []kube.ListedObject{
+					{Ref: lifecycle.ObjectRef{Name: "a"}, Object: kube.Object{Spec: json.RawMessage(`{"dataplaneNodeName":"a","cellName":"cell1","sshKeySecretName":"key","ansibleHost":"192.0.2.10"}`)}},
+					{Ref: lifecycle.ObjectRef{Name: "b"}, Object: kube.Object{Spec: json.RawMessage(`{"dataplaneNodeName":"b","cellName":"cell1","sshKeySecretName":"key","ansibleHost":"192.0.2.11"}`)}},
 				}, nil
 			case "NovaCell":
 				// The computes joined the cell1 of a Nova serving its own region, as make run's samples do.
-				return []activities.ListedObject{
-					{Ref: lifecycle.ObjectRef{Name: "nova-regiontwo-cell1"}, Object: activities.Object{Spec: json.RawMessage(`{"cellName":"cell1","region":"RegionTwo"}`)}},
+				return []kube.ListedObject{
+					{Ref: lifecycle.ObjectRef{Name: "nova-regiontwo-cell1"}, Object: kube.Object{Spec: json.RawMessage(`{"cellName":"cell1","region":"RegionTwo"}`)}},
 				}, nil
 			}
-			return []activities.ListedObject{
-				{Ref: lifecycle.ObjectRef{Name: "a"}, Object: activities.Object{Spec: json.RawMessage(`{"role":"compute","hostName":"ha"}`)}},
-				{Ref: lifecycle.ObjectRef{Name: "b"}, Object: activities.Object{Spec: json.RawMessage(`{"role":"compute","hostName":"hb"}`)}},
-				{Ref: lifecycle.ObjectRef{Name: "c"}, Object: activities.Object{Spec: json.RawMessage(`{"role":"other","hostName":"hc"}`)}},
+			return []kube.ListedObject{
+				{Ref: lifecycle.ObjectRef{Name: "a"}, Object: kube.Object{Spec: json.RawMessage(`{"role":"compute","hostName":"ha"}`)}},
+				{Ref: lifecycle.ObjectRef{Name: "b"}, Object: kube.Object{Spec: json.RawMessage(`{"role":"compute","hostName":"hb"}`)}},
+				{Ref: lifecycle.ObjectRef{Name: "c"}, Object: kube.Object{Spec: json.RawMessage(`{"role":"other","hostName":"hc"}`)}},
 			}, nil
 		})
-	h.env.OnActivity(kube.GetObjectStatus, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in activities.StatusInput) (*activities.ObjectStatus, error) {
-			return &activities.ObjectStatus{Exists: true, Conditions: []metav1.Condition{{Type: ConditionDeployed, Status: metav1.ConditionTrue}}}, nil
+	h.env.OnActivity(kubeActs.GetObjectStatus, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in kube.StatusInput) (*kube.ObjectStatus, error) {
+			return &kube.ObjectStatus{Exists: true, Conditions: []metav1.Condition{{Type: ConditionDeployed, Status: metav1.ConditionTrue}}}, nil
 		})
-	h.env.OnActivity(kube.PatchStatus, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, p activities.StatusPatch) error { h.last = p; return nil })
-	h.env.OnActivity(kube.RemoveFinalizer, mock.Anything, mock.Anything).Return(nil)
+	h.env.OnActivity(kubeActs.PatchStatus, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, p kube.StatusPatch) error { h.last = p; return nil })
+	h.env.OnActivity(kubeActs.RemoveFinalizer, mock.Anything, mock.Anything).Return(nil)
 	h.env.OnActivity(ansibleActs.RunPlaybook, mock.Anything, mock.Anything).Return(h.cloud.playbook)
 	h.env.OnActivity(osActs.ComputeNodeState, mock.Anything, mock.Anything).Return(h.cloud.nodeState)
 	h.env.OnActivity(osActs.SetComputeService, mock.Anything, mock.Anything).Return(h.cloud.setService)

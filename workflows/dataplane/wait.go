@@ -10,9 +10,9 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/stackflow/stackflow/activities"
-	dataplanev1beta1 "github.com/stackflow/stackflow/api/dataplane/v1beta1"
+	"github.com/stackflow/stackflow/activities/kube"
 	"github.com/stackflow/stackflow/api"
+	dataplanev1beta1 "github.com/stackflow/stackflow/api/dataplane/v1beta1"
 	"github.com/stackflow/stackflow/api/lifecycle"
 	"github.com/stackflow/stackflow/workflows/object"
 )
@@ -150,8 +150,8 @@ func waitUntil(ctx workflow.Context, lc *object.Lifecycle, gen int64, condType s
 // waitSecret waits until the Secret exists with keys, naming it in the condition while it does not.
 func waitSecret(ctx workflow.Context, lc *object.Lifecycle, gen int64, condType, namespace, name string, keys ...string) error {
 	return waitUntil(ctx, lc, gen, condType, func(ctx workflow.Context) (bool, string, string, error) {
-		var p activities.SecretPresence
-		err := workflow.ExecuteActivity(object.KubeActivity(ctx), kube.CheckSecret, activities.SecretCheck{Namespace: namespace, Name: name, Keys: keys}).Get(ctx, &p)
+		var p kube.SecretPresence
+		err := workflow.ExecuteActivity(object.KubeActivity(ctx), kubeActs.CheckSecret, kube.SecretCheck{Namespace: namespace, Name: name, Keys: keys}).Get(ctx, &p)
 		if err != nil {
 			return false, "", "", fmt.Errorf("check Secret %s/%s: %w", namespace, name, err)
 		}
@@ -189,9 +189,9 @@ func NovaCellRef(namespace, name string) lifecycle.ObjectRef {
 // the node in the condition while it has not.
 func waitNodeInfrastructure(ctx workflow.Context, lc *object.Lifecycle, gen int64, condType, namespace, node string) error {
 	return waitUntil(ctx, lc, gen, condType, func(ctx workflow.Context) (bool, string, string, error) {
-		var st activities.ObjectStatus
+		var st kube.ObjectStatus
 		ref := DataPlaneNodeRef(namespace, node)
-		if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kube.GetObjectStatus, activities.StatusInput{Ref: ref}).Get(ctx, &st); err != nil {
+		if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kubeActs.GetObjectStatus, kube.StatusInput{Ref: ref}).Get(ctx, &st); err != nil {
 			return false, "", "", fmt.Errorf("read %s: %w", ref, err)
 		}
 		if !st.Exists {

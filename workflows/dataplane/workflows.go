@@ -14,15 +14,17 @@ package dataplane
 import (
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/stackflow/stackflow/activities"
+	"github.com/stackflow/stackflow/activities/ansible"
+	"github.com/stackflow/stackflow/activities/kube"
+	"github.com/stackflow/stackflow/activities/openstack"
 	"github.com/stackflow/stackflow/workflows/object"
 )
 
 // Activities the family calls, named through nil receivers; the worker registers the real structs.
 var (
-	kube        *activities.Kube
-	ansibleActs *activities.Ansible
-	osActs      *activities.OpenStack
+	kubeActs    *kube.Kube
+	ansibleActs *ansible.Ansible
+	osActs      *openstack.OpenStack
 )
 
 // Workflows lists the family's workflows by type name.

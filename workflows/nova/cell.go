@@ -9,7 +9,7 @@ import (
 
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/stackflow/stackflow/activities"
+	"github.com/stackflow/stackflow/activities/kube"
 	"github.com/stackflow/stackflow/api/lifecycle"
 	novav1beta1 "github.com/stackflow/stackflow/api/nova/v1beta1"
 	"github.com/stackflow/stackflow/workflows/object"
@@ -80,7 +80,7 @@ func childRef(ns, key string) lifecycle.ObjectRef {
 	return novaRef(kind, ns, name)
 }
 
-func (r *cellReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycle, obj *activities.Object) error {
+func (r *cellReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycle, obj *kube.Object) error {
 	var s novav1beta1.NovaCellSpec
 	if err := json.Unmarshal(obj.Spec, &s); err != nil {
 		return specError(ReasonInvalidSpec, fmt.Sprintf("spec of %s: %v", lc.Ref, err))
@@ -93,8 +93,8 @@ func (r *cellReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycle, o
 	ns := lc.Ref.Namespace
 	// One cell name per API database: a second NovaCell claiming it (another Nova's cell, one applied on
 	// its own) is refused before it runs anything, and says which NovaCell has it.
-	var cells []activities.ListedObject
-	if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kube.ListObjects, activities.ListInput{Ref: novaRef(KindNovaCell, ns, "")}).Get(ctx, &cells); err != nil {
+	var cells []kube.ListedObject
+	if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kubeActs.ListObjects, kube.ListInput{Ref: novaRef(KindNovaCell, ns, "")}).Get(ctx, &cells); err != nil {
 		return fmt.Errorf("list NovaCells: %w", err)
 	}
 	if other := ClaimedBy(lc.Ref.Name, s, cells); other != "" {
@@ -222,7 +222,7 @@ func apiDatabaseKey(s novav1beta1.NovaCellSpec) string {
 
 // ClaimedBy names the NovaCell that claimed s's cell name on the same API database before self (the
 // older one, by creation time, then by name), or "" when self may serve it. Pure.
-func ClaimedBy(self string, s novav1beta1.NovaCellSpec, cells []activities.ListedObject) string {
+func ClaimedBy(self string, s novav1beta1.NovaCellSpec, cells []kube.ListedObject) string {
 	created := ""
 	for _, c := range cells {
 		if c.Ref.Name == self {
@@ -254,9 +254,9 @@ func ClaimedBy(self string, s novav1beta1.NovaCellSpec, cells []activities.Liste
 // deleted), it cannot run: the mapping is left, and the teardown goes on.
 func unmapCell(ctx workflow.Context, lc *object.Lifecycle, s novav1beta1.NovaCellSpec, uuid string) error {
 	jobs := cellJobs(lc.Ref, s)
-	var hashes activities.SecretHashes
-	if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kube.HashSecrets,
-		activities.SecretHashesInput{Namespace: jobs.Namespace, Keys: jobs.secretKeys()}).Get(ctx, &hashes); err != nil {
+	var hashes kube.SecretHashes
+	if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kubeActs.HashSecrets,
+		kube.SecretHashesInput{Namespace: jobs.Namespace, Keys: jobs.secretKeys()}).Get(ctx, &hashes); err != nil {
 		return err
 	}
 	if len(hashes.Missing) > 0 {
@@ -272,7 +272,7 @@ func unmapCell(ctx workflow.Context, lc *object.Lifecycle, s novav1beta1.NovaCel
 	return err
 }
 
-func readyCount(st *activities.ObjectStatus) int32 {
+func readyCount(st *kube.ObjectStatus) int32 {
 	if st == nil {
 		return 0
 	}

@@ -10,7 +10,9 @@ import (
 
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/stackflow/stackflow/activities"
+	"github.com/stackflow/stackflow/activities/database"
+	"github.com/stackflow/stackflow/activities/kube"
+	"github.com/stackflow/stackflow/activities/messagebus"
 	"github.com/stackflow/stackflow/api/lifecycle"
 	novav1beta1 "github.com/stackflow/stackflow/api/nova/v1beta1"
 	"github.com/stackflow/stackflow/workflows/object"
@@ -35,10 +37,10 @@ type novaRecord struct {
 	Cells []string `json:"cells,omitempty"`
 	// Unmapped are cells removed from cellTemplates whose NovaCell is gone (so they are unmapped) and
 	// whose database and vhost are still to be removed.
-	Unmapped  []string                            `json:"unmapped,omitempty"`
-	Services  []string                            `json:"services,omitempty"`
-	Databases map[string]activities.DatabaseInput `json:"databases,omitempty"`
-	Vhosts    map[string]activities.VhostInput    `json:"vhosts,omitempty"`
+	Unmapped  []string                          `json:"unmapped,omitempty"`
+	Services  []string                          `json:"services,omitempty"`
+	Databases map[string]database.DatabaseInput `json:"databases,omitempty"`
+	Vhosts    map[string]messagebus.VhostInput  `json:"vhosts,omitempty"`
 }
 
 type novaReconciler struct{}
@@ -58,11 +60,11 @@ func CellDatabaseKey(cell string) string { return "NovaCellDatabasePassword-" + 
 
 // NovaPlan is what a Nova spec resolves to. Pure (NovaPlanFor), so it is tested on tables.
 type NovaPlan struct {
-	Databases map[string]activities.DatabaseInput
+	Databases map[string]database.DatabaseInput
 	// Copied are the database passwords that come from spec.secret (unmanaged databases): handed-down
 	// key → key of spec.secret.
 	Copied map[string]string
-	Vhosts map[string]activities.VhostInput
+	Vhosts map[string]messagebus.VhostInput
 	// Cells are the NovaCell specs by cell name; Services the other children by kind/name.
 	Cells    map[string]novav1beta1.NovaCellSpec
 	Services map[string]any
@@ -73,7 +75,7 @@ type NovaPlan struct {
 func NovaPlanFor(ref lifecycle.ObjectRef, s novav1beta1.NovaSpec) (*NovaPlan, error) {
 	ns, name := ref.Namespace, ref.Name
 	secret := HandedDownSecret(name)
-	p := &NovaPlan{Databases: map[string]activities.DatabaseInput{}, Copied: map[string]string{}, Vhosts: map[string]activities.VhostInput{},
+	p := &NovaPlan{Databases: map[string]database.DatabaseInput{}, Copied: map[string]string{}, Vhosts: map[string]messagebus.VhostInput{},
 		Cells: map[string]novav1beta1.NovaCellSpec{}, Services: map[string]any{}}
 	sel := s.PasswordSelectors
 	addDB := func(id string, a novav1beta1.DatabaseAccess, defDB, key, userKey string) string {
@@ -82,9 +84,9 @@ func NovaPlanFor(ref lifecycle.ObjectRef, s novav1beta1.NovaSpec) (*NovaPlan, er
 		if a.AdminSecret == "" {
 			p.Copied[key] = userKey
 		} else {
-			p.Databases[id] = activities.DatabaseInput{
-				Server:   activities.DatabaseServer{Host: a.Hostname, Port: a.Port, Namespace: ns, AdminSecret: a.AdminSecret},
-				Database: db, User: user, Password: activities.SecretKeyRef{Namespace: ns, Name: secret, Key: key},
+			p.Databases[id] = database.DatabaseInput{
+				Server:   database.DatabaseServer{Host: a.Hostname, Port: a.Port, Namespace: ns, AdminSecret: a.AdminSecret},
+				Database: db, User: user, Password: kube.SecretKeyRef{Namespace: ns, Name: secret, Key: key},
 				Owner: owner(ref)}
 		}
 		return db
@@ -95,9 +97,9 @@ func NovaPlanFor(ref lifecycle.ObjectRef, s novav1beta1.NovaSpec) (*NovaPlan, er
 			return
 		}
 		vhost := ns + "-" + name + "-" + id
-		p.Vhosts[id] = activities.VhostInput{Server: activities.MessageBusServer{Namespace: ns, AdminSecret: b.AdminSecret}, Vhost: vhost, User: vhost,
-			Password:     activities.SecretKeyRef{Namespace: ns, Name: secret, Key: "MessageBusPassword-" + id},
-			TransportURL: activities.SecretKeyRef{Namespace: ns, Name: b.TransportURLSecret, Key: "transport_url"}, Owner: owner(ref)}
+		p.Vhosts[id] = messagebus.VhostInput{Server: messagebus.MessageBusServer{Namespace: ns, AdminSecret: b.AdminSecret}, Vhost: vhost, User: vhost,
+			Password:     kube.SecretKeyRef{Namespace: ns, Name: secret, Key: "MessageBusPassword-" + id},
+			TransportURL: kube.SecretKeyRef{Namespace: ns, Name: b.TransportURLSecret, Key: "transport_url"}, Owner: owner(ref)}
 	}
 	addBus("api", s.APIMessageBus)
 	auth := s.NovaServiceAuth
@@ -177,7 +179,7 @@ func NovaPlanFor(ref lifecycle.ObjectRef, s novav1beta1.NovaSpec) (*NovaPlan, er
 
 func cellCR(nova, cell string) string { return nova + "-" + cell }
 
-func (r *novaReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycle, obj *activities.Object) error {
+func (r *novaReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycle, obj *kube.Object) error {
 	var s novav1beta1.NovaSpec
 	if err := json.Unmarshal(obj.Spec, &s); err != nil {
 		return specError(ReasonInvalidSpec, fmt.Sprintf("spec of %s: %v", lc.Ref, err))
@@ -192,7 +194,7 @@ func (r *novaReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycle, o
 		return err
 	}
 	if rec.Databases == nil {
-		rec.Databases, rec.Vhosts = map[string]activities.DatabaseInput{}, map[string]activities.VhostInput{}
+		rec.Databases, rec.Vhosts = map[string]database.DatabaseInput{}, map[string]messagebus.VhostInput{}
 	}
 	ns, name := lc.Ref.Namespace, lc.Ref.Name
 	secret := HandedDownSecret(name)
@@ -203,7 +205,7 @@ func (r *novaReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycle, o
 	}
 	svcKey := firstNonEmpty(s.PasswordSelectors.Service, "NovaPassword")
 	err = poll(ctx, lc, ConditionInputsReady, func(ctx workflow.Context) (bool, string, error) {
-		var p activities.SecretPresence
+		var p kube.SecretPresence
 		keys := []string{svcKey}
 		//workflowcheck:ignore -- reviewed: the result does not depend on the map's order
 		for _, k := range plan.Copied {
@@ -212,7 +214,7 @@ func (r *novaReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycle, o
 			}
 		}
 		slices.Sort(keys)
-		if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kube.CheckSecret, activities.SecretCheck{Namespace: ns, Name: s.Secret, Keys: keys}).Get(ctx, &p); err != nil {
+		if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kubeActs.CheckSecret, kube.SecretCheck{Namespace: ns, Name: s.Secret, Keys: keys}).Get(ctx, &p); err != nil {
 			return false, "", err
 		}
 		if !p.Ready() {
@@ -230,12 +232,12 @@ func (r *novaReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycle, o
 	for k, v := range plan.Copied {
 		copyKeys[k] = v
 	}
-	if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kube.CopySecretKeys, activities.CopySecretKeysInput{
-		From: activities.SecretKeyRef{Namespace: ns, Name: s.Secret}, Keys: copyKeys, Optional: []string{KeyMetadata},
-		To: activities.SecretKeyRef{Namespace: ns, Name: secret}, Owner: owner(lc.Ref)}).Get(ctx, nil); err != nil {
+	if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kubeActs.CopySecretKeys, kube.CopySecretKeysInput{
+		From: kube.SecretKeyRef{Namespace: ns, Name: s.Secret}, Keys: copyKeys, Optional: []string{KeyMetadata},
+		To: kube.SecretKeyRef{Namespace: ns, Name: secret}, Owner: owner(lc.Ref)}).Get(ctx, nil); err != nil {
 		return fmt.Errorf("hand down Secret %s: %w", secret, err)
 	}
-	if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kube.GenerateSecretKey, activities.SecretKeyRef{Namespace: ns, Name: secret, Key: KeyMetadata}, owner(lc.Ref)).Get(ctx, nil); err != nil {
+	if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kubeActs.GenerateSecretKey, kube.SecretKeyRef{Namespace: ns, Name: secret, Key: KeyMetadata}, owner(lc.Ref)).Get(ctx, nil); err != nil {
 		return fmt.Errorf("metadata secret: %w", err)
 	}
 	lc.SetCondition(ctx, metav1.Condition{Type: ConditionInputsReady, Status: metav1.ConditionTrue, Reason: "SecretsPresent", Message: "Secret " + secret + " handed down"})
@@ -435,7 +437,7 @@ func dropCell(ctx workflow.Context, lc *object.Lifecycle, rec *novaRecord, cell 
 		}
 		delete(rec.Vhosts, cell)
 	}
-	if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kube.DeleteSecretKeys, ns, HandedDownSecret(lc.Ref.Name),
+	if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kubeActs.DeleteSecretKeys, ns, HandedDownSecret(lc.Ref.Name),
 		[]string{CellDatabaseKey(cell), "MessageBusPassword-" + cell}).Get(ctx, nil); err != nil {
 		return err
 	}
@@ -473,8 +475,8 @@ func withMappedCells(spec any, cells []string) any {
 
 // computesIn lists the NovaExternalComputes of the namespace that are in one of the cells, sorted.
 func computesIn(ctx workflow.Context, ns string, cells ...string) ([]string, error) {
-	var necs []activities.ListedObject
-	if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kube.ListObjects, activities.ListInput{Ref: novaRef("NovaExternalCompute", ns, "")}).Get(ctx, &necs); err != nil {
+	var necs []kube.ListedObject
+	if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kubeActs.ListObjects, kube.ListInput{Ref: novaRef("NovaExternalCompute", ns, "")}).Get(ctx, &necs); err != nil {
 		return nil, err
 	}
 	var using []string
@@ -511,7 +513,7 @@ func (r *novaReconciler) Teardown(ctx workflow.Context, lc *object.Lifecycle) er
 		// they are gone instead of failing until someone sends retry; the wait adds nothing to the history.
 		lc.SetCondition(ctx, metav1.Condition{Type: ConditionCellsReady, Status: metav1.ConditionFalse, Reason: ReasonCellRemovalBlocked,
 			Message: fmt.Sprintf("the cells still have computes (NovaExternalCompute %s): the Nova goes once they are gone", strings.Join(using, ", "))})
-		if err := workflow.ExecuteActivity(computesGoneActivity(ctx), kube.WaitNoComputes, activities.CellsInput{Namespace: ns, Cells: rec.Cells}).Get(ctx, nil); err != nil {
+		if err := workflow.ExecuteActivity(computesGoneActivity(ctx), kubeActs.WaitNoComputes, kube.CellsInput{Namespace: ns, Cells: rec.Cells}).Get(ctx, nil); err != nil {
 			return fmt.Errorf("wait for the computes to go: %w", err)
 		}
 	}

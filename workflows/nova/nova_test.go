@@ -6,7 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/stackflow/stackflow/activities"
+	"github.com/stackflow/stackflow/activities/kube"
 	"github.com/stackflow/stackflow/api/lifecycle"
 	novav1beta1 "github.com/stackflow/stackflow/api/nova/v1beta1"
 )
@@ -92,36 +92,36 @@ func keysOf[V any](m map[string]V) []string {
 
 // A cell name is served once per API database: the oldest NovaCell claiming it keeps it.
 func TestClaimedBy(t *testing.T) {
-	cell := func(name, cellName, apiHost, apiDB, created string, deleting bool) activities.ListedObject {
+	cell := func(name, cellName, apiHost, apiDB, created string, deleting bool) kube.ListedObject {
 		b, _ := json.Marshal(novav1beta1.NovaCellSpec{CellName: cellName, APIDatabaseHostname: apiHost, DatabaseNames: novav1beta1.DatabaseNames{APIDatabaseName: apiDB}})
-		return activities.ListedObject{Ref: lifecycle.ObjectRef{Name: name}, Object: activities.Object{Spec: b, Deleting: deleting}, Created: created}
+		return kube.ListedObject{Ref: lifecycle.ObjectRef{Name: name}, Object: kube.Object{Spec: b, Deleting: deleting}, Created: created}
 	}
 	spec := novav1beta1.NovaCellSpec{CellName: "cell0", APIDatabaseHostname: "127.0.0.1", DatabaseNames: novav1beta1.DatabaseNames{APIDatabaseName: "r_api"}}
 	for _, tc := range []struct {
 		name  string
-		cells []activities.ListedObject
+		cells []kube.ListedObject
 		want  string
 	}{
-		{"alone", []activities.ListedObject{cell("self", "cell0", "127.0.0.1", "r_api", "2024-01-01T00:00:02Z", false)}, ""},
-		{"an older claim wins", []activities.ListedObject{
+		{"alone", []kube.ListedObject{cell("self", "cell0", "127.0.0.1", "r_api", "2024-01-01T00:00:02Z", false)}, ""},
+		{"an older claim wins", []kube.ListedObject{
 			cell("nova-cell0", "cell0", "127.0.0.1", "r_api", "2024-01-01T00:00:01Z", false),
 			cell("self", "cell0", "127.0.0.1", "r_api", "2024-01-01T00:00:02Z", false)}, "nova-cell0"},
-		{"a younger claim loses", []activities.ListedObject{
+		{"a younger claim loses", []kube.ListedObject{
 			cell("self", "cell0", "127.0.0.1", "r_api", "2024-01-01T00:00:01Z", false),
 			cell("later", "cell0", "127.0.0.1", "r_api", "2024-01-01T00:00:02Z", false)}, ""},
-		{"same second: by name", []activities.ListedObject{
+		{"same second: by name", []kube.ListedObject{
 			cell("a", "cell0", "127.0.0.1", "r_api", "2024-01-01T00:00:01Z", false),
 			cell("self", "cell0", "127.0.0.1", "r_api", "2024-01-01T00:00:01Z", false)}, "a"},
-		{"another API database", []activities.ListedObject{
+		{"another API database", []kube.ListedObject{
 			cell("other", "cell0", "127.0.0.1", "other_api", "2024-01-01T00:00:01Z", false),
 			cell("self", "cell0", "127.0.0.1", "r_api", "2024-01-01T00:00:02Z", false)}, ""},
-		{"the default API database name", []activities.ListedObject{
+		{"the default API database name", []kube.ListedObject{
 			cell("other", "cell0", "127.0.0.1", "", "2024-01-01T00:00:01Z", false),
 			cell("self", "cell0", "127.0.0.1", "nova_api", "2024-01-01T00:00:02Z", false)}, "other"},
-		{"another cell name", []activities.ListedObject{
+		{"another cell name", []kube.ListedObject{
 			cell("cell1", "cell1", "127.0.0.1", "r_api", "2024-01-01T00:00:01Z", false),
 			cell("self", "cell0", "127.0.0.1", "r_api", "2024-01-01T00:00:02Z", false)}, ""},
-		{"a claim being deleted", []activities.ListedObject{
+		{"a claim being deleted", []kube.ListedObject{
 			cell("going", "cell0", "127.0.0.1", "r_api", "2024-01-01T00:00:01Z", true),
 			cell("self", "cell0", "127.0.0.1", "r_api", "2024-01-01T00:00:02Z", false)}, ""},
 	} {

@@ -7,13 +7,13 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/stackflow/stackflow/activities"
+	"github.com/stackflow/stackflow/activities/kube"
 )
 
 func instance(svc Service) Instance {
 	in := Instance{
 		Service: svc, Name: "nova-" + string(svc), Namespace: "ns", Image: DefaultImages[svc], Replicas: 1,
-		Owner:  activities.Owner{APIVersion: "nova.openstack.org/v1beta1", Kind: "NovaScheduler", Name: "x", UID: "u"},
+		Owner:  kube.Owner{APIVersion: "nova.openstack.org/v1beta1", Kind: "NovaScheduler", Name: "x", UID: "u"},
 		Secret: "nova-secret", ServicePasswordKey: "NovaPassword", ServiceUser: "nova", KeystoneAuthURL: "http://198.51.100.1:5000/v3",
 		TransportURLSecret: "nova-api-transport",
 		APIDatabase:        &DB{Host: "127.0.0.1", User: "nova_api", Database: "nova_api", PasswordKey: "NovaAPIDatabasePassword"},

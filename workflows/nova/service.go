@@ -15,9 +15,11 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/stackflow/stackflow/activities"
+	"github.com/stackflow/stackflow/activities/kube"
+	"github.com/stackflow/stackflow/activities/openstack"
 	"github.com/stackflow/stackflow/api/lifecycle"
 	novav1beta1 "github.com/stackflow/stackflow/api/nova/v1beta1"
+	"github.com/stackflow/stackflow/api/oslo"
 	"github.com/stackflow/stackflow/workflows/object"
 )
 
@@ -53,9 +55,9 @@ func NovaNoVNCProxyWorkflow(ctx workflow.Context, in object.Input) error {
 // serviceRecord is what a service workflow keeps: the inputs' hashes in place and, for the API, the
 // Keystone endpoints it registered (and as whom, for their removal).
 type serviceRecord struct {
-	Inputs    map[string]string       `json:"inputs,omitempty"`
-	Endpoints map[string]string       `json:"endpoints,omitempty"`
-	Keystone  *activities.ServiceUser `json:"keystone,omitempty"`
+	Inputs    map[string]string      `json:"inputs,omitempty"`
+	Endpoints map[string]string      `json:"endpoints,omitempty"`
+	Keystone  *openstack.ServiceUser `json:"keystone,omitempty"`
 }
 
 type serviceReconciler struct{}
@@ -172,7 +174,7 @@ func ServiceInstance(ref lifecycle.ObjectRef, raw json.RawMessage) (Instance, er
 		return in, specError(ReasonInvalidSpec, "not a Nova service kind: "+ref.Kind)
 	}
 	if in.CustomServiceConfig != "" {
-		if _, err := activities.ParseServiceConfig(in.CustomServiceConfig); err != nil {
+		if _, err := oslo.ParseServiceConfig(in.CustomServiceConfig); err != nil {
 			return in, specError(ReasonInvalidSpec, fmt.Sprintf("customServiceConfig is not an oslo.config INI snippet: %v", err))
 		}
 	}
@@ -181,7 +183,7 @@ func ServiceInstance(ref lifecycle.ObjectRef, raw json.RawMessage) (Instance, er
 
 // listenPort is the port a customServiceConfig sets for option, or def.
 func listenPort(custom, section, option string, def int32) int32 {
-	ini, err := activities.ParseServiceConfig(custom)
+	ini, err := oslo.ParseServiceConfig(custom)
 	if err != nil {
 		return def
 	}
@@ -219,10 +221,10 @@ func (in Instance) secretKeys() map[string][]string {
 // prepare renders the instance's ConfigMaps and returns the hash of its inputs, waiting (visibly) for
 // the Secrets it reads. It records the new inputs and says in ServiceConfigReady which changed.
 func prepare(ctx workflow.Context, lc *object.Lifecycle, in Instance, rec *serviceRecord) (string, error) {
-	var hashes activities.SecretHashes
+	var hashes kube.SecretHashes
 	err := poll(ctx, lc, ConditionInputsReady, func(ctx workflow.Context) (bool, string, error) {
-		if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kube.HashSecrets,
-			activities.SecretHashesInput{Namespace: in.Namespace, Keys: in.secretKeys()}).Get(ctx, &hashes); err != nil {
+		if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kubeActs.HashSecrets,
+			kube.SecretHashesInput{Namespace: in.Namespace, Keys: in.secretKeys()}).Get(ctx, &hashes); err != nil {
 			return false, "", err
 		}
 		if len(hashes.Missing) > 0 {
@@ -245,8 +247,8 @@ func prepare(ctx workflow.Context, lc *object.Lifecycle, in Instance, rec *servi
 		name string
 		data map[string]string
 	}{{ConfigDataName(in.Name), configData}, {ScriptsName(in.Name), scripts}} {
-		if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kube.ApplyConfigMap,
-			activities.ConfigMapInput{Namespace: in.Namespace, Name: cm.name, Data: cm.data, Labels: labels, Owner: &in.Owner}).Get(ctx, nil); err != nil {
+		if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kubeActs.ApplyConfigMap,
+			kube.ConfigMapInput{Namespace: in.Namespace, Name: cm.name, Data: cm.data, Labels: labels, Owner: &in.Owner}).Get(ctx, nil); err != nil {
 			return "", fmt.Errorf("ConfigMap %s: %w", cm.name, err)
 		}
 	}
@@ -265,7 +267,7 @@ func prepare(ctx workflow.Context, lc *object.Lifecycle, in Instance, rec *servi
 
 // runJob runs one of the instance's Jobs to its end, reporting it in cond; a failed Job fails the
 // reconcile with the Job's own message.
-func runJob(ctx workflow.Context, lc *object.Lifecycle, in Instance, job, script, hash, cond string, env map[string]string) (*activities.JobState, error) {
+func runJob(ctx workflow.Context, lc *object.Lifecycle, in Instance, job, script, hash, cond string, env map[string]string) (*kube.JobState, error) {
 	// A teardown's Job (unmapping a cell) runs while the object is being deleted: it shows its step
 	// without holding for a pause or refusing.
 	if lc.Deleting() {
@@ -274,8 +276,8 @@ func runJob(ctx workflow.Context, lc *object.Lifecycle, in Instance, job, script
 		return nil, err
 	}
 	lc.SetCondition(ctx, metav1.Condition{Type: cond, Status: metav1.ConditionFalse, Reason: "Running", Message: "Job " + in.Name + "-" + job + " running"})
-	var st activities.JobState
-	if err := workflow.ExecuteActivity(waitActivity(ctx, 20*time.Minute), kube.RunJob, activities.JobInput{Job: in.Job(job, script, hash, env)}).Get(ctx, &st); err != nil {
+	var st kube.JobState
+	if err := workflow.ExecuteActivity(waitActivity(ctx, 20*time.Minute), kubeActs.RunJob, kube.JobInput{Job: in.Job(job, script, hash, env)}).Get(ctx, &st); err != nil {
 		msg := object.FailureMessage(err)
 		lc.SetCondition(ctx, metav1.Condition{Type: cond, Status: metav1.ConditionFalse, Reason: ReasonJobFailed, Message: msg})
 		return nil, temporal.NewNonRetryableApplicationError(msg, ReasonJobFailed, err)
@@ -289,7 +291,7 @@ func runJob(ctx workflow.Context, lc *object.Lifecycle, in Instance, job, script
 	return &st, nil
 }
 
-func (r *serviceReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycle, obj *activities.Object) error {
+func (r *serviceReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycle, obj *kube.Object) error {
 	in, err := ServiceInstance(lc.Ref, obj.Spec)
 	if err != nil {
 		return err
@@ -325,13 +327,13 @@ func (r *serviceReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycle
 	if err := lc.Step(ctx, "deployment "+in.Name+" ("+hash+")"); err != nil {
 		return err
 	}
-	if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kube.ApplyDeployment, activities.DeploymentInput{Deployment: in.Deployment(hash)}).Get(ctx, nil); err != nil {
+	if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kubeActs.ApplyDeployment, kube.DeploymentInput{Deployment: in.Deployment(hash)}).Get(ctx, nil); err != nil {
 		return fmt.Errorf("Deployment %s: %w", in.Name, err)
 	}
 	lc.SetCondition(ctx, metav1.Condition{Type: novav1beta1.ConditionDeploymentReady, Status: metav1.ConditionFalse, Reason: "RollingOut",
 		Message: fmt.Sprintf("rolling out %d replica(s) with configuration %s", in.Replicas, hash)})
-	var dep activities.DeploymentState
-	if err := workflow.ExecuteActivity(waitActivity(ctx, 15*time.Minute), kube.WaitDeployment, in.Namespace, in.Name).Get(ctx, &dep); err != nil {
+	var dep kube.DeploymentState
+	if err := workflow.ExecuteActivity(waitActivity(ctx, 15*time.Minute), kubeActs.WaitDeployment, in.Namespace, in.Name).Get(ctx, &dep); err != nil {
 		msg := object.FailureMessage(err)
 		lc.SetCondition(ctx, metav1.Condition{Type: novav1beta1.ConditionDeploymentReady, Status: metav1.ConditionFalse, Reason: "NotReady", Message: msg})
 		return temporal.NewNonRetryableApplicationError(msg, "DeploymentNotReady", err)
@@ -358,14 +360,14 @@ func registerEndpoints(ctx workflow.Context, lc *object.Lifecycle, in Instance, 
 		return specError("NoPodAddress", "the API's pods report no address to register in Keystone")
 	}
 	url := fmt.Sprintf("http://%s/v2.1", net.JoinHostPort(podIPs[0], strconv.Itoa(int(in.Port))))
-	auth := activities.ServiceUser{AuthURL: in.KeystoneAuthURL, User: in.ServiceUser,
-		Password: activities.SecretKeyRef{Namespace: in.Namespace, Name: in.Secret, Key: string(in.ServicePasswordKey)}}
+	auth := openstack.ServiceUser{AuthURL: in.KeystoneAuthURL, User: in.ServiceUser,
+		Password: kube.SecretKeyRef{Namespace: in.Namespace, Name: in.Secret, Key: string(in.ServicePasswordKey)}}
 	var owned []string
 	for _, id := range workflow.DeterministicKeys(rec.Endpoints) {
 		owned = append(owned, rec.Endpoints[id])
 	}
-	var res activities.EndpointsResult
-	err := workflow.ExecuteActivity(infraActivity(ctx), osActs.EnsureEndpoints, activities.EndpointsInput{
+	var res openstack.EndpointsResult
+	err := workflow.ExecuteActivity(infraActivity(ctx), osActs.EnsureEndpoints, openstack.EndpointsInput{
 		Auth: auth, ServiceType: "compute", ServiceName: "nova", Region: in.Region,
 		URLs: map[string]string{"public": url, "internal": url}, Owned: owned,
 	}).Get(ctx, &res)
@@ -385,8 +387,8 @@ func registerEndpoints(ctx workflow.Context, lc *object.Lifecycle, in Instance, 
 
 // requireCell refuses a per-cell service of a cell no NovaCell of the namespace serves.
 func requireCell(ctx workflow.Context, lc *object.Lifecycle, cell string) error {
-	var cells []activities.ListedObject
-	if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kube.ListObjects, activities.ListInput{Ref: novaRef(KindNovaCell, lc.Ref.Namespace, "")}).Get(ctx, &cells); err != nil {
+	var cells []kube.ListedObject
+	if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kubeActs.ListObjects, kube.ListInput{Ref: novaRef(KindNovaCell, lc.Ref.Namespace, "")}).Get(ctx, &cells); err != nil {
 		return fmt.Errorf("list NovaCells: %w", err)
 	}
 	for _, c := range cells {
@@ -414,9 +416,9 @@ func (r *serviceReconciler) Teardown(ctx workflow.Context, lc *object.Lifecycle)
 		for _, k := range workflow.DeterministicKeys(rec.Endpoints) {
 			ids = append(ids, rec.Endpoints[k])
 		}
-		err := workflow.ExecuteActivity(infraActivity(ctx), osActs.DeleteEndpoints, activities.DeleteEndpointsInput{Auth: *rec.Keystone, IDs: ids}).Get(ctx, nil)
+		err := workflow.ExecuteActivity(infraActivity(ctx), osActs.DeleteEndpoints, openstack.DeleteEndpointsInput{Auth: *rec.Keystone, IDs: ids}).Get(ctx, nil)
 		var app *temporal.ApplicationError
-		if err != nil && !(errors.As(err, &app) && app.Type() == activities.ErrSecretMissing) {
+		if err != nil && !(errors.As(err, &app) && app.Type() == kube.ErrSecretMissing) {
 			return fmt.Errorf("remove keystone endpoints of %s: %w", lc.Ref, err)
 		}
 		if err != nil {

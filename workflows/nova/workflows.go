@@ -11,7 +11,10 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/stackflow/stackflow/activities"
+	"github.com/stackflow/stackflow/activities/database"
+	"github.com/stackflow/stackflow/activities/kube"
+	"github.com/stackflow/stackflow/activities/messagebus"
+	"github.com/stackflow/stackflow/activities/openstack"
 	"github.com/stackflow/stackflow/api"
 	"github.com/stackflow/stackflow/api/lifecycle"
 	"github.com/stackflow/stackflow/workflows/object"
@@ -19,10 +22,10 @@ import (
 
 // Activities the family calls, named through nil receivers; the worker registers the real structs.
 var (
-	kube   *activities.Kube
-	dbs    *activities.Database
-	buses  *activities.MessageBus
-	osActs *activities.OpenStack
+	kubeActs *kube.Kube
+	dbs      *database.Database
+	buses    *messagebus.MessageBus
+	osActs   *openstack.OpenStack
 )
 
 // Workflows lists the family's workflows by type name (the Kind each serves).
@@ -69,8 +72,8 @@ func configMapRef(ns, name string) lifecycle.ObjectRef {
 }
 
 // owner is the owner reference of what an object's workflow creates.
-func owner(ref lifecycle.ObjectRef) *activities.Owner {
-	return &activities.Owner{APIVersion: ref.APIVersion(), Kind: ref.Kind, Name: ref.Name, UID: ref.UID}
+func owner(ref lifecycle.ObjectRef) *kube.Owner {
+	return &kube.Owner{APIVersion: ref.APIVersion(), Kind: ref.Kind, Name: ref.Name, UID: ref.UID}
 }
 
 // Reasons of the family's conditions (besides the API's).
@@ -187,16 +190,16 @@ func applyChild(ctx workflow.Context, lc *object.Lifecycle, kind, name string, s
 	if err != nil {
 		return fmt.Errorf("spec of %s %s: %w", kind, name, err)
 	}
-	in := activities.ChildInput{Ref: novaRef(kind, lc.Ref.Namespace, name), Spec: raw, Owner: owner(lc.Ref),
+	in := kube.ChildInput{Ref: novaRef(kind, lc.Ref.Namespace, name), Spec: raw, Owner: owner(lc.Ref),
 		Labels: map[string]string{"app.kubernetes.io/managed-by": "stackflow", "nova.openstack.org/owner": lc.Ref.Name}}
-	return workflow.ExecuteActivity(object.KubeActivity(ctx), kube.ApplyChild, in).Get(ctx, nil)
+	return workflow.ExecuteActivity(object.KubeActivity(ctx), kubeActs.ApplyChild, in).Get(ctx, nil)
 }
 
 // childStatus reads a child's status and its readyCount.
-func childStatus(ctx workflow.Context, ref lifecycle.ObjectRef) (*activities.ObjectStatus, error) {
-	var st activities.ObjectStatus
-	in := activities.StatusInput{Ref: ref, Fields: []string{"readyCount"}}
-	if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kube.GetObjectStatus, in).Get(ctx, &st); err != nil {
+func childStatus(ctx workflow.Context, ref lifecycle.ObjectRef) (*kube.ObjectStatus, error) {
+	var st kube.ObjectStatus
+	in := kube.StatusInput{Ref: ref, Fields: []string{"readyCount"}}
+	if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kubeActs.GetObjectStatus, in).Get(ctx, &st); err != nil {
 		return nil, fmt.Errorf("status of %s: %w", ref, err)
 	}
 	return &st, nil
@@ -204,8 +207,8 @@ func childStatus(ctx workflow.Context, ref lifecycle.ObjectRef) (*activities.Obj
 
 // waitChildren waits until every child is Ready, showing in cond which are not (and why, from their
 // own Ready condition). A child that failed fails the wait with its message.
-func waitChildren(ctx workflow.Context, lc *object.Lifecycle, cond string, refs []lifecycle.ObjectRef) (map[string]*activities.ObjectStatus, error) {
-	out := map[string]*activities.ObjectStatus{}
+func waitChildren(ctx workflow.Context, lc *object.Lifecycle, cond string, refs []lifecycle.ObjectRef) (map[string]*kube.ObjectStatus, error) {
+	out := map[string]*kube.ObjectStatus{}
 	err := poll(ctx, lc, cond, func(ctx workflow.Context) (bool, string, error) {
 		var waiting []string
 		for _, r := range refs {
@@ -245,12 +248,12 @@ const ReasonServiceFailed = "ServiceFailed"
 // deleteAll deletes objects and waits until they are gone (their workflows tore them down).
 func deleteAll(ctx workflow.Context, refs ...lifecycle.ObjectRef) error {
 	for _, r := range refs {
-		if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kube.DeleteObject, r).Get(ctx, nil); err != nil {
+		if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kubeActs.DeleteObject, r).Get(ctx, nil); err != nil {
 			return fmt.Errorf("delete %s: %w", r, err)
 		}
 	}
 	for _, r := range refs {
-		if err := workflow.ExecuteActivity(waitActivity(ctx, 30*time.Minute), kube.WaitDeleted, r).Get(ctx, nil); err != nil {
+		if err := workflow.ExecuteActivity(waitActivity(ctx, 30*time.Minute), kubeActs.WaitDeleted, r).Get(ctx, nil); err != nil {
 			return fmt.Errorf("wait for %s to go: %w", r, err)
 		}
 	}

@@ -15,7 +15,8 @@ import (
 	"go.temporal.io/sdk/workflow"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/stackflow/stackflow/activities"
+	"github.com/stackflow/stackflow/activities/kube"
+	"github.com/stackflow/stackflow/activities/openstack"
 	"github.com/stackflow/stackflow/api/lifecycle"
 	novav1beta1 "github.com/stackflow/stackflow/api/nova/v1beta1"
 	"github.com/stackflow/stackflow/workflows/object"
@@ -30,9 +31,9 @@ type fakeCluster struct {
 	deployments []*DeploymentSeen
 	jobs        []string
 	deleted     []string
-	endpoints   []activities.EndpointsInput
+	endpoints   []openstack.EndpointsInput
 	removedEPs  []string
-	statuses    []activities.StatusPatch
+	statuses    []kube.StatusPatch
 }
 
 // DeploymentSeen is what ApplyDeployment received, decoded as the activity decodes it.
@@ -45,28 +46,28 @@ type DeploymentSeen struct {
 func newEnv(t *testing.T, f *fakeCluster, kind string, wf any) *testsuite.TestWorkflowEnvironment {
 	var ts testsuite.WorkflowTestSuite
 	env := ts.NewTestWorkflowEnvironment()
-	env.RegisterActivity(&activities.Kube{})
-	env.RegisterActivity(&activities.OpenStack{})
+	env.RegisterActivity(&kube.Kube{})
+	env.RegisterActivity(&openstack.OpenStack{})
 	env.RegisterWorkflowWithOptions(wf, workflow.RegisterOptions{Name: kind})
-	env.OnActivity(kube.GetObject, mock.Anything, mock.Anything).Return(func(context.Context, lifecycle.ObjectRef) (*activities.Object, error) {
-		return &activities.Object{Exists: true, Generation: 1, Spec: f.spec}, nil
+	env.OnActivity(kubeActs.GetObject, mock.Anything, mock.Anything).Return(func(context.Context, lifecycle.ObjectRef) (*kube.Object, error) {
+		return &kube.Object{Exists: true, Generation: 1, Spec: f.spec}, nil
 	})
-	env.OnActivity(kube.PatchStatus, mock.Anything, mock.Anything).Return(func(_ context.Context, p activities.StatusPatch) error {
+	env.OnActivity(kubeActs.PatchStatus, mock.Anything, mock.Anything).Return(func(_ context.Context, p kube.StatusPatch) error {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		f.statuses = append(f.statuses, p)
 		return nil
 	})
-	env.OnActivity(kube.RemoveFinalizer, mock.Anything, mock.Anything).Return(nil)
-	env.OnActivity(kube.HashSecrets, mock.Anything, mock.Anything).Return(func(_ context.Context, in activities.SecretHashesInput) (*activities.SecretHashes, error) {
-		out := &activities.SecretHashes{Hashes: map[string]string{}}
+	env.OnActivity(kubeActs.RemoveFinalizer, mock.Anything, mock.Anything).Return(nil)
+	env.OnActivity(kubeActs.HashSecrets, mock.Anything, mock.Anything).Return(func(_ context.Context, in kube.SecretHashesInput) (*kube.SecretHashes, error) {
+		out := &kube.SecretHashes{Hashes: map[string]string{}}
 		for name := range in.Keys {
 			out.Hashes[name] = "h-" + name
 		}
 		return out, nil
 	})
-	env.OnActivity(kube.ApplyConfigMap, mock.Anything, mock.Anything).Return(nil)
-	env.OnActivity(kube.ApplyDeployment, mock.Anything, mock.Anything).Return(func(_ context.Context, in activities.DeploymentInput) error {
+	env.OnActivity(kubeActs.ApplyConfigMap, mock.Anything, mock.Anything).Return(nil)
+	env.OnActivity(kubeActs.ApplyDeployment, mock.Anything, mock.Anything).Return(func(_ context.Context, in kube.DeploymentInput) error {
 		d := in.Deployment
 		seen := &DeploymentSeen{Name: d.Name, Hash: d.Spec.Template.Annotations[HashAnnotation]}
 		if p := d.Spec.Template.Spec.Containers[0].ReadinessProbe; p != nil && p.HTTPGet != nil {
@@ -77,8 +78,8 @@ func newEnv(t *testing.T, f *fakeCluster, kind string, wf any) *testsuite.TestWo
 		f.deployments = append(f.deployments, seen)
 		return nil
 	})
-	env.OnActivity(kube.WaitDeployment, mock.Anything, mock.Anything, mock.Anything).Return(&activities.DeploymentState{Replicas: 1, Ready: 1, Updated: 1, RolledOut: true, PodIPs: []string{"198.51.100.1"}}, nil)
-	env.OnActivity(kube.RunJob, mock.Anything, mock.Anything).Return(func(_ context.Context, in activities.JobInput) (*activities.JobState, error) {
+	env.OnActivity(kubeActs.WaitDeployment, mock.Anything, mock.Anything, mock.Anything).Return(&kube.DeploymentState{Replicas: 1, Ready: 1, Updated: 1, RolledOut: true, PodIPs: []string{"198.51.100.1"}}, nil)
+	env.OnActivity(kubeActs.RunJob, mock.Anything, mock.Anything).Return(func(_ context.Context, in kube.JobInput) (*kube.JobState, error) {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		f.jobs = append(f.jobs, in.Job.Name)
@@ -86,22 +87,22 @@ func newEnv(t *testing.T, f *fakeCluster, kind string, wf any) *testsuite.TestWo
 		if in.Job.Labels["stackflow.io/job"] == "cell-mapping" {
 			msg = "cell_uuid=11111111-2222-3333-4444-555555555555"
 		}
-		return &activities.JobState{Done: true, Message: msg}, nil
+		return &kube.JobState{Done: true, Message: msg}, nil
 	})
-	env.OnActivity(kube.DeleteObject, mock.Anything, mock.Anything).Return(func(_ context.Context, ref lifecycle.ObjectRef) error {
+	env.OnActivity(kubeActs.DeleteObject, mock.Anything, mock.Anything).Return(func(_ context.Context, ref lifecycle.ObjectRef) error {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		f.deleted = append(f.deleted, ref.Kind+"/"+ref.Name)
 		return nil
 	})
-	env.OnActivity(kube.WaitDeleted, mock.Anything, mock.Anything).Return(nil)
-	env.OnActivity(osActs.EnsureEndpoints, mock.Anything, mock.Anything).Return(func(_ context.Context, in activities.EndpointsInput) (*activities.EndpointsResult, error) {
+	env.OnActivity(kubeActs.WaitDeleted, mock.Anything, mock.Anything).Return(nil)
+	env.OnActivity(osActs.EnsureEndpoints, mock.Anything, mock.Anything).Return(func(_ context.Context, in openstack.EndpointsInput) (*openstack.EndpointsResult, error) {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		f.endpoints = append(f.endpoints, in)
-		return &activities.EndpointsResult{IDs: map[string]string{"public": "ep-public", "internal": "ep-internal"}}, nil
+		return &openstack.EndpointsResult{IDs: map[string]string{"public": "ep-public", "internal": "ep-internal"}}, nil
 	})
-	env.OnActivity(osActs.DeleteEndpoints, mock.Anything, mock.Anything).Return(func(_ context.Context, in activities.DeleteEndpointsInput) error {
+	env.OnActivity(osActs.DeleteEndpoints, mock.Anything, mock.Anything).Return(func(_ context.Context, in openstack.DeleteEndpointsInput) error {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		f.removedEPs = append(f.removedEPs, in.IDs...)
@@ -161,7 +162,7 @@ func TestNovaAPIRegistersAndRemovesItsEndpoints(t *testing.T) {
 	ep := f.endpoints[0]
 	require.Equal(t, "NovaE2E", ep.Region)
 	require.Equal(t, map[string]string{"public": "http://198.51.100.1:18774/v2.1", "internal": "http://198.51.100.1:18774/v2.1"}, ep.URLs)
-	require.Equal(t, activities.SecretKeyRef{Namespace: "ns", Name: "nova-secret", Key: "NovaPassword"}, ep.Auth.Password, "a reference, never the password")
+	require.Equal(t, kube.SecretKeyRef{Namespace: "ns", Name: "nova-secret", Key: "NovaPassword"}, ep.Auth.Password, "a reference, never the password")
 	require.ElementsMatch(t, []string{"ep-public", "ep-internal"}, f.removedEPs)
 	require.Contains(t, f.deleted, "Deployment/nova-api")
 }
@@ -176,9 +177,9 @@ func TestNovaCellMapsThenUnmapsOnDelete(t *testing.T) {
 	}
 	f := &fakeCluster{spec: mustJSON(t, spec)}
 	env := newEnv(t, f, KindNovaCell, NovaCellWorkflow)
-	env.OnActivity(kube.ListObjects, mock.Anything, mock.Anything).Return([]activities.ListedObject{{Ref: lifecycle.ObjectRef{Name: "nova-cell1"}, Object: activities.Object{Spec: f.spec}, Created: "2024-01-01T00:00:00Z"}}, nil)
-	env.OnActivity(kube.ApplyChild, mock.Anything, mock.Anything).Return("uid", nil)
-	env.OnActivity(kube.GetObjectStatus, mock.Anything, mock.Anything).Return(&activities.ObjectStatus{Exists: true, Generation: 1, ObservedGeneration: 1,
+	env.OnActivity(kubeActs.ListObjects, mock.Anything, mock.Anything).Return([]kube.ListedObject{{Ref: lifecycle.ObjectRef{Name: "nova-cell1"}, Object: kube.Object{Spec: f.spec}, Created: "2024-01-01T00:00:00Z"}}, nil)
+	env.OnActivity(kubeActs.ApplyChild, mock.Anything, mock.Anything).Return("uid", nil)
+	env.OnActivity(kubeActs.GetObjectStatus, mock.Anything, mock.Anything).Return(&kube.ObjectStatus{Exists: true, Generation: 1, ObservedGeneration: 1,
 		Conditions: []metav1.Condition{{Type: lifecycle.ConditionReady, Status: metav1.ConditionTrue}}}, nil)
 	chain := objecttest.New(env)
 	env.RegisterDelayedCallback(func() { require.NoError(t, chain.Signal(lifecycle.SignalSpec, lifecycle.SpecSignal{Generation: 1})) }, time.Second)

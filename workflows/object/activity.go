@@ -8,7 +8,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/stackflow/stackflow/activities"
+	"github.com/stackflow/stackflow/activities/kube"
 	"github.com/stackflow/stackflow/api/lifecycle"
 )
 
@@ -28,12 +28,12 @@ type Definition struct {
 }
 
 // kube is a nil receiver used only to name the Kubernetes activities; the worker registers the real one.
-var kube *activities.Kube
+var kubeActs *kube.Kube
 
 // GetObject reads the workflow's object through the Kubernetes activity.
-func (lc *Lifecycle) GetObject(ctx workflow.Context) (*activities.Object, error) {
-	var obj activities.Object
-	if err := workflow.ExecuteActivity(KubeActivity(ctx), kube.GetObject, lc.Ref).Get(ctx, &obj); err != nil {
+func (lc *Lifecycle) GetObject(ctx workflow.Context) (*kube.Object, error) {
+	var obj kube.Object
+	if err := workflow.ExecuteActivity(KubeActivity(ctx), kubeActs.GetObject, lc.Ref).Get(ctx, &obj); err != nil {
 		return nil, fmt.Errorf("read %s: %w", lc.Ref, err)
 	}
 	return &obj, nil

@@ -13,7 +13,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/stackflow/stackflow/activities"
+	"github.com/stackflow/stackflow/activities/kube"
 	"github.com/stackflow/stackflow/api/lifecycle"
 	. "github.com/stackflow/stackflow/workflows/object"
 	"github.com/stackflow/stackflow/workflows/object/objecttest"
@@ -47,7 +47,7 @@ func (r *itemReconciler) take(ctx workflow.Context, lc *Lifecycle) error {
 	return lc.Save(rec)
 }
 
-func (r *itemReconciler) Reconcile(ctx workflow.Context, lc *Lifecycle, _ *activities.Object) error {
+func (r *itemReconciler) Reconcile(ctx workflow.Context, lc *Lifecycle, _ *kube.Object) error {
 	r.passes++
 	if err := r.take(ctx, lc); err != nil {
 		return err
@@ -65,7 +65,7 @@ type chainEnv struct {
 	env        *testsuite.TestWorkflowEnvironment
 	chain      *objecttest.Chain
 	gen        int64
-	patches    []activities.StatusPatch
+	patches    []kube.StatusPatch
 	activities []string
 	timers     int
 	removed    int
@@ -78,14 +78,14 @@ func newChainEnvWrites(t *testing.T, r Reconciler, write time.Duration) *chainEn
 	var ts testsuite.WorkflowTestSuite
 	c := &chainEnv{env: ts.NewTestWorkflowEnvironment(), gen: 1}
 	c.chain = objecttest.New(c.env)
-	c.env.RegisterActivity(&activities.Kube{})
-	c.env.OnActivity(kube.GetObject, mock.Anything, mock.Anything).Return(
-		func(context.Context, lifecycle.ObjectRef) (*activities.Object, error) {
-			return &activities.Object{Exists: true, Generation: c.gen}, nil
+	c.env.RegisterActivity(&kube.Kube{})
+	c.env.OnActivity(kubeActs.GetObject, mock.Anything, mock.Anything).Return(
+		func(context.Context, lifecycle.ObjectRef) (*kube.Object, error) {
+			return &kube.Object{Exists: true, Generation: c.gen}, nil
 		})
-	c.env.OnActivity(kube.PatchStatus, mock.Anything, mock.Anything).After(write).Return(
-		func(_ context.Context, p activities.StatusPatch) error { c.patches = append(c.patches, p); return nil })
-	c.env.OnActivity(kube.RemoveFinalizer, mock.Anything, mock.Anything).Return(
+	c.env.OnActivity(kubeActs.PatchStatus, mock.Anything, mock.Anything).After(write).Return(
+		func(_ context.Context, p kube.StatusPatch) error { c.patches = append(c.patches, p); return nil })
+	c.env.OnActivity(kubeActs.RemoveFinalizer, mock.Anything, mock.Anything).Return(
 		func(context.Context, lifecycle.ObjectRef) error { c.removed++; return nil })
 	c.env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, _ converter.EncodedValues) {
 		c.activities = append(c.activities, info.ActivityType.Name)
@@ -258,7 +258,7 @@ type waitRecord struct {
 	Waited int `json:"waited"`
 }
 
-func (w *waiter) Reconcile(ctx workflow.Context, lc *Lifecycle, _ *activities.Object) error {
+func (w *waiter) Reconcile(ctx workflow.Context, lc *Lifecycle, _ *kube.Object) error {
 	var rec waitRecord
 	if err := lc.Load(&rec); err != nil {
 		return err
@@ -282,10 +282,10 @@ func runOnce(t *testing.T, r Reconciler, in Input, setup func(env *testsuite.Tes
 	var ts testsuite.WorkflowTestSuite
 	env := ts.NewTestWorkflowEnvironment()
 	var acts []string
-	env.RegisterActivity(&activities.Kube{})
-	env.OnActivity(kube.GetObject, mock.Anything, mock.Anything).Return(&activities.Object{Exists: true, Generation: 1}, nil)
-	env.OnActivity(kube.PatchStatus, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, p activities.StatusPatch) error {
+	env.RegisterActivity(&kube.Kube{})
+	env.OnActivity(kubeActs.GetObject, mock.Anything, mock.Anything).Return(&kube.Object{Exists: true, Generation: 1}, nil)
+	env.OnActivity(kubeActs.PatchStatus, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, p kube.StatusPatch) error {
 			acts = append(acts, "PatchStatus")
 			return nil
 		})

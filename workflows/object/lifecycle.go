@@ -22,7 +22,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/stackflow/stackflow/activities"
+	"github.com/stackflow/stackflow/activities/kube"
 	"github.com/stackflow/stackflow/api/lifecycle"
 )
 
@@ -32,7 +32,7 @@ type Reconciler interface {
 	// Reconcile makes the world match obj (at obj.Generation). Long reconcilers call lc.Step between
 	// steps, so pause holds them and progress is visible. An error fails this generation until a retry
 	// signal or a newer generation arrives.
-	Reconcile(ctx workflow.Context, lc *Lifecycle, obj *activities.Object) error
+	Reconcile(ctx workflow.Context, lc *Lifecycle, obj *kube.Object) error
 	// Teardown removes what the workflow recorded; it runs on deletion, before the finalizer is removed.
 	Teardown(ctx workflow.Context, lc *Lifecycle) error
 }
@@ -459,7 +459,7 @@ func (lc *Lifecycle) teardown(ctx workflow.Context, r Reconciler) error {
 	if err := lc.flush(ctx); err != nil {
 		return err
 	}
-	if err := workflow.ExecuteActivity(KubeActivity(ctx), kube.RemoveFinalizer, lc.Ref).Get(ctx, nil); err != nil {
+	if err := workflow.ExecuteActivity(KubeActivity(ctx), kubeActs.RemoveFinalizer, lc.Ref).Get(ctx, nil); err != nil {
 		return fmt.Errorf("remove finalizer of %s: %w", lc.Ref, err)
 	}
 	return nil
@@ -494,7 +494,7 @@ func (lc *Lifecycle) cancelled(ctx workflow.Context, r Reconciler, cause error) 
 	lc.SetCondition(dctx, metav1.Condition{Type: lifecycle.ConditionReady, Status: metav1.ConditionFalse, Reason: "Cancelled", Message: msg})
 	lc.dirty = false
 	if p, ok := lc.statusPatch(dctx); ok && !lc.opts.NoStatus {
-		_ = workflow.ExecuteActivity(KubeActivity(dctx), kube.PatchStatus, p).Get(dctx, nil)
+		_ = workflow.ExecuteActivity(KubeActivity(dctx), kubeActs.PatchStatus, p).Get(dctx, nil)
 	}
 	return cause
 }

@@ -13,7 +13,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/stackflow/stackflow/activities"
+	"github.com/stackflow/stackflow/activities/kube"
 	"github.com/stackflow/stackflow/api/lifecycle"
 	. "github.com/stackflow/stackflow/workflows/object"
 	"github.com/stackflow/stackflow/workflows/object/objecttest"
@@ -30,7 +30,7 @@ type scriptedReconciler struct {
 	teardown func(workflow.Context) error
 }
 
-func (r *scriptedReconciler) Reconcile(ctx workflow.Context, lc *Lifecycle, obj *activities.Object) error {
+func (r *scriptedReconciler) Reconcile(ctx workflow.Context, lc *Lifecycle, obj *kube.Object) error {
 	for i := 0; i < r.steps; i++ {
 		if err := lc.Step(ctx, "step"); err != nil {
 			return err
@@ -56,7 +56,7 @@ func (r *scriptedReconciler) Teardown(ctx workflow.Context, _ *Lifecycle) error 
 }
 
 // kube names the Kubernetes activities the lifecycle calls.
-var kube *activities.Kube
+var kubeActs *kube.Kube
 
 type lifecycleSuite struct {
 	suite.Suite
@@ -65,7 +65,7 @@ type lifecycleSuite struct {
 	chain   *objecttest.Chain
 	rec     *scriptedReconciler
 	gen     int64
-	patches []activities.StatusPatch
+	patches []kube.StatusPatch
 	removed int
 }
 
@@ -80,14 +80,14 @@ func (s *lifecycleSuite) SetupTest() {
 	s.gen = 1
 	s.patches = nil
 	s.removed = 0
-	s.env.RegisterActivity(&activities.Kube{})
-	s.env.OnActivity(kube.GetObject, mock.Anything, mock.Anything).Return(
-		func(context.Context, lifecycle.ObjectRef) (*activities.Object, error) {
-			return &activities.Object{Exists: true, Generation: s.gen}, nil
+	s.env.RegisterActivity(&kube.Kube{})
+	s.env.OnActivity(kubeActs.GetObject, mock.Anything, mock.Anything).Return(
+		func(context.Context, lifecycle.ObjectRef) (*kube.Object, error) {
+			return &kube.Object{Exists: true, Generation: s.gen}, nil
 		})
-	s.env.OnActivity(kube.PatchStatus, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, p activities.StatusPatch) error { s.patches = append(s.patches, p); return nil })
-	s.env.OnActivity(kube.RemoveFinalizer, mock.Anything, mock.Anything).Return(
+	s.env.OnActivity(kubeActs.PatchStatus, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, p kube.StatusPatch) error { s.patches = append(s.patches, p); return nil })
+	s.env.OnActivity(kubeActs.RemoveFinalizer, mock.Anything, mock.Anything).Return(
 		func(context.Context, lifecycle.ObjectRef) error { s.removed++; return nil })
 	rec := s.rec
 	s.env.RegisterWorkflowWithOptions(func(ctx workflow.Context, in Input) error {
@@ -107,7 +107,7 @@ func (s *lifecycleSuite) status() lifecycle.Status {
 	return st
 }
 
-func (s *lifecycleSuite) lastPatch() activities.StatusPatch {
+func (s *lifecycleSuite) lastPatch() kube.StatusPatch {
 	s.Require().NotEmpty(s.patches)
 	return s.patches[len(s.patches)-1]
 }

@@ -9,7 +9,7 @@ import (
 
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/stackflow/stackflow/activities"
+	"github.com/stackflow/stackflow/activities/kube"
 	"github.com/stackflow/stackflow/api/lifecycle"
 )
 
@@ -181,7 +181,7 @@ type Unwritten struct {
 }
 
 // unwrittenOf names what a patch not yet written would write.
-func unwrittenOf(p activities.StatusPatch) *Unwritten {
+func unwrittenOf(p kube.StatusPatch) *Unwritten {
 	u := &Unwritten{WorkflowID: p.WorkflowID != "", Phase: p.Phase != "", Step: p.CurrentStep != nil, Observed: p.ObservedGeneration != nil}
 	for _, c := range p.Conditions {
 		u.Conditions = append(u.Conditions, c.Type)
@@ -245,7 +245,7 @@ func (lc *Lifecycle) statusWriter(ctx workflow.Context) {
 			continue
 		}
 		lc.writing = true
-		err := workflow.ExecuteActivity(KubeActivity(ctx), kube.PatchStatus, p).Get(ctx, nil)
+		err := workflow.ExecuteActivity(KubeActivity(ctx), kubeActs.PatchStatus, p).Get(ctx, nil)
 		lc.writing = false
 		if err != nil {
 			if ctx.Err() != nil {
@@ -267,9 +267,9 @@ func (lc *Lifecycle) flush(ctx workflow.Context) error {
 
 // statusPatch is what differs between the state and the status last written; ok is false when nothing
 // does.
-func (lc *Lifecycle) statusPatch(ctx workflow.Context) (activities.StatusPatch, bool) {
+func (lc *Lifecycle) statusPatch(ctx workflow.Context) (kube.StatusPatch, bool) {
 	w := lc.written
-	p := activities.StatusPatch{Ref: lc.Ref}
+	p := kube.StatusPatch{Ref: lc.Ref}
 	changed := false
 	if !w.workflowID {
 		// The link names the workflow, not a run: it stays right across continue-as-new.
@@ -303,7 +303,7 @@ func (lc *Lifecycle) statusPatch(ctx workflow.Context) (activities.StatusPatch, 
 }
 
 // wrote records p as written.
-func (lc *Lifecycle) wrote(p activities.StatusPatch) {
+func (lc *Lifecycle) wrote(p kube.StatusPatch) {
 	w := &lc.written
 	if w.conditions == nil {
 		w.conditions, w.fields = map[string]metav1.Condition{}, map[string]string{}

@@ -7,7 +7,8 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/stackflow/stackflow/activities"
+	"github.com/stackflow/stackflow/activities/kube"
+	"github.com/stackflow/stackflow/activities/openstack"
 	infrav1alpha1 "github.com/stackflow/stackflow/api/infrastructure/v1alpha1"
 	infrav1 "github.com/stackflow/stackflow/api/infrastructure/v1beta1"
 	"github.com/stackflow/stackflow/api/lifecycle"
@@ -39,7 +40,7 @@ func BastionHash(b *infrav1.Bastion) string {
 	var canonical any
 	_ = json.Unmarshal(raw, &canonical)
 	raw, _ = json.Marshal(canonical)
-	return activities.ShortHash(string(raw))
+	return openstack.ShortHash(string(raw))
 }
 
 // pinnedAddress is the floating IP address the spec pins, or "".
@@ -69,7 +70,7 @@ type bastionReconciler struct {
 
 // bastionState is what the cluster workflow records.
 type bastionState struct {
-	Identity *activities.Identity `json:"identity,omitempty"`
+	Identity *openstack.Identity `json:"identity,omitempty"`
 	// Seq numbers bastion instances: the bastion is named <cluster>-bastion-<seq>.
 	Seq int `json:"seq"`
 	// Current is the bastion that serves (or is being built).
@@ -77,7 +78,7 @@ type bastionState struct {
 	// Old are bastions being deleted (replaced or disabled).
 	Old []serverRecord `json:"old,omitempty"`
 	// Pinned is a pinned floating IP kept, disassociated, between a deleted bastion and the next.
-	Pinned *activities.FloatingIPInfo `json:"pinned,omitempty"`
+	Pinned *openstack.FloatingIPInfo `json:"pinned,omitempty"`
 }
 
 func (r *bastionReconciler) Detail() any { return r.state }
@@ -130,7 +131,7 @@ func BastionName(cluster string, seq int) string {
 	return fmt.Sprintf("%s-bastion-%d", cluster, seq)
 }
 
-func (r *bastionReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycle, obj *activities.Object) error {
+func (r *bastionReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycle, obj *kube.Object) error {
 	r.state = bastionState{}
 	if err := lc.Load(&r.state); err != nil {
 		return err
@@ -194,7 +195,7 @@ func (r *bastionReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycle
 		build.fipMarker = cur.Marker
 		if build.fip.Address != "" {
 			// A pinned address outlives bastions: it carries the owner's marker only.
-			build.fipMarker = activities.Marker{Owner: owner}
+			build.fipMarker = openstack.Marker{Owner: owner}
 		}
 	}
 	if err := build.create(ctx, cur); err != nil {
@@ -226,7 +227,7 @@ func (r *bastionReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycle
 
 // deleteOld deletes every retired bastion from its record; with keepFloatingIP a pinned floating IP is
 // disassociated and kept (in state.Pinned) for the next bastion.
-func (r *bastionReconciler) deleteOld(ctx workflow.Context, lc *object.Lifecycle, ident activities.Identity, keepFloatingIP bool) error {
+func (r *bastionReconciler) deleteOld(ctx workflow.Context, lc *object.Lifecycle, ident openstack.Identity, keepFloatingIP bool) error {
 	save := r.saver(lc)
 	for len(r.state.Old) > 0 {
 		old := &r.state.Old[0]
@@ -250,13 +251,13 @@ func (r *bastionReconciler) deleteOld(ctx workflow.Context, lc *object.Lifecycle
 
 // releasePinned lets go of a kept floating IP whose address the spec no longer pins: deleted when
 // stackflow allocated it, left alone otherwise.
-func (r *bastionReconciler) releasePinned(ctx workflow.Context, lc *object.Lifecycle, ident activities.Identity, stillPinned string) error {
+func (r *bastionReconciler) releasePinned(ctx workflow.Context, lc *object.Lifecycle, ident openstack.Identity, stillPinned string) error {
 	p := r.state.Pinned
 	if p == nil || p.Address == stillPinned {
 		return nil
 	}
-	rel := activities.FloatingIPRelease{Identity: ident, ID: p.ID, Delete: p.Owned}
-	if err := workflow.ExecuteActivity(OpenStackActivity(ctx), openstack.ReleaseFloatingIP, rel).Get(ctx, nil); err != nil {
+	rel := openstack.FloatingIPRelease{Identity: ident, ID: p.ID, Delete: p.Owned}
+	if err := workflow.ExecuteActivity(OpenStackActivity(ctx), osActs.ReleaseFloatingIP, rel).Get(ctx, nil); err != nil {
 		return fmt.Errorf("release floating IP %s: %w", p.Address, err)
 	}
 	r.state.Pinned = nil
@@ -272,7 +273,7 @@ func (r *bastionReconciler) Teardown(ctx workflow.Context, lc *object.Lifecycle)
 		return nil
 	}
 	ident := *r.state.Identity
-	var planned []activities.ResolvedPort
+	var planned []openstack.ResolvedPort
 	if r.state.Current != nil {
 		r.state.Old = append(r.state.Old, *r.state.Current)
 		r.state.Current = nil

@@ -8,7 +8,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/stackflow/stackflow/activities"
+	"github.com/stackflow/stackflow/activities/openstack"
 	infrav1alpha1 "github.com/stackflow/stackflow/api/infrastructure/v1alpha1"
 	infrav1 "github.com/stackflow/stackflow/api/infrastructure/v1beta1"
 	"github.com/stackflow/stackflow/api/lifecycle"
@@ -28,21 +28,21 @@ const MaxServerRecreates = 2
 // serverRecord is what the workflow knows it created for one server instance.
 type serverRecord struct {
 	// Name is the server's name; its ports and volumes are named after it.
-	Name   string            `json:"name"`
-	Marker activities.Marker `json:"marker"`
+	Name   string           `json:"name"`
+	Marker openstack.Marker `json:"marker"`
 	// SpecHash identifies the spec the instance was built from (the bastion replaces on change).
 	SpecHash   string `json:"specHash,omitempty"`
 	SSHKeyName string `json:"sshKeyName,omitempty"`
 	// Resolved is the plan: IDs of what the spec references and the names of the ports to create.
-	Resolved  *activities.ResolvedServer `json:"resolved,omitempty"`
-	Ports     []createdResource          `json:"ports,omitempty"`
-	Volumes   []createdResource          `json:"volumes,omitempty"`
-	ServerID  string                     `json:"serverID,omitempty"`
-	State     string                     `json:"state,omitempty"`
-	Fault     string                     `json:"fault,omitempty"`
-	Addresses []activities.Address       `json:"addresses,omitempty"`
+	Resolved  *openstack.ResolvedServer `json:"resolved,omitempty"`
+	Ports     []createdResource         `json:"ports,omitempty"`
+	Volumes   []createdResource         `json:"volumes,omitempty"`
+	ServerID  string                    `json:"serverID,omitempty"`
+	State     string                    `json:"state,omitempty"`
+	Fault     string                    `json:"fault,omitempty"`
+	Addresses []openstack.Address       `json:"addresses,omitempty"`
 	// FloatingIP is the bastion's address, once associated.
-	FloatingIP *activities.FloatingIPInfo `json:"floatingIP,omitempty"`
+	FloatingIP *openstack.FloatingIPInfo `json:"floatingIP,omitempty"`
 	// Recreates counts servers deleted after going to ERROR (see MaxServerRecreates).
 	Recreates int  `json:"recreates,omitempty"`
 	Ready     bool `json:"ready,omitempty"`
@@ -88,13 +88,13 @@ type floatingIPRequest struct {
 // serverBuild builds one server instance from a spec, recording as it goes.
 type serverBuild struct {
 	lc             *object.Lifecycle
-	identity       activities.Identity
+	identity       openstack.Identity
 	spec           infrav1alpha1.OpenStackServerSpec
 	defaultNetwork *infrav1.NetworkParam
 	fip            *floatingIPRequest
 	// fipMarker marks the floating IP: the instance's, or the owner's alone when the address is pinned
 	// (it outlives instances).
-	fipMarker activities.Marker
+	fipMarker openstack.Marker
 	// save records the kind's whole state (lc.Save) and mirrors it into status; it runs after every
 	// change to the record.
 	save func(ctx workflow.Context) error
@@ -142,12 +142,12 @@ func (b *serverBuild) build(ctx workflow.Context, rec *serverRecord) error {
 		if err := b.lc.Step(ctx, "resolve references of "+rec.Name); err != nil {
 			return err
 		}
-		in := activities.ResolveServerInput{Identity: b.identity, Name: rec.Name, Marker: rec.Marker, Spec: b.spec, DefaultNetwork: b.defaultNetwork}
+		in := openstack.ResolveServerInput{Identity: b.identity, Name: rec.Name, Marker: rec.Marker, Spec: b.spec, DefaultNetwork: b.defaultNetwork}
 		if b.fip != nil {
 			in.FloatingIP, in.FloatingNetwork = true, b.fip.Network
 		}
-		var res activities.ResolvedServer
-		if err := workflow.ExecuteActivity(octx, openstack.ResolveServer, in).Get(ctx, &res); err != nil {
+		var res openstack.ResolvedServer
+		if err := workflow.ExecuteActivity(octx, osActs.ResolveServer, in).Get(ctx, &res); err != nil {
 			return fmt.Errorf("resolve server %s: %w", rec.Name, err)
 		}
 		rec.Resolved = &res
@@ -161,8 +161,8 @@ func (b *serverBuild) build(ctx workflow.Context, rec *serverRecord) error {
 		if err := b.lc.Step(ctx, "create port "+p.Name); err != nil {
 			return err
 		}
-		var info activities.PortInfo
-		if err := workflow.ExecuteActivity(octx, openstack.EnsurePort, activities.PortInput{Identity: b.identity, Marker: rec.Marker, Port: p}).Get(ctx, &info); err != nil {
+		var info openstack.PortInfo
+		if err := workflow.ExecuteActivity(octx, osActs.EnsurePort, openstack.PortInput{Identity: b.identity, Marker: rec.Marker, Port: p}).Get(ctx, &info); err != nil {
 			return fmt.Errorf("port %s: %w", p.Name, err)
 		}
 		rec.Ports = append(rec.Ports, createdResource{Name: p.Name, ID: info.ID})
@@ -185,8 +185,8 @@ func (b *serverBuild) build(ctx workflow.Context, rec *serverRecord) error {
 			return err
 		}
 		v.Identity, v.Marker = b.identity, rec.Marker
-		var info activities.VolumeInfo
-		err := workflow.ExecuteActivity(octx, openstack.EnsureVolume, v).Get(ctx, &info)
+		var info openstack.VolumeInfo
+		err := workflow.ExecuteActivity(octx, osActs.EnsureVolume, v).Get(ctx, &info)
 		if err != nil {
 			// A volume that went to error exists: record it so it is removed with the rest.
 			var app *temporal.ApplicationError
@@ -209,8 +209,8 @@ func (b *serverBuild) build(ctx workflow.Context, rec *serverRecord) error {
 			if err := b.lc.Step(ctx, "create server "+rec.Name); err != nil {
 				return err
 			}
-			var info activities.ServerInfo
-			if err := workflow.ExecuteActivity(octx, openstack.EnsureServer, b.serverInput(rec)).Get(ctx, &info); err != nil {
+			var info openstack.ServerInfo
+			if err := workflow.ExecuteActivity(octx, osActs.EnsureServer, b.serverInput(rec)).Get(ctx, &info); err != nil {
 				return fmt.Errorf("server %s: %w", rec.Name, err)
 			}
 			rec.ServerID, rec.State, rec.Fault = info.ID, info.Status, ""
@@ -221,8 +221,8 @@ func (b *serverBuild) build(ctx workflow.Context, rec *serverRecord) error {
 		if err := b.lc.Step(ctx, "wait for server "+rec.Name+" to become ACTIVE"); err != nil {
 			return err
 		}
-		var info activities.ServerInfo
-		if err := workflow.ExecuteActivity(octx, openstack.WaitServer, activities.ResourceRef{Identity: b.identity, ID: rec.ServerID}).Get(ctx, &info); err != nil {
+		var info openstack.ServerInfo
+		if err := workflow.ExecuteActivity(octx, osActs.WaitServer, openstack.ResourceRef{Identity: b.identity, ID: rec.ServerID}).Get(ctx, &info); err != nil {
 			return fmt.Errorf("wait for server %s: %w", rec.Name, err)
 		}
 		rec.State, rec.Fault, rec.Addresses = info.Status, info.Fault, info.Addresses
@@ -239,7 +239,7 @@ func (b *serverBuild) build(ctx workflow.Context, rec *serverRecord) error {
 			if err := b.lc.Step(ctx, "delete server "+rec.Name+" in ERROR"); err != nil {
 				return err
 			}
-			if err := workflow.ExecuteActivity(octx, openstack.DeleteServer, activities.ResourceRef{Identity: b.identity, ID: rec.ServerID}).Get(ctx, nil); err != nil {
+			if err := workflow.ExecuteActivity(octx, osActs.DeleteServer, openstack.ResourceRef{Identity: b.identity, ID: rec.ServerID}).Get(ctx, nil); err != nil {
 				return fmt.Errorf("delete server %s in ERROR: %w", rec.Name, err)
 			}
 			rec.ServerID, rec.Recreates = "", rec.Recreates+1
@@ -253,16 +253,16 @@ func (b *serverBuild) build(ctx workflow.Context, rec *serverRecord) error {
 			if info.Fault != "" {
 				msg += ": " + info.Fault
 			}
-			return temporal.NewNonRetryableApplicationError(msg, activities.ErrServerFailed, nil)
+			return temporal.NewNonRetryableApplicationError(msg, openstack.ErrServerFailed, nil)
 		}
 		if b.fip != nil && rec.FloatingIP == nil && len(rec.Ports) > 0 {
 			if err := b.lc.Step(ctx, "associate floating IP with "+rec.Name); err != nil {
 				return err
 			}
-			var fip activities.FloatingIPInfo
-			in := activities.FloatingIPInput{Identity: b.identity, Marker: b.fipMarker, NetworkID: rec.Resolved.FloatingNetworkID,
+			var fip openstack.FloatingIPInfo
+			in := openstack.FloatingIPInput{Identity: b.identity, Marker: b.fipMarker, NetworkID: rec.Resolved.FloatingNetworkID,
 				Address: b.fip.Address, PortID: rec.Ports[0].ID}
-			if err := workflow.ExecuteActivity(octx, openstack.EnsureFloatingIP, in).Get(ctx, &fip); err != nil {
+			if err := workflow.ExecuteActivity(octx, osActs.EnsureFloatingIP, in).Get(ctx, &fip); err != nil {
 				return fmt.Errorf("floating IP of %s: %w", rec.Name, err)
 			}
 			rec.FloatingIP = &fip
@@ -289,7 +289,7 @@ const (
 // server that vanished while building, is deleted and booted again until MaxServerRecreates is spent.
 func ServerErrorPolicy(state string, recreates int) ServerPolicyAction {
 	switch state {
-	case activities.ServerError, activities.ServerDeleted, "SOFT_DELETED":
+	case openstack.ServerError, openstack.ServerDeleted, "SOFT_DELETED":
 		if recreates < MaxServerRecreates {
 			return ServerRecreate
 		}
@@ -298,9 +298,9 @@ func ServerErrorPolicy(state string, recreates int) ServerPolicyAction {
 	return ServerKeep
 }
 
-func (b *serverBuild) serverInput(rec *serverRecord) activities.ServerInput {
+func (b *serverBuild) serverInput(rec *serverRecord) openstack.ServerInput {
 	s := b.spec
-	in := activities.ServerInput{Identity: b.identity, Marker: rec.Marker, Name: rec.Name, ImageID: rec.Resolved.ImageID,
+	in := openstack.ServerInput{Identity: b.identity, Marker: rec.Marker, Name: rec.Name, ImageID: rec.Resolved.ImageID,
 		FlavorID: rec.Resolved.FlavorID, ServerGroupID: rec.Resolved.ServerGroupID, PortIDs: rec.portIDs(),
 		KeyName: s.SSHKeyName, ConfigDrive: s.ConfigDrive, Tags: s.Tags}
 	if s.AvailabilityZone != nil {
@@ -320,9 +320,9 @@ func (b *serverBuild) serverInput(rec *serverRecord) activities.ServerInput {
 	}
 	for _, d := range s.AdditionalBlockDevices {
 		if d.Storage.Type == infrav1.StorageLocal {
-			in.Ephemeral = append(in.Ephemeral, activities.NamedDisk{Name: d.Name, SizeGiB: int(d.SizeGiB)})
+			in.Ephemeral = append(in.Ephemeral, openstack.NamedDisk{Name: d.Name, SizeGiB: int(d.SizeGiB)})
 		} else {
-			in.Volumes = append(in.Volumes, activities.NamedDisk{Name: d.Name, ID: rec.volumeID(rec.Name + "-" + d.Name)})
+			in.Volumes = append(in.Volumes, openstack.NamedDisk{Name: d.Name, ID: rec.volumeID(rec.Name + "-" + d.Name)})
 		}
 	}
 	return in
@@ -330,8 +330,8 @@ func (b *serverBuild) serverInput(rec *serverRecord) activities.ServerInput {
 
 // plannedVolumes lists the Cinder volumes a spec asks for, with their deterministic names: <server>-root
 // (from the image) and <server>-<device name>.
-func plannedVolumes(server string, s infrav1alpha1.OpenStackServerSpec, imageID string) []activities.VolumeInput {
-	var out []activities.VolumeInput
+func plannedVolumes(server string, s infrav1alpha1.OpenStackServerSpec, imageID string) []openstack.VolumeInput {
+	var out []openstack.VolumeInput
 	az := func(v infrav1.BlockDeviceVolume) string {
 		if v.AvailabilityZone != nil {
 			return *v.AvailabilityZone
@@ -339,14 +339,14 @@ func plannedVolumes(server string, s infrav1alpha1.OpenStackServerSpec, imageID 
 		return ""
 	}
 	if s.RootVolume != nil && s.RootVolume.SizeGiB > 0 {
-		out = append(out, activities.VolumeInput{Name: server + "-root", SizeGiB: int(s.RootVolume.SizeGiB), Type: s.RootVolume.Type,
+		out = append(out, openstack.VolumeInput{Name: server + "-root", SizeGiB: int(s.RootVolume.SizeGiB), Type: s.RootVolume.Type,
 			AvailabilityZone: az(s.RootVolume.BlockDeviceVolume), ImageID: imageID})
 	}
 	for _, d := range s.AdditionalBlockDevices {
 		if d.Storage.Type == infrav1.StorageLocal {
 			continue
 		}
-		v := activities.VolumeInput{Name: server + "-" + d.Name, SizeGiB: int(d.SizeGiB)}
+		v := openstack.VolumeInput{Name: server + "-" + d.Name, SizeGiB: int(d.SizeGiB)}
 		if d.Storage.Volume != nil {
 			v.Type, v.AvailabilityZone = d.Storage.Volume.Type, az(*d.Storage.Volume)
 		}
@@ -358,21 +358,21 @@ func plannedVolumes(server string, s infrav1alpha1.OpenStackServerSpec, imageID 
 // destroyServer deletes what the record holds, in dependency order (server, floating IP, ports,
 // volumes), recording each deletion, then sweeps the instance's marker for anything created but never
 // recorded. keepFloatingIP leaves the floating IP allocated (disassociated) and in the record.
-func destroyServer(ctx workflow.Context, lc *object.Lifecycle, id activities.Identity, rec *serverRecord, keepFloatingIP bool, save func(workflow.Context) error) error {
+func destroyServer(ctx workflow.Context, lc *object.Lifecycle, id openstack.Identity, rec *serverRecord, keepFloatingIP bool, save func(workflow.Context) error) error {
 	octx := OpenStackActivity(ctx)
 	if rec.ServerID != "" {
-		if err := workflow.ExecuteActivity(octx, openstack.DeleteServer, activities.ResourceRef{Identity: id, ID: rec.ServerID}).Get(ctx, nil); err != nil {
+		if err := workflow.ExecuteActivity(octx, osActs.DeleteServer, openstack.ResourceRef{Identity: id, ID: rec.ServerID}).Get(ctx, nil); err != nil {
 			return fmt.Errorf("delete server %s: %w", rec.Name, err)
 		}
-		rec.ServerID, rec.State, rec.Addresses, rec.Ready = "", activities.ServerDeleted, nil, false
+		rec.ServerID, rec.State, rec.Addresses, rec.Ready = "", openstack.ServerDeleted, nil, false
 		if err := save(ctx); err != nil {
 			return err
 		}
 	}
 	var keep []string
 	if rec.FloatingIP != nil {
-		rel := activities.FloatingIPRelease{Identity: id, ID: rec.FloatingIP.ID, Delete: rec.FloatingIP.Owned && !keepFloatingIP}
-		if err := workflow.ExecuteActivity(octx, openstack.ReleaseFloatingIP, rel).Get(ctx, nil); err != nil {
+		rel := openstack.FloatingIPRelease{Identity: id, ID: rec.FloatingIP.ID, Delete: rec.FloatingIP.Owned && !keepFloatingIP}
+		if err := workflow.ExecuteActivity(octx, osActs.ReleaseFloatingIP, rel).Get(ctx, nil); err != nil {
 			return fmt.Errorf("release floating IP %s of %s: %w", rec.FloatingIP.Address, rec.Name, err)
 		}
 		if keepFloatingIP {
@@ -386,7 +386,7 @@ func destroyServer(ctx workflow.Context, lc *object.Lifecycle, id activities.Ide
 	}
 	for len(rec.Ports) > 0 {
 		p := rec.Ports[len(rec.Ports)-1]
-		if err := workflow.ExecuteActivity(octx, openstack.DeletePort, activities.ResourceRef{Identity: id, ID: p.ID}).Get(ctx, nil); err != nil {
+		if err := workflow.ExecuteActivity(octx, osActs.DeletePort, openstack.ResourceRef{Identity: id, ID: p.ID}).Get(ctx, nil); err != nil {
 			return fmt.Errorf("delete port %s: %w", p.Name, err)
 		}
 		rec.Ports = rec.Ports[:len(rec.Ports)-1]
@@ -396,7 +396,7 @@ func destroyServer(ctx workflow.Context, lc *object.Lifecycle, id activities.Ide
 	}
 	for len(rec.Volumes) > 0 {
 		v := rec.Volumes[len(rec.Volumes)-1]
-		if err := workflow.ExecuteActivity(octx, openstack.DeleteVolume, activities.ResourceRef{Identity: id, ID: v.ID}).Get(ctx, nil); err != nil {
+		if err := workflow.ExecuteActivity(octx, osActs.DeleteVolume, openstack.ResourceRef{Identity: id, ID: v.ID}).Get(ctx, nil); err != nil {
 			return fmt.Errorf("delete volume %s: %w", v.Name, err)
 		}
 		rec.Volumes = rec.Volumes[:len(rec.Volumes)-1]
@@ -404,12 +404,12 @@ func destroyServer(ctx workflow.Context, lc *object.Lifecycle, id activities.Ide
 			return err
 		}
 	}
-	in := activities.SweepInput{Identity: id, Marker: rec.Marker, KeepFloatingIPs: keep, Volumes: rec.HasVolumes}
+	in := openstack.SweepInput{Identity: id, Marker: rec.Marker, KeepFloatingIPs: keep, Volumes: rec.HasVolumes}
 	if rec.Resolved != nil {
 		in.Ports = rec.Resolved.Ports
 	}
-	var swept activities.SweepResult
-	if err := workflow.ExecuteActivity(octx, openstack.SweepOwned, in).Get(ctx, &swept); err != nil {
+	var swept openstack.SweepResult
+	if err := workflow.ExecuteActivity(octx, osActs.SweepOwned, in).Get(ctx, &swept); err != nil {
 		return fmt.Errorf("sweep what %s left: %w", rec.Name, err)
 	}
 	if swept.Found() > 0 {
@@ -431,10 +431,10 @@ func teardownStep(ctx workflow.Context, lc *object.Lifecycle, step string) error
 }
 
 // sweepOwner sweeps every resource of the owner (all its instances) by marker.
-func sweepOwner(ctx workflow.Context, id activities.Identity, owner string, planned []activities.ResolvedPort, volumes bool) error {
-	var swept activities.SweepResult
-	in := activities.SweepInput{Identity: id, Marker: activities.Marker{Owner: owner}, Ports: planned, Volumes: volumes}
-	if err := workflow.ExecuteActivity(OpenStackActivity(ctx), openstack.SweepOwned, in).Get(ctx, &swept); err != nil {
+func sweepOwner(ctx workflow.Context, id openstack.Identity, owner string, planned []openstack.ResolvedPort, volumes bool) error {
+	var swept openstack.SweepResult
+	in := openstack.SweepInput{Identity: id, Marker: openstack.Marker{Owner: owner}, Ports: planned, Volumes: volumes}
+	if err := workflow.ExecuteActivity(OpenStackActivity(ctx), osActs.SweepOwned, in).Get(ctx, &swept); err != nil {
 		return fmt.Errorf("sweep resources of owner %s: %w", owner, err)
 	}
 	if swept.Found() > 0 {
@@ -447,10 +447,10 @@ func sweepOwner(ctx workflow.Context, id activities.Identity, owner string, plan
 // OwnerOf is the owner marker of an object's resources: a short hash of its workflow ID, so every
 // resource of one object lifetime carries the same tag and none of another's.
 func OwnerOf(ref lifecycle.ObjectRef) string {
-	return activities.ShortHash(lifecycle.WorkflowID(ref))
+	return openstack.ShortHash(lifecycle.WorkflowID(ref))
 }
 
 // InstanceMarker marks the resources of one server instance of an owner.
-func InstanceMarker(owner, serverName string) activities.Marker {
-	return activities.Marker{Owner: owner, Instance: activities.ShortHash(owner + "/" + serverName)}
+func InstanceMarker(owner, serverName string) openstack.Marker {
+	return openstack.Marker{Owner: owner, Instance: openstack.ShortHash(owner + "/" + serverName)}
 }

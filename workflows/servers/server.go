@@ -8,10 +8,11 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/stackflow/stackflow/activities"
+	"github.com/stackflow/stackflow/activities/kube"
+	"github.com/stackflow/stackflow/activities/openstack"
+	"github.com/stackflow/stackflow/api"
 	infrav1alpha1 "github.com/stackflow/stackflow/api/infrastructure/v1alpha1"
 	infrav1 "github.com/stackflow/stackflow/api/infrastructure/v1beta1"
-	"github.com/stackflow/stackflow/api"
 	"github.com/stackflow/stackflow/api/lifecycle"
 	"github.com/stackflow/stackflow/workflows/object"
 )
@@ -53,8 +54,8 @@ type serverReconciler struct {
 // serverState is what a server or machine workflow records: the identity it used (teardown needs it
 // even when the spec can no longer be read) and the one instance.
 type serverState struct {
-	Identity *activities.Identity `json:"identity,omitempty"`
-	Instance *serverRecord        `json:"instance,omitempty"`
+	Identity *openstack.Identity `json:"identity,omitempty"`
+	Instance *serverRecord       `json:"instance,omitempty"`
 }
 
 func (r *serverReconciler) Detail() any { return r.state.Instance }
@@ -71,7 +72,7 @@ func (r *serverReconciler) saver(lc *object.Lifecycle) func(workflow.Context) er
 	}
 }
 
-func (r *serverReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycle, obj *activities.Object) error {
+func (r *serverReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycle, obj *kube.Object) error {
 	r.state = serverState{}
 	if err := lc.Load(&r.state); err != nil {
 		return err
@@ -86,15 +87,15 @@ func (r *serverReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycle,
 		if err := lc.Step(ctx, "refresh server "+rec.Name); err != nil {
 			return err
 		}
-		var info activities.ServerInfo
-		if err := workflow.ExecuteActivity(OpenStackActivity(ctx), openstack.GetServer, activities.ResourceRef{Identity: *r.state.Identity, ID: rec.ServerID}).Get(ctx, &info); err != nil {
+		var info openstack.ServerInfo
+		if err := workflow.ExecuteActivity(OpenStackActivity(ctx), osActs.GetServer, openstack.ResourceRef{Identity: *r.state.Identity, ID: rec.ServerID}).Get(ctx, &info); err != nil {
 			return fmt.Errorf("refresh server %s: %w", rec.Name, err)
 		}
 		rec.State, rec.Fault = info.Status, info.Fault
 		if len(info.Addresses) > 0 {
 			rec.Addresses = info.Addresses
 		}
-		if info.Status == activities.ServerDeleted {
+		if info.Status == openstack.ServerDeleted {
 			rec.Ready = false
 			_ = save(ctx)
 			return temporal.NewNonRetryableApplicationError(fmt.Sprintf("server %s (%s) was deleted outside stackflow; it is not created again", rec.Name, rec.ServerID), ReasonInstanceDeleted, nil)
@@ -122,15 +123,15 @@ func (r *serverReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycle,
 
 // identity is the spec's identityRef; a machine without one uses its cluster's identity (and its
 // cluster's network as the default for ports).
-func (r *serverReconciler) identity(ctx workflow.Context, lc *object.Lifecycle, obj *activities.Object, spec infrav1alpha1.OpenStackServerSpec) (activities.Identity, *infrav1.NetworkParam, error) {
+func (r *serverReconciler) identity(ctx workflow.Context, lc *object.Lifecycle, obj *kube.Object, spec infrav1alpha1.OpenStackServerSpec) (openstack.Identity, *infrav1.NetworkParam, error) {
 	var defaultNet *infrav1.NetworkParam
 	ref := spec.IdentityRef
 	if r.machine {
 		if name := obj.Labels[ClusterNameLabel]; name != "" {
 			cref := api.Ref(KindOpenStackCluster, lc.Ref.Namespace, name)
-			var cluster activities.Object
-			if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kube.GetObject, cref).Get(ctx, &cluster); err != nil {
-				return activities.Identity{}, nil, fmt.Errorf("read cluster %s of %s: %w", name, lc.Ref, err)
+			var cluster kube.Object
+			if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kubeActs.GetObject, cref).Get(ctx, &cluster); err != nil {
+				return openstack.Identity{}, nil, fmt.Errorf("read cluster %s of %s: %w", name, lc.Ref, err)
 			}
 			if cluster.Exists {
 				var cs infrav1.OpenStackClusterSpec
@@ -144,14 +145,14 @@ func (r *serverReconciler) identity(ctx workflow.Context, lc *object.Lifecycle, 
 		}
 	}
 	if ref.Name == "" || ref.CloudName == "" {
-		return activities.Identity{}, nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s has no identityRef (name and cloudName)", lc.Ref), ReasonNoIdentity, nil)
+		return openstack.Identity{}, nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s has no identityRef (name and cloudName)", lc.Ref), ReasonNoIdentity, nil)
 	}
 	return identityOf(lc.Ref.Namespace, ref), defaultNet, nil
 }
 
 // identityOf is the activities' identity of an identityRef in namespace.
-func identityOf(namespace string, ref infrav1.OpenStackIdentityReference) activities.Identity {
-	return activities.Identity{Namespace: namespace, SecretName: ref.Name, CloudName: ref.CloudName, Region: ref.Region}
+func identityOf(namespace string, ref infrav1.OpenStackIdentityReference) openstack.Identity {
+	return openstack.Identity{Namespace: namespace, SecretName: ref.Name, CloudName: ref.CloudName, Region: ref.Region}
 }
 
 func (r *serverReconciler) Teardown(ctx workflow.Context, lc *object.Lifecycle) error {
@@ -162,7 +163,7 @@ func (r *serverReconciler) Teardown(ctx workflow.Context, lc *object.Lifecycle) 
 	if r.state.Identity == nil {
 		return nil // nothing was ever asked of OpenStack
 	}
-	var planned []activities.ResolvedPort
+	var planned []openstack.ResolvedPort
 	volumes := false
 	if rec := r.state.Instance; rec != nil {
 		volumes = rec.HasVolumes
@@ -238,8 +239,8 @@ func ServerStatusFields(rec *serverRecord) map[string]any {
 		f["instanceState"] = rec.State
 	}
 	addrs := slices.Clone(rec.Addresses)
-	if rec.FloatingIP != nil && !slices.ContainsFunc(addrs, func(a activities.Address) bool { return a.Address == rec.FloatingIP.Address }) {
-		addrs = append(addrs, activities.Address{Type: "ExternalIP", Address: rec.FloatingIP.Address})
+	if rec.FloatingIP != nil && !slices.ContainsFunc(addrs, func(a openstack.Address) bool { return a.Address == rec.FloatingIP.Address }) {
+		addrs = append(addrs, openstack.Address{Type: "ExternalIP", Address: rec.FloatingIP.Address})
 	}
 	if len(addrs) > 0 {
 		f["addresses"] = addrs

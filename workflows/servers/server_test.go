@@ -15,7 +15,8 @@ import (
 	"go.temporal.io/sdk/workflow"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/stackflow/stackflow/activities"
+	"github.com/stackflow/stackflow/activities/kube"
+	"github.com/stackflow/stackflow/activities/openstack"
 	infrav1alpha1 "github.com/stackflow/stackflow/api/infrastructure/v1alpha1"
 	infrav1 "github.com/stackflow/stackflow/api/infrastructure/v1beta1"
 	"github.com/stackflow/stackflow/api/lifecycle"
@@ -27,58 +28,58 @@ import (
 // so tests check what is left behind and in which order things happened.
 type fakeCloud struct {
 	n        int
-	ports    map[string]activities.PortInput
-	servers  map[string]activities.ServerInput
-	fips     map[string]activities.FloatingIPInfo
+	ports    map[string]openstack.PortInput
+	servers  map[string]openstack.ServerInput
+	fips     map[string]openstack.FloatingIPInfo
 	volumes  map[string]string
 	log      []string
-	resolve  func(activities.ResolveServerInput) error
-	create   func(activities.ServerInput) error
+	resolve  func(openstack.ResolveServerInput) error
+	create   func(openstack.ServerInput) error
 	states   []string // states WaitServer reports, in turn; ACTIVE when spent
 	sweeps   int
 	finalize int
 }
 
 func newFakeCloud() *fakeCloud {
-	return &fakeCloud{ports: map[string]activities.PortInput{}, servers: map[string]activities.ServerInput{},
-		fips: map[string]activities.FloatingIPInfo{}, volumes: map[string]string{}}
+	return &fakeCloud{ports: map[string]openstack.PortInput{}, servers: map[string]openstack.ServerInput{},
+		fips: map[string]openstack.FloatingIPInfo{}, volumes: map[string]string{}}
 }
 
 func (c *fakeCloud) id(kind string) string { c.n++; return fmt.Sprintf("%s-%d", kind, c.n) }
 
 func (c *fakeCloud) install(env *testsuite.TestWorkflowEnvironment) {
-	env.RegisterActivity(&activities.OpenStack{})
-	env.OnActivity(openstack.ResolveServer, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in activities.ResolveServerInput) (*activities.ResolvedServer, error) {
+	env.RegisterActivity(&openstack.OpenStack{})
+	env.OnActivity(osActs.ResolveServer, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in openstack.ResolveServerInput) (*openstack.ResolvedServer, error) {
 			c.log = append(c.log, "resolve "+in.Name)
 			if c.resolve != nil {
 				if err := c.resolve(in); err != nil {
 					return nil, err
 				}
 			}
-			r := &activities.ResolvedServer{ImageID: "img", FlavorID: "flv"}
+			r := &openstack.ResolvedServer{ImageID: "img", FlavorID: "flv"}
 			if in.FloatingIP {
 				r.FloatingNetworkID = "public"
 			}
 			for i := range in.Spec.Ports {
-				r.Ports = append(r.Ports, activities.ResolvedPort{Name: activities.PortName(in.Name, i, nil), NetworkID: "private", Description: in.Marker.Description()})
+				r.Ports = append(r.Ports, openstack.ResolvedPort{Name: openstack.PortName(in.Name, i, nil), NetworkID: "private", Description: in.Marker.Description()})
 			}
 			return r, nil
 		})
-	env.OnActivity(openstack.EnsurePort, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in activities.PortInput) (*activities.PortInfo, error) {
+	env.OnActivity(osActs.EnsurePort, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in openstack.PortInput) (*openstack.PortInfo, error) {
 			for id, p := range c.ports {
 				if p.Port.Name == in.Port.Name && p.Marker == in.Marker {
-					return &activities.PortInfo{ID: id, Adopted: true}, nil
+					return &openstack.PortInfo{ID: id, Adopted: true}, nil
 				}
 			}
 			id := c.id("port")
 			c.ports[id] = in
 			c.log = append(c.log, "create port "+in.Port.Name)
-			return &activities.PortInfo{ID: id, Name: in.Port.Name}, nil
+			return &openstack.PortInfo{ID: id, Name: in.Port.Name}, nil
 		})
-	env.OnActivity(openstack.EnsureServer, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in activities.ServerInput) (*activities.ServerInfo, error) {
+	env.OnActivity(osActs.EnsureServer, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in openstack.ServerInput) (*openstack.ServerInfo, error) {
 			if c.create != nil {
 				if err := c.create(in); err != nil {
 					return nil, err
@@ -87,53 +88,53 @@ func (c *fakeCloud) install(env *testsuite.TestWorkflowEnvironment) {
 			id := c.id("server")
 			c.servers[id] = in
 			c.log = append(c.log, "create server "+in.Name)
-			return &activities.ServerInfo{ID: id, Name: in.Name, Status: "BUILD"}, nil
+			return &openstack.ServerInfo{ID: id, Name: in.Name, Status: "BUILD"}, nil
 		})
-	env.OnActivity(openstack.WaitServer, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in activities.ResourceRef) (*activities.ServerInfo, error) {
-			st := activities.ServerActive
+	env.OnActivity(osActs.WaitServer, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in openstack.ResourceRef) (*openstack.ServerInfo, error) {
+			st := openstack.ServerActive
 			if len(c.states) > 0 {
 				st, c.states = c.states[0], c.states[1:]
 			}
-			info := &activities.ServerInfo{ID: in.ID, Status: st, Addresses: []activities.Address{{Type: "InternalIP", Address: "10.0.0.5"}}}
-			if st == activities.ServerError {
+			info := &openstack.ServerInfo{ID: in.ID, Status: st, Addresses: []openstack.Address{{Type: "InternalIP", Address: "10.0.0.5"}}}
+			if st == openstack.ServerError {
 				info.Fault = "No valid host was found."
 			}
 			return info, nil
 		})
-	env.OnActivity(openstack.GetServer, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in activities.ResourceRef) (*activities.ServerInfo, error) {
+	env.OnActivity(osActs.GetServer, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in openstack.ResourceRef) (*openstack.ServerInfo, error) {
 			if _, ok := c.servers[in.ID]; !ok {
-				return &activities.ServerInfo{ID: in.ID, Status: activities.ServerDeleted}, nil
+				return &openstack.ServerInfo{ID: in.ID, Status: openstack.ServerDeleted}, nil
 			}
-			return &activities.ServerInfo{ID: in.ID, Status: activities.ServerActive}, nil
+			return &openstack.ServerInfo{ID: in.ID, Status: openstack.ServerActive}, nil
 		})
-	env.OnActivity(openstack.DeleteServer, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in activities.ResourceRef) error {
+	env.OnActivity(osActs.DeleteServer, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in openstack.ResourceRef) error {
 			if s, ok := c.servers[in.ID]; ok {
 				c.log = append(c.log, "delete server "+s.Name)
 			}
 			delete(c.servers, in.ID)
 			return nil
 		})
-	env.OnActivity(openstack.DeletePort, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in activities.ResourceRef) error {
+	env.OnActivity(osActs.DeletePort, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in openstack.ResourceRef) error {
 			if p, ok := c.ports[in.ID]; ok {
 				c.log = append(c.log, "delete port "+p.Port.Name)
 			}
 			delete(c.ports, in.ID)
 			return nil
 		})
-	env.OnActivity(openstack.EnsureVolume, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in activities.VolumeInput) (*activities.VolumeInfo, error) {
+	env.OnActivity(osActs.EnsureVolume, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in openstack.VolumeInput) (*openstack.VolumeInfo, error) {
 			id := c.id("volume")
 			c.volumes[id] = in.Name
-			return &activities.VolumeInfo{ID: id, Name: in.Name, Status: "available"}, nil
+			return &openstack.VolumeInfo{ID: id, Name: in.Name, Status: "available"}, nil
 		})
-	env.OnActivity(openstack.DeleteVolume, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in activities.ResourceRef) error { delete(c.volumes, in.ID); return nil })
-	env.OnActivity(openstack.EnsureFloatingIP, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in activities.FloatingIPInput) (*activities.FloatingIPInfo, error) {
+	env.OnActivity(osActs.DeleteVolume, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in openstack.ResourceRef) error { delete(c.volumes, in.ID); return nil })
+	env.OnActivity(osActs.EnsureFloatingIP, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in openstack.FloatingIPInput) (*openstack.FloatingIPInfo, error) {
 			for _, f := range c.fips {
 				if in.Address != "" && f.Address == in.Address {
 					c.log = append(c.log, "associate "+f.Address)
@@ -144,23 +145,23 @@ func (c *fakeCloud) install(env *testsuite.TestWorkflowEnvironment) {
 			if addr == "" {
 				addr = fmt.Sprintf("203.0.113.%d", c.n)
 			}
-			f := activities.FloatingIPInfo{ID: c.id("fip"), Address: addr, Owned: true}
+			f := openstack.FloatingIPInfo{ID: c.id("fip"), Address: addr, Owned: true}
 			c.fips[f.ID] = f
 			c.log = append(c.log, "allocate "+addr)
 			return &f, nil
 		})
-	env.OnActivity(openstack.ReleaseFloatingIP, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in activities.FloatingIPRelease) error {
+	env.OnActivity(osActs.ReleaseFloatingIP, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in openstack.FloatingIPRelease) error {
 			if in.Delete {
 				c.log = append(c.log, "delete fip "+c.fips[in.ID].Address)
 				delete(c.fips, in.ID)
 			}
 			return nil
 		})
-	env.OnActivity(openstack.SweepOwned, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in activities.SweepInput) (*activities.SweepResult, error) {
+	env.OnActivity(osActs.SweepOwned, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in openstack.SweepInput) (*openstack.SweepResult, error) {
 			c.sweeps++
-			return &activities.SweepResult{}, nil
+			return &openstack.SweepResult{}, nil
 		})
 }
 
@@ -178,7 +179,7 @@ type objectHarness struct {
 	gen     int64
 	spec    any
 	annot   map[string]string
-	patches []activities.StatusPatch
+	patches []kube.StatusPatch
 	removed int
 }
 
@@ -186,15 +187,15 @@ func newHarness(t *testing.T, spec any) *objectHarness {
 	var ts testsuite.WorkflowTestSuite
 	h := &objectHarness{t: t, env: ts.NewTestWorkflowEnvironment(), cloud: newFakeCloud(), gen: 1, spec: spec}
 	h.chain = objecttest.New(h.env)
-	h.env.RegisterActivity(&activities.Kube{})
-	h.env.OnActivity(kube.GetObject, mock.Anything, mock.Anything).Return(
-		func(context.Context, lifecycle.ObjectRef) (*activities.Object, error) {
+	h.env.RegisterActivity(&kube.Kube{})
+	h.env.OnActivity(kubeActs.GetObject, mock.Anything, mock.Anything).Return(
+		func(context.Context, lifecycle.ObjectRef) (*kube.Object, error) {
 			raw, _ := json.Marshal(h.spec)
-			return &activities.Object{Exists: true, Generation: h.gen, Spec: raw, Annotations: h.annot}, nil
+			return &kube.Object{Exists: true, Generation: h.gen, Spec: raw, Annotations: h.annot}, nil
 		})
-	h.env.OnActivity(kube.PatchStatus, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, p activities.StatusPatch) error { h.patches = append(h.patches, p); return nil })
-	h.env.OnActivity(kube.RemoveFinalizer, mock.Anything, mock.Anything).Return(
+	h.env.OnActivity(kubeActs.PatchStatus, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, p kube.StatusPatch) error { h.patches = append(h.patches, p); return nil })
+	h.env.OnActivity(kubeActs.RemoveFinalizer, mock.Anything, mock.Anything).Return(
 		func(context.Context, lifecycle.ObjectRef) error { h.removed++; return nil })
 	h.cloud.install(h.env)
 	h.env.RegisterWorkflowWithOptions(OpenStackServerWorkflow, workflow.RegisterOptions{Name: KindOpenStackServer})
@@ -278,7 +279,7 @@ func TestServerIsCreatedOnceReportedAndTornDown(t *testing.T) {
 		var res infrav1.ServerResources
 		require.True(t, h.field("resources", &res))
 		require.Len(t, res.Ports, 2)
-		var addrs []activities.Address
+		var addrs []openstack.Address
 		require.True(t, h.field("addresses", &addrs))
 		require.Equal(t, metav1.ConditionTrue, h.ready().Status)
 		// The second generation created nothing more: created once.
@@ -293,13 +294,13 @@ func TestServerIsCreatedOnceReportedAndTornDown(t *testing.T) {
 
 func TestBadFlavorFailsWithOpenStacksMessageAndCreatesNothing(t *testing.T) {
 	h := newHarness(t, serverSpec("no-such-flavor", 2))
-	h.cloud.resolve = func(in activities.ResolveServerInput) error {
-		return temporal.NewNonRetryableApplicationError("flavor no-such-flavor: Flavor no-such-flavor could not be found.", activities.ErrOSNotFound, nil)
+	h.cloud.resolve = func(in openstack.ResolveServerInput) error {
+		return temporal.NewNonRetryableApplicationError("flavor no-such-flavor: Flavor no-such-flavor could not be found.", openstack.ErrOSNotFound, nil)
 	}
 	h.at(time.Minute, func() {
 		c := h.ready()
 		require.Equal(t, metav1.ConditionFalse, c.Status)
-		require.Equal(t, activities.ErrOSNotFound, c.Reason)
+		require.Equal(t, openstack.ErrOSNotFound, c.Reason)
 		require.Contains(t, c.Message, "Flavor no-such-flavor could not be found.")
 		require.Zero(t, h.cloud.leftovers())
 	})
@@ -308,12 +309,12 @@ func TestBadFlavorFailsWithOpenStacksMessageAndCreatesNothing(t *testing.T) {
 
 func TestQuotaAtBootRemovesThePortsAlreadyCreated(t *testing.T) {
 	h := newHarness(t, serverSpec("m1.tiny", 2))
-	h.cloud.create = func(activities.ServerInput) error {
-		return temporal.NewNonRetryableApplicationError("create server web: Quota exceeded for instances", activities.ErrOSQuota, nil)
+	h.cloud.create = func(openstack.ServerInput) error {
+		return temporal.NewNonRetryableApplicationError("create server web: Quota exceeded for instances", openstack.ErrOSQuota, nil)
 	}
 	h.at(time.Minute, func() {
 		c := h.ready()
-		require.Equal(t, activities.ErrOSQuota, c.Reason)
+		require.Equal(t, openstack.ErrOSQuota, c.Reason)
 		require.Contains(t, c.Message, "Quota exceeded")
 		require.Zero(t, h.cloud.leftovers(), "compensation removed the ports: %v", h.cloud.log)
 		require.Contains(t, h.cloud.log, "delete port web-0")
@@ -323,10 +324,10 @@ func TestQuotaAtBootRemovesThePortsAlreadyCreated(t *testing.T) {
 
 func TestServerInErrorIsBootedAgainThenGivenUp(t *testing.T) {
 	h := newHarness(t, serverSpec("m1.tiny", 1))
-	h.cloud.states = []string{activities.ServerError, activities.ServerError, activities.ServerError}
+	h.cloud.states = []string{openstack.ServerError, openstack.ServerError, openstack.ServerError}
 	h.at(time.Minute, func() {
 		c := h.ready()
-		require.Equal(t, activities.ErrServerFailed, c.Reason)
+		require.Equal(t, openstack.ErrServerFailed, c.Reason)
 		require.Contains(t, c.Message, "No valid host was found.")
 		require.Zero(t, h.cloud.leftovers())
 		require.Equal(t, MaxServerRecreates+1, strings.Count(strings.Join(h.cloud.log, "\n"), "create server web"))
@@ -336,7 +337,7 @@ func TestServerInErrorIsBootedAgainThenGivenUp(t *testing.T) {
 
 func TestServerInErrorOnceIsReplacedAndBecomesReady(t *testing.T) {
 	h := newHarness(t, serverSpec("m1.tiny", 1))
-	h.cloud.states = []string{activities.ServerError}
+	h.cloud.states = []string{openstack.ServerError}
 	h.at(time.Minute, func() {
 		require.Equal(t, metav1.ConditionTrue, h.ready().Status)
 		require.Len(t, h.cloud.servers, 1)
@@ -363,7 +364,7 @@ func TestBastionSpecChangeReplacesItAndKeepsThePinnedAddress(t *testing.T) {
 		require.True(t, h.field("bastion", &bs))
 		require.Equal(t, "web-bastion-1", bs.Name)
 		require.Equal(t, "172.24.4.50", bs.FloatingIP)
-		require.Equal(t, activities.ServerActive, string(bs.State))
+		require.Equal(t, openstack.ServerActive, string(bs.State))
 		require.Len(t, h.cloud.fips, 1)
 		for id := range h.cloud.fips {
 			fipID = id
@@ -409,7 +410,7 @@ func TestBastionCreateBeforeDelete(t *testing.T) {
 func TestPlanBastion(t *testing.T) {
 	a, b := clusterSpec("m1.tiny", "172.24.4.50", true).Bastion, clusterSpec("m1.small", "172.24.4.50", true).Bastion
 	off := clusterSpec("m1.tiny", "", false).Bastion
-	ready := &serverRecord{SpecHash: BastionHash(a), Ready: true, FloatingIP: &activities.FloatingIPInfo{Address: "172.24.4.50"}}
+	ready := &serverRecord{SpecHash: BastionHash(a), Ready: true, FloatingIP: &openstack.FloatingIPInfo{Address: "172.24.4.50"}}
 	building := &serverRecord{SpecHash: BastionHash(a)}
 	for _, tc := range []struct {
 		name        string
@@ -438,26 +439,26 @@ func TestServerErrorPolicy(t *testing.T) {
 		recreates int
 		want      ServerPolicyAction
 	}{
-		{activities.ServerActive, 0, ServerKeep},
+		{openstack.ServerActive, 0, ServerKeep},
 		{"SHUTOFF", 0, ServerKeep},
-		{activities.ServerError, 0, ServerRecreate},
-		{activities.ServerError, MaxServerRecreates - 1, ServerRecreate},
-		{activities.ServerError, MaxServerRecreates, ServerGiveUp},
-		{activities.ServerDeleted, 0, ServerRecreate},
+		{openstack.ServerError, 0, ServerRecreate},
+		{openstack.ServerError, MaxServerRecreates - 1, ServerRecreate},
+		{openstack.ServerError, MaxServerRecreates, ServerGiveUp},
+		{openstack.ServerDeleted, 0, ServerRecreate},
 	} {
 		require.Equal(t, tc.want, ServerErrorPolicy(tc.state, tc.recreates), "%s after %d", tc.state, tc.recreates)
 	}
 }
 
 func TestServerStatusFields(t *testing.T) {
-	rec := &serverRecord{ServerID: "s1", State: activities.ServerActive, Ready: true,
+	rec := &serverRecord{ServerID: "s1", State: openstack.ServerActive, Ready: true,
 		Ports:      []createdResource{{Name: "web-0", ID: "p0"}, {Name: "web-1", ID: "p1"}},
-		Addresses:  []activities.Address{{Type: "InternalIP", Address: "10.0.0.5"}},
-		FloatingIP: &activities.FloatingIPInfo{ID: "f1", Address: "172.24.4.9"}}
+		Addresses:  []openstack.Address{{Type: "InternalIP", Address: "10.0.0.5"}},
+		FloatingIP: &openstack.FloatingIPInfo{ID: "f1", Address: "172.24.4.9"}}
 	f := ServerStatusFields(rec)
 	require.Equal(t, true, f["ready"])
 	require.Equal(t, "s1", f["instanceID"])
-	require.Equal(t, []activities.Address{{Type: "InternalIP", Address: "10.0.0.5"}, {Type: "ExternalIP", Address: "172.24.4.9"}}, f["addresses"])
+	require.Equal(t, []openstack.Address{{Type: "InternalIP", Address: "10.0.0.5"}, {Type: "ExternalIP", Address: "172.24.4.9"}}, f["addresses"])
 	require.Equal(t, infrav1.ServerResources{Ports: []infrav1.PortStatus{{ID: "p0"}, {ID: "p1"}}, FloatingIPID: "f1"}, f["resources"])
 
 	empty := ServerStatusFields(&serverRecord{})

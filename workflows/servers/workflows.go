@@ -7,14 +7,15 @@ package servers
 import (
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/stackflow/stackflow/activities"
+	"github.com/stackflow/stackflow/activities/kube"
+	"github.com/stackflow/stackflow/activities/openstack"
 	"github.com/stackflow/stackflow/workflows/object"
 )
 
 // Activities the family calls, named through nil receivers; the worker registers the real structs.
 var (
-	kube      *activities.Kube
-	openstack *activities.OpenStack
+	kubeActs *kube.Kube
+	osActs   *openstack.OpenStack
 )
 
 // Workflows lists the family's workflows by type name.

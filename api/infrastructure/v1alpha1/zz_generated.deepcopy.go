@@ -8,7 +8,7 @@ package v1alpha1
 
 import (
 	"github.com/stackflow/stackflow/api/infrastructure/v1beta1"
-	"k8s.io/api/core/v1"
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 )
 

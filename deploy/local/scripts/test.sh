@@ -16,6 +16,7 @@ budget=$((60 * 60))
 fmt() { printf '%d min %02d s' $(($1 / 60)) $(($1 % 60)); }
 
 summary() {
+  local name secs rc result total over
   echo
   echo "make test: wall time per step (end-to-end packages in go test's order)"
   printf '  %-34s %14s  %s\n' STEP TIME RESULT

@@ -1,0 +1,253 @@
+package openstack
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	"github.com/stackflow/stackflow/activities/internal/heartbeat"
+
+	"github.com/gophercloud/gophercloud/v2"
+	"github.com/gophercloud/gophercloud/v2/openstack/baremetal/v1/nodes"
+	"github.com/gophercloud/gophercloud/v2/openstack/image/v2/images"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+)
+
+// DefaultCloudsSecret is the Secret (in the object's namespace) holding the clouds.yaml the data-plane
+// activities authenticate with (key clouds.yaml; key cloud names the cloud, else the only one).
+const DefaultCloudsSecret = "openstack-clouds"
+
+// CloudSecret names a clouds.yaml Secret. The cloud is the Secret's "cloud" key, or the file's only
+// cloud: the workflow never needs to know it.
+type CloudSecret struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	// ComputeRegion is the region whose compute endpoint the Nova client uses (a Nova serving its own
+	// region); the cloud's region when empty. Other services are found in the cloud's region.
+	ComputeRegion string `json:"computeRegion,omitempty"`
+}
+
+func (c CloudSecret) String() string {
+	if c.ComputeRegion != "" {
+		return c.Namespace + "/" + c.Name + " (compute in " + c.ComputeRegion + ")"
+	}
+	return c.Namespace + "/" + c.Name
+}
+
+// Identity is the identity of the Secret's cloud (named by the Secret itself), with its compute region.
+func (c CloudSecret) Identity() Identity {
+	return Identity{Namespace: c.Namespace, SecretName: c.Name, ComputeRegion: c.ComputeRegion}
+}
+
+// BaremetalInput provisions one host through Ironic.
+type BaremetalInput struct {
+	Cloud CloudSecret `json:"cloud"`
+	// Name is the Ironic node's name: the node is adopted when it exists, enrolled when not.
+	Name   string `json:"name"`
+	Driver string `json:"driver"`
+	// Image is the Glance image (name or ID) deployed to the root disk.
+	Image      string            `json:"image"`
+	Properties map[string]string `json:"properties,omitempty"`
+}
+
+// BaremetalResult is the provisioned Ironic node.
+type BaremetalResult struct {
+	UUID           string `json:"uuid"`
+	ProvisionState string `json:"provisionState"`
+	// Enrolled is true when this activity created the Ironic node (teardown deletes only such nodes).
+	Enrolled bool `json:"enrolled"`
+}
+
+// ErrBaremetalFailed is the permanent error of a provisioning that Ironic reports as failed.
+const ErrBaremetalFailed = "BaremetalFailed"
+
+// ProvisionBaremetal takes the Ironic node named in.Name to active: enroll (or adopt) → manage →
+// provide → deploy with the image → wait for active, heartbeat.While all along. It is idempotent: it
+// resumes from whatever state an earlier attempt left the node in.
+func (o *OpenStack) ProvisionBaremetal(ctx context.Context, in BaremetalInput) (*BaremetalResult, error) {
+	return heartbeat.While(ctx, func(ctx context.Context) (*BaremetalResult, error) {
+		c, err := o.clientsFor(ctx, in.Cloud.Identity())
+		if err != nil {
+			return nil, err
+		}
+		bm, err := c.bareMetal()
+		if err != nil {
+			return nil, err
+		}
+		res := &BaremetalResult{}
+		node, err := nodes.Get(ctx, bm, in.Name).Extract()
+		if isNotFound(err) {
+			props := map[string]any{}
+			for k, v := range in.Properties {
+				if n, err := strconv.Atoi(v); err == nil {
+					props[k] = n
+				} else {
+					props[k] = v
+				}
+			}
+			node, err = nodes.Create(ctx, bm, nodes.CreateOpts{Name: in.Name, Driver: in.Driver, Properties: props}).Extract()
+			if err != nil {
+				return nil, classifyOS("enroll Ironic node "+in.Name, err)
+			}
+			res.Enrolled = true
+		} else if err != nil {
+			return nil, classifyOS("get Ironic node "+in.Name, err)
+		}
+		res.UUID = node.UUID
+		imageID, err := resolveImageID(ctx, c.image, in.Image)
+		if err != nil {
+			return nil, err
+		}
+		for {
+			node, err = nodes.Get(ctx, bm, res.UUID).Extract()
+			if err != nil {
+				return nil, classifyOS("get Ironic node "+in.Name, err)
+			}
+			res.ProvisionState = node.ProvisionState
+			if activity.IsActivity(ctx) {
+				activity.RecordHeartbeat(ctx, res)
+			}
+			if node.TargetProvisionState != "" {
+				// A transition is under way (verifying, cleaning, deploying, wait call-back): wait.
+				if err := sleep(ctx, o.poll()); err != nil {
+					return nil, err
+				}
+				continue
+			}
+			var target nodes.TargetProvisionState
+			switch nodes.ProvisionState(node.ProvisionState) {
+			case nodes.Active:
+				return res, nil
+			case nodes.Enroll:
+				target = nodes.TargetManage
+			case nodes.Manageable:
+				target = nodes.TargetProvide
+			case nodes.Available:
+				if err := setImage(ctx, bm, node, imageID); err != nil {
+					return nil, err
+				}
+				target = nodes.TargetActive
+			case nodes.DeployFail, nodes.CleanFail, nodes.Error, nodes.InspectFail, nodes.AdoptFail:
+				return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("Ironic node %s is in state %q: %s", in.Name, node.ProvisionState, node.LastError), ErrBaremetalFailed, nil)
+			default:
+				if err := sleep(ctx, o.poll()); err != nil {
+					return nil, err
+				}
+				continue
+			}
+			err = nodes.ChangeProvisionState(ctx, bm, res.UUID, nodes.ProvisionStateOpts{Target: target}).ExtractErr()
+			if err != nil && !isConflict(err) {
+				return nil, classifyOS(fmt.Sprintf("move Ironic node %s to %s", in.Name, target), err)
+			}
+		}
+	})
+}
+
+// DeprovisionInput undeploys (and, when stackflow enrolled it, deletes) an Ironic node.
+type DeprovisionInput struct {
+	Cloud  CloudSecret `json:"cloud"`
+	UUID   string      `json:"uuid"`
+	Delete bool        `json:"delete"`
+}
+
+// DeprovisionBaremetal undeploys the node back to available and deletes it when asked; a missing node
+// is not an error.
+func (o *OpenStack) DeprovisionBaremetal(ctx context.Context, in DeprovisionInput) error {
+	_, err := heartbeat.While(ctx, func(ctx context.Context) (struct{}, error) {
+		c, err := o.clientsFor(ctx, in.Cloud.Identity())
+		if err != nil {
+			return struct{}{}, err
+		}
+		bm, err := c.bareMetal()
+		if err != nil {
+			return struct{}{}, err
+		}
+		for {
+			node, err := nodes.Get(ctx, bm, in.UUID).Extract()
+			if isNotFound(err) {
+				return struct{}{}, nil
+			}
+			if err != nil {
+				return struct{}{}, classifyOS("get Ironic node "+in.UUID, err)
+			}
+			if node.TargetProvisionState != "" {
+				if err := sleep(ctx, o.poll()); err != nil {
+					return struct{}{}, err
+				}
+				continue
+			}
+			switch nodes.ProvisionState(node.ProvisionState) {
+			case nodes.Active, nodes.DeployFail, nodes.Error:
+				err = nodes.ChangeProvisionState(ctx, bm, in.UUID, nodes.ProvisionStateOpts{Target: nodes.TargetDeleted}).ExtractErr()
+			case nodes.Available, nodes.Manageable, nodes.Enroll:
+				if !in.Delete {
+					return struct{}{}, nil
+				}
+				err = nodes.Delete(ctx, bm, in.UUID).ExtractErr()
+				if err == nil || isNotFound(err) {
+					return struct{}{}, nil
+				}
+			default:
+				if err := sleep(ctx, o.poll()); err != nil {
+					return struct{}{}, err
+				}
+				continue
+			}
+			if err != nil && !isConflict(err) {
+				return struct{}{}, classifyOS("deprovision Ironic node "+in.UUID, err)
+			}
+		}
+	})
+	return err
+}
+
+func setImage(ctx context.Context, c *gophercloud.ServiceClient, node *nodes.Node, imageID string) error {
+	if node.InstanceInfo["image_source"] == imageID {
+		return nil
+	}
+	rootGB := 1
+	if v, ok := node.Properties["local_gb"]; ok {
+		if n, err := strconv.Atoi(fmt.Sprint(v)); err == nil && n > 0 {
+			rootGB = n
+		}
+	}
+	_, err := nodes.Update(ctx, c, node.UUID, nodes.UpdateOpts{
+		nodes.UpdateOperation{Op: nodes.AddOp, Path: "/instance_info/image_source", Value: imageID},
+		nodes.UpdateOperation{Op: nodes.AddOp, Path: "/instance_info/root_gb", Value: rootGB},
+	}).Extract()
+	if err != nil {
+		return classifyOS("set the image of Ironic node "+node.Name, err)
+	}
+	return nil
+}
+
+// resolveImageID finds a Glance image by ID or by its unique name.
+func resolveImageID(ctx context.Context, c *gophercloud.ServiceClient, ref string) (string, error) {
+	if ref == "" {
+		return "", temporal.NewNonRetryableApplicationError("no image to deploy: set bareMetal.image or the role's baremetalSetTemplate.image", ErrOSInvalid, nil)
+	}
+	if img, err := images.Get(ctx, c, ref).Extract(); err == nil {
+		return img.ID, nil
+	}
+	pages, err := images.List(c, images.ListOpts{Name: ref}).AllPages(ctx)
+	if err != nil {
+		return "", classifyOS("list images named "+ref, err)
+	}
+	found, err := images.ExtractImages(pages)
+	if err != nil {
+		return "", classifyOS("list images named "+ref, err)
+	}
+	switch len(found) {
+	case 0:
+		return "", notFound("image %q not found", ref)
+	case 1:
+		return found[0].ID, nil
+	}
+	return "", ambiguous("%d images are named %q", len(found), ref)
+}
+
+func isConflict(err error) bool {
+	return gophercloud.ResponseCodeIs(err, 409)
+}

@@ -1,0 +1,127 @@
+package openstack
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/stackflow/stackflow/activities/internal/heartbeat"
+
+	"github.com/gophercloud/gophercloud/v2/openstack/blockstorage/v3/volumes"
+	"go.temporal.io/sdk/temporal"
+)
+
+// VolumeInput asks for one Cinder volume, found again by its name and marker metadata on retry. ImageID
+// makes it bootable (a root volume).
+type VolumeInput struct {
+	Identity         Identity `json:"identity"`
+	Marker           Marker   `json:"marker"`
+	Name             string   `json:"name"`
+	SizeGiB          int      `json:"sizeGiB"`
+	Type             string   `json:"type,omitempty"`
+	AvailabilityZone string   `json:"availabilityZone,omitempty"`
+	ImageID          string   `json:"imageID,omitempty"`
+}
+
+// VolumeInfo is a volume as created or adopted, once available.
+type VolumeInfo struct {
+	ID      string `json:"id"`
+	Name    string `json:"name"`
+	Status  string `json:"status"`
+	Adopted bool   `json:"adopted,omitempty"`
+}
+
+// EnsureVolume creates the volume unless one with its name and marker exists, then waits (heartbeat.While)
+// until it is available. A volume in error is a permanent failure; the workflow deletes it.
+func (o *OpenStack) EnsureVolume(ctx context.Context, in VolumeInput) (*VolumeInfo, error) {
+	return heartbeat.While(ctx, func(ctx context.Context) (*VolumeInfo, error) {
+		c, err := o.clientsFor(ctx, in.Identity)
+		if err != nil {
+			return nil, err
+		}
+		bs, err := c.blockStorage()
+		if err != nil {
+			return nil, err
+		}
+		pages, err := volumes.List(bs, volumes.ListOpts{Name: in.Name, Metadata: in.Marker.Metadata()}).AllPages(ctx)
+		if err != nil {
+			return nil, classifyOS("list volumes named "+in.Name, err)
+		}
+		all, err := volumes.ExtractVolumes(pages)
+		if err != nil {
+			return nil, classifyOS("list volumes named "+in.Name, err)
+		}
+		info := &VolumeInfo{Name: in.Name}
+		if len(all) > 0 {
+			info.ID, info.Adopted = all[0].ID, true
+		} else {
+			v, err := volumes.Create(ctx, bs, volumes.CreateOpts{Name: in.Name, Size: in.SizeGiB, VolumeType: in.Type,
+				AvailabilityZone: in.AvailabilityZone, ImageID: in.ImageID, Metadata: in.Marker.Metadata(),
+				Description: in.Marker.Description()}, nil).Extract()
+			if err != nil {
+				return nil, classifyOS("create volume "+in.Name, err)
+			}
+			info.ID = v.ID
+		}
+		for {
+			v, err := volumes.Get(ctx, bs, info.ID).Extract()
+			if err != nil {
+				return nil, classifyOS("volume "+in.Name, err)
+			}
+			info.Status = v.Status
+			switch v.Status {
+			case "available", "in-use":
+				return info, nil
+			case "error", "error_restoring", "error_extending":
+				return info, temporal.NewNonRetryableApplicationError(fmt.Sprintf("volume %s (%s) is in status %s", in.Name, v.ID, v.Status), ErrVolumeFailed, nil, info)
+			}
+			if err := sleep(ctx, o.poll()); err != nil {
+				return nil, err
+			}
+		}
+	})
+}
+
+// DeleteVolume deletes a volume once it is detached and waits until it is gone; one already gone is not
+// an error.
+func (o *OpenStack) DeleteVolume(ctx context.Context, in ResourceRef) error {
+	_, err := heartbeat.While(ctx, func(ctx context.Context) (struct{}, error) {
+		c, err := o.clientsFor(ctx, in.Identity)
+		if err != nil {
+			return struct{}{}, err
+		}
+		return o.deleteVolume(ctx, c, in.ID)
+	})
+	return err
+}
+
+func (o *OpenStack) deleteVolume(ctx context.Context, c *osClients, id string) (struct{}, error) {
+	bs, err := c.blockStorage()
+	if err != nil {
+		return struct{}{}, err
+	}
+	var sent time.Time
+	for {
+		v, err := volumes.Get(ctx, bs, id).Extract()
+		if isNotFound(err) {
+			return struct{}{}, nil
+		}
+		if err != nil {
+			return struct{}{}, classifyOS("volume "+id, err)
+		}
+		switch v.Status {
+		case "available", "error", "error_restoring", "error_extending", "error_deleting":
+			// Sent again after a while: a delete that ended in error_deleting may work the next time.
+			if time.Since(sent) > 15*time.Second {
+				if err := volumes.Delete(ctx, bs, id, volumes.DeleteOpts{Cascade: true}).ExtractErr(); err != nil && !isNotFound(err) {
+					return struct{}{}, classifyOS("delete volume "+id, err)
+				}
+				sent = time.Now()
+			}
+		}
+		// Attached, detaching, creating or deleting: wait for Cinder to get there.
+		if err := sleep(ctx, o.poll()); err != nil {
+			return struct{}{}, err
+		}
+	}
+}

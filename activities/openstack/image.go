@@ -1,0 +1,44 @@
+package openstack
+
+import (
+	"context"
+
+	"github.com/gophercloud/gophercloud/v2"
+	"github.com/gophercloud/gophercloud/v2/openstack/image/v2/images"
+
+	infrav1 "github.com/stackflow/stackflow/api/infrastructure/v1beta1"
+)
+
+// resolveImage finds exactly one Glance image by ID or by name and tags.
+func resolveImage(ctx context.Context, c *gophercloud.ServiceClient, p infrav1.ImageParam) (string, error) {
+	if p.ID != nil {
+		img, err := images.Get(ctx, c, *p.ID).Extract()
+		if err != nil {
+			return "", classifyOS("image "+*p.ID, err)
+		}
+		return img.ID, nil
+	}
+	if p.Filter == nil || (p.Filter.Name == nil && len(p.Filter.Tags) == 0) {
+		return "", notFound("image reference has neither id nor filter")
+	}
+	opts := images.ListOpts{Tags: p.Filter.Tags}
+	name := "<any>"
+	if p.Filter.Name != nil {
+		opts.Name, name = *p.Filter.Name, *p.Filter.Name
+	}
+	pages, err := images.List(c, opts).AllPages(ctx)
+	if err != nil {
+		return "", classifyOS("list images", err)
+	}
+	all, err := images.ExtractImages(pages)
+	if err != nil {
+		return "", classifyOS("list images", err)
+	}
+	switch len(all) {
+	case 0:
+		return "", notFound("no image named %s with tags %v", name, p.Filter.Tags)
+	case 1:
+		return all[0].ID, nil
+	}
+	return "", ambiguous("%d images named %s with tags %v", len(all), name, p.Filter.Tags)
+}

@@ -1,0 +1,62 @@
+package openstack
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/gophercloud/gophercloud/v2"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/temporal"
+)
+
+func httpErr(code int, body string) error {
+	return gophercloud.ErrUnexpectedResponseCode{Actual: code, Body: []byte(body), Method: "POST", URL: "http://127.0.0.1/x"}
+}
+
+func TestClassifyOS(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		err       error
+		permanent bool
+		typ       string
+		msg       string
+	}{
+		{"nova 404", httpErr(404, `{"itemNotFound": {"code": 404, "message": "Flavor big could not be found."}}`), true, ErrOSNotFound, "Flavor big could not be found."},
+		{"nova 400", httpErr(400, `{"badRequest": {"code": 400, "message": "Invalid key_name provided."}}`), true, ErrOSInvalid, "Invalid key_name provided."},
+		{"nova quota 403", httpErr(403, `{"forbidden": {"code": 403, "message": "Quota exceeded for instances: Requested 1, but already used 10 of 10 instances"}}`), true, ErrOSQuota, "Quota exceeded for instances"},
+		{"neutron quota 409", httpErr(409, `{"NeutronError": {"type": "OverQuota", "message": "Quota exceeded for resources: ['port'].", "detail": ""}}`), true, ErrOSQuota, "Quota exceeded for resources"},
+		{"neutron conflict 409", httpErr(409, `{"NeutronError": {"type": "IpAddressInUse", "message": "IP address 10.0.0.5 already allocated", "detail": ""}}`), false, "", "already allocated"},
+		{"nova 409 task state", httpErr(409, `{"conflictingRequest": {"code": 409, "message": "Cannot 'delete' instance while it is in task_state spawning"}}`), false, "", "task_state spawning"},
+		{"503", httpErr(503, `Service Unavailable`), false, "", "Service Unavailable"},
+		{"glance text 404", httpErr(404, "404 Not Found\n\nNo image found with ID abc\n\n"), true, ErrOSNotFound, "No image found with ID abc"},
+		{"connection refused", fmt.Errorf("dial tcp 127.0.0.1:8774: connect: connection refused"), false, "", "connection refused"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := classifyOS("create thing", tc.err)
+			var app *temporal.ApplicationError
+			isApp := errors.As(err, &app)
+			require.Equal(t, tc.permanent, isApp && app.NonRetryable(), "%v", err)
+			if tc.permanent {
+				require.Equal(t, tc.typ, app.Type())
+			}
+			require.Contains(t, err.Error(), tc.msg)
+		})
+	}
+}
+
+func TestMarker(t *testing.T) {
+	m := Marker{Owner: "abc", Instance: "def"}
+	require.Equal(t, []string{"stackflow-owner=abc", "stackflow-instance=def"}, m.Tags())
+	require.True(t, m.Owns(m.Tags(), ""))
+	require.True(t, m.Owns(nil, m.Description()+" my port"), "the description marks resources not tagged yet")
+	require.False(t, m.Owns([]string{"stackflow-owner=abc"}, ""), "another instance of the owner")
+	require.True(t, Marker{Owner: "abc"}.Owns([]string{"stackflow-owner=abc", "stackflow-instance=zzz"}, ""), "the owner sweeps every instance")
+	require.False(t, Marker{Owner: "ab"}.Owns(nil, "stackflow-owner=abc"), "prefixes do not match")
+}
+
+func TestPortName(t *testing.T) {
+	suffix := "mgmt"
+	require.Equal(t, "web-0", PortName("web", 0, nil))
+	require.Equal(t, "web-mgmt", PortName("web", 1, &suffix))
+}

@@ -1,0 +1,144 @@
+package openstack
+
+import (
+	"context"
+	"strings"
+
+	"github.com/stackflow/stackflow/activities/internal/heartbeat"
+
+	"github.com/gophercloud/gophercloud/v2/openstack/blockstorage/v3/volumes"
+	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/servers"
+	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/extensions/layer3/floatingips"
+	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/ports"
+)
+
+// SweepInput names what to sweep: every server, floating IP, port and volume carrying the marker (the
+// owner's, or one instance's when Marker.Instance is set), plus the planned ports looked up by name and
+// description, which catches a port created but not yet tagged.
+type SweepInput struct {
+	Identity Identity       `json:"identity"`
+	Marker   Marker         `json:"marker"`
+	Ports    []ResolvedPort `json:"ports,omitempty"`
+	// KeepFloatingIPs are IDs of floating IPs to leave (a pinned address kept for the next server).
+	KeepFloatingIPs []string `json:"keepFloatingIPs,omitempty"`
+	// Volumes sweeps Cinder too; only asked when a spec wanted volumes, so a cloud whose block storage
+	// is absent or broken never blocks the deletion of servers that had none.
+	Volumes bool `json:"volumes,omitempty"`
+}
+
+// SweepResult lists the IDs the sweep deleted.
+type SweepResult struct {
+	Servers     []string `json:"servers,omitempty"`
+	FloatingIPs []string `json:"floatingIPs,omitempty"`
+	Ports       []string `json:"ports,omitempty"`
+	Volumes     []string `json:"volumes,omitempty"`
+}
+
+// Found reports whether the sweep found anything: after a clean teardown it finds nothing.
+func (r SweepResult) Found() int {
+	return len(r.Servers) + len(r.FloatingIPs) + len(r.Ports) + len(r.Volumes)
+}
+
+// SweepOwned deletes every resource carrying the marker, servers first (and waits for them to go, so
+// their ports and volumes are free), then floating IPs, ports and volumes. It is how teardown finds what
+// was created but never recorded (a crash between the create and the record).
+func (o *OpenStack) SweepOwned(ctx context.Context, in SweepInput) (*SweepResult, error) {
+	return heartbeat.While(ctx, func(ctx context.Context) (*SweepResult, error) {
+		c, err := o.clientsFor(ctx, in.Identity)
+		if err != nil {
+			return nil, err
+		}
+		res := &SweepResult{}
+		tags := strings.Join(in.Marker.Tags(), ",")
+
+		pages, err := servers.List(c.compute, servers.ListOpts{Tags: tags}).AllPages(ctx)
+		if err != nil {
+			return nil, classifyOS("list servers tagged "+tags, err)
+		}
+		srvs, err := servers.ExtractServers(pages)
+		if err != nil {
+			return nil, classifyOS("list servers tagged "+tags, err)
+		}
+		for _, s := range srvs {
+			if err := deleteServerAndWait(ctx, c.compute, s.ID, o.poll()); err != nil {
+				return nil, err
+			}
+			res.Servers = append(res.Servers, s.ID)
+		}
+
+		// Floating IPs get their tags after creation, so the description (set at creation) is checked too.
+		fpages, err := floatingips.List(c.network, floatingips.ListOpts{}).AllPages(ctx)
+		if err != nil {
+			return nil, classifyOS("list floating IPs", err)
+		}
+		fips, err := floatingips.ExtractFloatingIPs(fpages)
+		if err != nil {
+			return nil, classifyOS("list floating IPs", err)
+		}
+		for _, f := range fips {
+			if !in.Marker.Owns(f.Tags, f.Description) || contains(in.KeepFloatingIPs, f.ID) {
+				continue
+			}
+			if err := floatingips.Delete(ctx, c.network, f.ID).ExtractErr(); err != nil && !isNotFound(err) {
+				return nil, classifyOS("delete floating IP "+f.FloatingIP, err)
+			}
+			res.FloatingIPs = append(res.FloatingIPs, f.ID)
+		}
+
+		seen := map[string]bool{}
+		var found []ports.Port
+		ppages, err := ports.List(c.network, ports.ListOpts{Tags: tags}).AllPages(ctx)
+		if err != nil {
+			return nil, classifyOS("list ports tagged "+tags, err)
+		}
+		tagged, err := ports.ExtractPorts(ppages)
+		if err != nil {
+			return nil, classifyOS("list ports tagged "+tags, err)
+		}
+		found = append(found, tagged...)
+		for _, p := range in.Ports {
+			if pt, err := findPort(ctx, c.network, p); err != nil {
+				return nil, err
+			} else if pt != nil {
+				found = append(found, *pt)
+			}
+		}
+		for _, p := range found {
+			if seen[p.ID] || !in.Marker.Owns(p.Tags, p.Description) {
+				continue
+			}
+			seen[p.ID] = true
+			if err := ports.Delete(ctx, c.network, p.ID).ExtractErr(); err != nil && !isNotFound(err) {
+				return nil, classifyOS("delete port "+p.Name, err)
+			}
+			res.Ports = append(res.Ports, p.ID)
+		}
+
+		if bs, err := c.blockStorage(); err == nil && in.Volumes {
+			vpages, err := volumes.List(bs, volumes.ListOpts{Metadata: in.Marker.Metadata()}).AllPages(ctx)
+			if err != nil {
+				return nil, classifyOS("list volumes of "+tags, err)
+			}
+			vols, err := volumes.ExtractVolumes(vpages)
+			if err != nil {
+				return nil, classifyOS("list volumes of "+tags, err)
+			}
+			for _, v := range vols {
+				if _, err := o.deleteVolume(ctx, c, v.ID); err != nil {
+					return nil, err
+				}
+				res.Volumes = append(res.Volumes, v.ID)
+			}
+		}
+		return res, nil
+	})
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
