@@ -100,28 +100,33 @@ func (o *OpenStack) deleteVolume(ctx context.Context, c *osClients, id string) (
 	if err != nil {
 		return struct{}{}, err
 	}
+	return struct{}{}, deleteVolumeAndWait(ctx, gopherVolume{bs}, id, o.poll())
+}
+
+// deleteVolumeAndWait deletes the volume once it can go (available or in error; attached, detaching,
+// creating or deleting: Cinder gets it there first) and waits until it is gone.
+func deleteVolumeAndWait(ctx context.Context, cinder volumeAPI, id string, poll time.Duration) error {
 	var sent time.Time
 	for {
-		v, err := volumes.Get(ctx, bs, id).Extract()
+		v, err := cinder.GetVolume(ctx, id)
 		if isNotFound(err) {
-			return struct{}{}, nil
+			return nil
 		}
 		if err != nil {
-			return struct{}{}, classifyOS("volume "+id, err)
+			return classifyOS("volume "+id, err)
 		}
 		switch v.Status {
 		case "available", "error", "error_restoring", "error_extending", "error_deleting":
 			// Sent again after a while: a delete that ended in error_deleting may work the next time.
 			if time.Since(sent) > 15*time.Second {
-				if err := volumes.Delete(ctx, bs, id, volumes.DeleteOpts{Cascade: true}).ExtractErr(); err != nil && !isNotFound(err) {
-					return struct{}{}, classifyOS("delete volume "+id, err)
+				if err := cinder.DeleteVolume(ctx, id); err != nil && !isNotFound(err) {
+					return classifyOS("delete volume "+id, err)
 				}
 				sent = time.Now()
 			}
 		}
-		// Attached, detaching, creating or deleting: wait for Cinder to get there.
-		if err := sleep(ctx, o.poll()); err != nil {
-			return struct{}{}, err
+		if err := sleep(ctx, poll); err != nil {
+			return err
 		}
 	}
 }

@@ -478,16 +478,16 @@ func (o *OpenStack) DeleteServer(ctx context.Context, in ResourceRef) error {
 		if err != nil {
 			return struct{}{}, err
 		}
-		return struct{}{}, deleteServerAndWait(ctx, c.compute, in.ID, o.poll())
+		return struct{}{}, deleteServerAndWait(ctx, gopherCompute{c.compute}, in.ID, o.poll())
 	})
 	return err
 }
 
-func deleteServerAndWait(ctx context.Context, c *gophercloud.ServiceClient, id string, poll time.Duration) error {
+func deleteServerAndWait(ctx context.Context, nova computeAPI, id string, poll time.Duration) error {
 	var sent time.Time
 	for {
 		if time.Since(sent) > 30*time.Second {
-			if err := servers.Delete(ctx, c, id).ExtractErr(); err != nil {
+			if err := nova.DeleteServer(ctx, id); err != nil {
 				if isNotFound(err) {
 					return nil
 				}
@@ -498,7 +498,7 @@ func deleteServerAndWait(ctx context.Context, c *gophercloud.ServiceClient, id s
 			}
 			sent = time.Now()
 		}
-		s, err := servers.Get(ctx, c, id).Extract()
+		s, err := nova.GetServer(ctx, id)
 		if isNotFound(err) || err == nil && s.Status == "DELETED" {
 			return nil
 		}

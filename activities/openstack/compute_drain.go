@@ -13,7 +13,6 @@ import (
 
 	"github.com/gophercloud/gophercloud/v2"
 	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/hypervisors"
-	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/migrations"
 	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/servers"
 	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/services"
 	"github.com/gophercloud/gophercloud/v2/openstack/placement/v1/resourceproviders"
@@ -66,7 +65,7 @@ func (o *OpenStack) ComputeNodeState(ctx context.Context, in ComputeHostInput) (
 	if err != nil {
 		return nil, err
 	}
-	list, err := serversOn(ctx, c.compute, in.Host)
+	list, err := serversOn(ctx, gopherCompute{c.compute}, in.Host)
 	if err != nil {
 		return nil, err
 	}
@@ -115,7 +114,7 @@ func (o *OpenStack) SetComputeService(ctx context.Context, in ServiceStateInput)
 			return nil, classifyOS(fmt.Sprintf("set compute service of %s %s", in.Host, want), err)
 		}
 	}
-	list, err := serversOn(ctx, c.compute, in.Host)
+	list, err := serversOn(ctx, gopherCompute{c.compute}, in.Host)
 	if err != nil {
 		return nil, err
 	}
@@ -158,7 +157,7 @@ func (o *OpenStack) MigrateServers(ctx context.Context, in MigrateInput) (*Migra
 		return nil, err
 	}
 	return heartbeat.While(ctx, func(ctx context.Context) (*MigrateResult, error) {
-		return o.migrate(ctx, c.compute, in)
+		return o.migrate(ctx, gopherCompute{c.compute}, in)
 	})
 }
 
@@ -169,7 +168,9 @@ type migration struct {
 	attempts int
 }
 
-func (o *OpenStack) migrate(ctx context.Context, compute *gophercloud.ServiceClient, in MigrateInput) (*MigrateResult, error) {
+// migrate moves in's instances through nova and decides, round after round, what each needs next (see
+// MigrateServers); it is the drain's logic, written against the narrow computeAPI.
+func (o *OpenStack) migrate(ctx context.Context, nova computeAPI, in MigrateInput) (*MigrateResult, error) {
 	res := &MigrateResult{Moved: map[string]string{}}
 	moves := map[string]*migration{}
 	next := 0
@@ -190,7 +191,7 @@ func (o *OpenStack) migrate(ctx context.Context, compute *gophercloud.ServiceCli
 	for {
 		var pending []string
 		if in.From != "" {
-			on, err := serversOn(ctx, compute, in.From)
+			on, err := serversOn(ctx, nova, in.From)
 			if err != nil {
 				return nil, err
 			}
@@ -208,7 +209,7 @@ func (o *OpenStack) migrate(ctx context.Context, compute *gophercloud.ServiceCli
 		var stuck []string
 		for _, id := range ids {
 			m := moves[id]
-			s, err := servers.Get(ctx, compute, id).Extract()
+			s, err := nova.GetServer(ctx, id)
 			if isNotFound(err) {
 				delete(moves, id)
 				res.Skipped = append(res.Skipped, id)
@@ -235,7 +236,7 @@ func (o *OpenStack) migrate(ctx context.Context, compute *gophercloud.ServiceCli
 			case s.Status != "ACTIVE":
 				stuck = append(stuck, fmt.Sprintf("%s is %s (only ACTIVE instances live-migrate)", id, s.Status))
 			case m.started && m.attempts >= 2:
-				stuck = append(stuck, fmt.Sprintf("%s: live migration failed twice (%s)", id, lastMigrationStatus(ctx, compute, id)))
+				stuck = append(stuck, fmt.Sprintf("%s: live migration failed twice (%s)", id, lastMigrationStatus(ctx, nova, id)))
 			default:
 				if m.to == "" || m.started {
 					m.to = pick()
@@ -243,7 +244,7 @@ func (o *OpenStack) migrate(ctx context.Context, compute *gophercloud.ServiceCli
 						m.to = in.Targets[0]
 					}
 				}
-				if err := liveMigrate(ctx, compute, id, m.to); err != nil {
+				if err := nova.LiveMigrate(ctx, id, m.to); err != nil {
 					if !gophercloud.ResponseCodeIs(err, 409) {
 						return nil, classifyOS("live-migrate server "+id, err)
 					}
@@ -280,30 +281,15 @@ func drainWhat(in MigrateInput) string {
 	return "migration back to host " + in.Targets[0]
 }
 
-// liveMigrate asks Nova to live-migrate the server to host (the scheduler picks when host is empty),
-// with block migration decided by Nova (microversion 2.25 and later).
-func liveMigrate(ctx context.Context, compute *gophercloud.ServiceClient, id, host string) error {
-	body := map[string]any{"block_migration": "auto", "host": nil}
-	if host != "" {
-		body["host"] = host
-	}
-	resp, err := compute.Post(ctx, compute.ServiceURL("servers", id, "action"), map[string]any{"os-migrateLive": body}, nil, &gophercloud.RequestOpts{OkCodes: []int{202}})
-	_, _, err = gophercloud.ParseResponse(resp, err)
-	return err
-}
-
 // lastMigrationStatus is the status of the server's latest migration, for messages.
-func lastMigrationStatus(ctx context.Context, compute *gophercloud.ServiceClient, id string) string {
-	pages, err := migrations.List(compute, migrations.ListOpts{InstanceID: &id}).AllPages(ctx)
-	if err != nil {
+func lastMigrationStatus(ctx context.Context, nova computeAPI, id string) string {
+	m, err := nova.LastMigration(ctx, id)
+	switch {
+	case err != nil:
 		return "migration status unknown"
-	}
-	list, err := migrations.ExtractMigrations(pages)
-	if err != nil || len(list) == 0 {
+	case m == nil:
 		return "no migration recorded"
 	}
-	slices.SortFunc(list, func(a, b migrations.Migration) int { return a.CreatedAt.Compare(b.CreatedAt) })
-	m := list[len(list)-1]
 	return fmt.Sprintf("last migration %s → %s: %s", m.SourceCompute, m.DestCompute, m.Status)
 }
 
@@ -446,12 +432,8 @@ func versionClasses(ctx context.Context, placement *gophercloud.ServiceClient, p
 }
 
 // serversOn lists the instances on host, of every project.
-func serversOn(ctx context.Context, compute *gophercloud.ServiceClient, host string) ([]servers.Server, error) {
-	pages, err := servers.List(compute, servers.ListOpts{AllTenants: true, Host: host}).AllPages(ctx)
-	if err != nil {
-		return nil, classifyOS("list instances on "+host, err)
-	}
-	list, err := servers.ExtractServers(pages)
+func serversOn(ctx context.Context, nova computeAPI, host string) ([]servers.Server, error) {
+	list, err := nova.ListServers(ctx, servers.ListOpts{AllTenants: true, Host: host})
 	if err != nil {
 		return nil, classifyOS("list instances on "+host, err)
 	}

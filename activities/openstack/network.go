@@ -179,7 +179,7 @@ func (o *OpenStack) EnsurePort(ctx context.Context, in PortInput) (*PortInfo, er
 			return nil, err
 		}
 		p := in.Port
-		existing, err := findPort(ctx, c.network, p)
+		existing, err := findPort(ctx, gopherNetwork{c.network}, p)
 		if err != nil {
 			return nil, err
 		}
@@ -251,12 +251,8 @@ func (o *OpenStack) EnsurePort(ctx context.Context, in PortInput) (*PortInfo, er
 	})
 }
 
-func findPort(ctx context.Context, c *gophercloud.ServiceClient, p ResolvedPort) (*ports.Port, error) {
-	pages, err := ports.List(c, ports.ListOpts{Name: p.Name, Description: p.Description, NetworkID: p.NetworkID}).AllPages(ctx)
-	if err != nil {
-		return nil, classifyOS("list ports named "+p.Name, err)
-	}
-	all, err := ports.ExtractPorts(pages)
+func findPort(ctx context.Context, neutron networkAPI, p ResolvedPort) (*ports.Port, error) {
+	all, err := neutron.ListPorts(ctx, ports.ListOpts{Name: p.Name, Description: p.Description, NetworkID: p.NetworkID})
 	if err != nil {
 		return nil, classifyOS("list ports named "+p.Name, err)
 	}

@@ -2,13 +2,14 @@ package openstack
 
 import (
 	"context"
+	"slices"
 	"strings"
+	"time"
 
 	"github.com/stackflow/stackflow/activities/internal/heartbeat"
 
 	"github.com/gophercloud/gophercloud/v2/openstack/blockstorage/v3/volumes"
 	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/servers"
-	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/extensions/layer3/floatingips"
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/ports"
 )
 
@@ -48,97 +49,81 @@ func (o *OpenStack) SweepOwned(ctx context.Context, in SweepInput) (*SweepResult
 		if err != nil {
 			return nil, err
 		}
-		res := &SweepResult{}
-		tags := strings.Join(in.Marker.Tags(), ",")
-
-		pages, err := servers.List(c.compute, servers.ListOpts{Tags: tags}).AllPages(ctx)
-		if err != nil {
-			return nil, classifyOS("list servers tagged "+tags, err)
+		var cinder volumeAPI
+		if bs, err := c.blockStorage(); err == nil {
+			cinder = gopherVolume{bs}
 		}
-		srvs, err := servers.ExtractServers(pages)
-		if err != nil {
-			return nil, classifyOS("list servers tagged "+tags, err)
-		}
-		for _, s := range srvs {
-			if err := deleteServerAndWait(ctx, c.compute, s.ID, o.poll()); err != nil {
-				return nil, err
-			}
-			res.Servers = append(res.Servers, s.ID)
-		}
-
-		// Floating IPs get their tags after creation, so the description (set at creation) is checked too.
-		fpages, err := floatingips.List(c.network, floatingips.ListOpts{}).AllPages(ctx)
-		if err != nil {
-			return nil, classifyOS("list floating IPs", err)
-		}
-		fips, err := floatingips.ExtractFloatingIPs(fpages)
-		if err != nil {
-			return nil, classifyOS("list floating IPs", err)
-		}
-		for _, f := range fips {
-			if !in.Marker.Owns(f.Tags, f.Description) || contains(in.KeepFloatingIPs, f.ID) {
-				continue
-			}
-			if err := floatingips.Delete(ctx, c.network, f.ID).ExtractErr(); err != nil && !isNotFound(err) {
-				return nil, classifyOS("delete floating IP "+f.FloatingIP, err)
-			}
-			res.FloatingIPs = append(res.FloatingIPs, f.ID)
-		}
-
-		seen := map[string]bool{}
-		var found []ports.Port
-		ppages, err := ports.List(c.network, ports.ListOpts{Tags: tags}).AllPages(ctx)
-		if err != nil {
-			return nil, classifyOS("list ports tagged "+tags, err)
-		}
-		tagged, err := ports.ExtractPorts(ppages)
-		if err != nil {
-			return nil, classifyOS("list ports tagged "+tags, err)
-		}
-		found = append(found, tagged...)
-		for _, p := range in.Ports {
-			if pt, err := findPort(ctx, c.network, p); err != nil {
-				return nil, err
-			} else if pt != nil {
-				found = append(found, *pt)
-			}
-		}
-		for _, p := range found {
-			if seen[p.ID] || !in.Marker.Owns(p.Tags, p.Description) {
-				continue
-			}
-			seen[p.ID] = true
-			if err := ports.Delete(ctx, c.network, p.ID).ExtractErr(); err != nil && !isNotFound(err) {
-				return nil, classifyOS("delete port "+p.Name, err)
-			}
-			res.Ports = append(res.Ports, p.ID)
-		}
-
-		if bs, err := c.blockStorage(); err == nil && in.Volumes {
-			vpages, err := volumes.List(bs, volumes.ListOpts{Metadata: in.Marker.Metadata()}).AllPages(ctx)
-			if err != nil {
-				return nil, classifyOS("list volumes of "+tags, err)
-			}
-			vols, err := volumes.ExtractVolumes(vpages)
-			if err != nil {
-				return nil, classifyOS("list volumes of "+tags, err)
-			}
-			for _, v := range vols {
-				if _, err := o.deleteVolume(ctx, c, v.ID); err != nil {
-					return nil, err
-				}
-				res.Volumes = append(res.Volumes, v.ID)
-			}
-		}
-		return res, nil
+		return sweep(ctx, gopherCompute{c.compute}, gopherNetwork{c.network}, cinder, in, o.poll())
 	})
 }
 
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
+// sweep is SweepOwned's decisions against the narrow clients: what carries the marker is deleted, what a
+// person kept (KeepFloatingIPs) or another owner's stays; cinder is nil when the cloud has no block
+// storage, and volumes are swept only when in asks for them.
+func sweep(ctx context.Context, nova computeAPI, neutron networkAPI, cinder volumeAPI, in SweepInput, poll time.Duration) (*SweepResult, error) {
+	res := &SweepResult{}
+	tags := strings.Join(in.Marker.Tags(), ",")
+
+	srvs, err := nova.ListServers(ctx, servers.ListOpts{Tags: tags})
+	if err != nil {
+		return nil, classifyOS("list servers tagged "+tags, err)
+	}
+	for _, s := range srvs {
+		if err := deleteServerAndWait(ctx, nova, s.ID, poll); err != nil {
+			return nil, err
+		}
+		res.Servers = append(res.Servers, s.ID)
+	}
+
+	// Floating IPs get their tags after creation, so the description (set at creation) is checked too.
+	fips, err := neutron.ListFloatingIPs(ctx)
+	if err != nil {
+		return nil, classifyOS("list floating IPs", err)
+	}
+	for _, f := range fips {
+		if !in.Marker.Owns(f.Tags, f.Description) || slices.Contains(in.KeepFloatingIPs, f.ID) {
+			continue
+		}
+		if err := neutron.DeleteFloatingIP(ctx, f.ID); err != nil && !isNotFound(err) {
+			return nil, classifyOS("delete floating IP "+f.FloatingIP, err)
+		}
+		res.FloatingIPs = append(res.FloatingIPs, f.ID)
+	}
+
+	seen := map[string]bool{}
+	found, err := neutron.ListPorts(ctx, ports.ListOpts{Tags: tags})
+	if err != nil {
+		return nil, classifyOS("list ports tagged "+tags, err)
+	}
+	for _, p := range in.Ports {
+		if pt, err := findPort(ctx, neutron, p); err != nil {
+			return nil, err
+		} else if pt != nil {
+			found = append(found, *pt)
 		}
 	}
-	return false
+	for _, p := range found {
+		if seen[p.ID] || !in.Marker.Owns(p.Tags, p.Description) {
+			continue
+		}
+		seen[p.ID] = true
+		if err := neutron.DeletePort(ctx, p.ID); err != nil && !isNotFound(err) {
+			return nil, classifyOS("delete port "+p.Name, err)
+		}
+		res.Ports = append(res.Ports, p.ID)
+	}
+
+	if cinder != nil && in.Volumes {
+		vols, err := cinder.ListVolumes(ctx, volumes.ListOpts{Metadata: in.Marker.Metadata()})
+		if err != nil {
+			return nil, classifyOS("list volumes of "+tags, err)
+		}
+		for _, v := range vols {
+			if err := deleteVolumeAndWait(ctx, cinder, v.ID, poll); err != nil {
+				return nil, err
+			}
+			res.Volumes = append(res.Volumes, v.ID)
+		}
+	}
+	return res, nil
 }

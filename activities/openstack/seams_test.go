@@ -1,0 +1,182 @@
+package openstack
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/gophercloud/gophercloud/v2/openstack/blockstorage/v3/volumes"
+	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/extensions/layer3/floatingips"
+	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/ports"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/temporal"
+)
+
+// The drain's decisions (MigrateServers): which instance moves where, what counts as moved or skipped,
+// and when a drain fails and why.
+func TestMigrateDecisions(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		setup func(*fakeCloud)
+		in    MigrateInput
+		// moved and skipped are the result; failure, when set, is the ErrDrainFailed message's part.
+		moved   map[string]string
+		skipped []string
+		failure string
+		calls   []string
+	}{
+		{
+			name: "drain: every instance on the host moves, round robin over the targets",
+			setup: func(f *fakeCloud) {
+				f.server("s1", "ha", "ACTIVE")
+				f.server("s2", "ha", "ACTIVE")
+				f.server("s3", "hb", "ACTIVE")
+			},
+			in:    MigrateInput{From: "ha", Targets: []string{"hb", "hc"}},
+			moved: map[string]string{"s1": "hb", "s2": "hc"},
+			calls: []string{`migrate s1 to "hb"`, `migrate s2 to "hc"`},
+		},
+		{
+			name:  "drain without targets: Nova's scheduler chooses",
+			setup: func(f *fakeCloud) { f.server("s1", "ha", "ACTIVE"); f.schedulerPick = "hz" },
+			in:    MigrateInput{From: "ha"},
+			moved: map[string]string{"s1": "hz"},
+			calls: []string{`migrate s1 to ""`},
+		},
+		{
+			name:    "an instance that is not ACTIVE cannot live-migrate: the drain fails naming it",
+			setup:   func(f *fakeCloud) { f.server("s1", "ha", "SHUTOFF") },
+			in:      MigrateInput{From: "ha", Targets: []string{"hb"}},
+			failure: "drain of host ha: s1 is SHUTOFF (only ACTIVE instances live-migrate)",
+		},
+		{
+			name:    "a migration that fails twice fails the drain with Nova's last migration",
+			setup:   func(f *fakeCloud) { f.server("s1", "ha", "ACTIVE"); f.failMigrations["s1"] = true },
+			in:      MigrateInput{From: "ha", Targets: []string{"hb"}},
+			failure: "s1: live migration failed twice (last migration ha → hb: error)",
+			calls:   []string{`migrate s1 to "hb"`, `migrate s1 to "hb"`},
+		},
+		{
+			name: "back: instances elsewhere return; one already home is skipped, one deleted meanwhile too",
+			setup: func(f *fakeCloud) {
+				f.server("s1", "hb", "ACTIVE")
+				f.server("s2", "ha", "ACTIVE")
+			},
+			in:      MigrateInput{Servers: []string{"s1", "s2", "gone"}, Targets: []string{"ha"}},
+			moved:   map[string]string{"s1": "ha"},
+			skipped: []string{"gone", "s2"},
+			calls:   []string{`migrate s1 to "ha"`},
+		},
+		{
+			name: "a migration under way (a crashed attempt's) is waited for, not started again",
+			setup: func(f *fakeCloud) {
+				f.server("s1", "ha", "ACTIVE")
+				f.servers["s1"].TaskState = "migrating"
+				f.moving["s1"], f.movingTo["s1"] = 2, "hb"
+			},
+			in:    MigrateInput{From: "ha", Targets: []string{"hb"}},
+			moved: map[string]string{"s1": "hb"},
+		},
+		{
+			name:    "the deadline passes with instances still moving",
+			setup:   func(f *fakeCloud) { f.server("s1", "ha", "ACTIVE") },
+			in:      MigrateInput{From: "ha", Targets: []string{"hb"}, Deadline: time.Now().Add(-time.Second)},
+			failure: "1 instance(s) not moved by the deadline: s1",
+			calls:   []string{`migrate s1 to "hb"`},
+		},
+		{
+			name:    "migrating back needs a target",
+			in:      MigrateInput{Servers: []string{"s1"}},
+			failure: "migrate back needs a target host",
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakeCloud()
+			if tc.setup != nil {
+				tc.setup(f)
+			}
+			o := &OpenStack{PollInterval: time.Millisecond}
+			res, err := o.migrate(context.Background(), f, tc.in)
+			if tc.failure != "" {
+				var app *temporal.ApplicationError
+				require.True(t, errors.As(err, &app) && app.NonRetryable(), "a permanent failure: %v", err)
+				require.Contains(t, err.Error(), tc.failure)
+			} else {
+				require.NoError(t, err)
+				require.Equal(t, tc.moved, res.Moved)
+				require.ElementsMatch(t, tc.skipped, res.Skipped)
+			}
+			require.Equal(t, tc.calls, f.calls)
+		})
+	}
+}
+
+// The sweep by owner marker (SweepOwned): what carries the marker goes, servers first; what another
+// owner's or kept stays; volumes only when asked and when the cloud has block storage.
+func TestSweepByMarker(t *testing.T) {
+	mine := Marker{Owner: "o1"}
+	other := Marker{Owner: "o2"}
+	setup := func() *fakeCloud {
+		f := newFakeCloud()
+		f.server("srv-mine", "h", "ACTIVE", mine.Tags()...)
+		f.server("srv-other", "h", "ACTIVE", other.Tags()...)
+		f.fips = []floatingips.FloatingIP{
+			{ID: "fip-tagged", Tags: mine.Tags()},
+			{ID: "fip-described", Description: mine.Description() + " bastion"},
+			{ID: "fip-kept", Tags: mine.Tags()},
+			{ID: "fip-other", Tags: other.Tags()},
+		}
+		f.ports = []ports.Port{
+			{ID: "port-tagged", Tags: mine.Tags()},
+			{ID: "port-untagged", Name: "web-0", Description: mine.Description()},
+			{ID: "port-other", Name: "web-0", Description: other.Description(), Tags: other.Tags()},
+		}
+		f.volumes = map[string]*volumes.Volume{
+			"vol-mine":  {ID: "vol-mine", Status: "available", Metadata: mine.Metadata()},
+			"vol-other": {ID: "vol-other", Status: "available", Metadata: other.Metadata()},
+		}
+		return f
+	}
+	for _, tc := range []struct {
+		name       string
+		in         SweepInput
+		noCinder   bool
+		want       SweepResult
+		wantRemain []string
+	}{
+		{
+			name: "everything the owner marked, the planned port found by name and description, a pinned address kept",
+			in:   SweepInput{Marker: mine, Ports: []ResolvedPort{{Name: "web-0", Description: mine.Description()}}, KeepFloatingIPs: []string{"fip-kept"}, Volumes: true},
+			want: SweepResult{Servers: []string{"srv-mine"}, FloatingIPs: []string{"fip-tagged", "fip-described"},
+				Ports: []string{"port-tagged", "port-untagged"}, Volumes: []string{"vol-mine"}},
+		},
+		{
+			name: "volumes are left unless the spec had volumes",
+			in:   SweepInput{Marker: mine},
+			want: SweepResult{Servers: []string{"srv-mine"}, FloatingIPs: []string{"fip-tagged", "fip-described", "fip-kept"}, Ports: []string{"port-tagged"}},
+		},
+		{
+			name:     "a cloud without block storage sweeps the rest",
+			in:       SweepInput{Marker: mine, Volumes: true},
+			noCinder: true,
+			want:     SweepResult{Servers: []string{"srv-mine"}, FloatingIPs: []string{"fip-tagged", "fip-described", "fip-kept"}, Ports: []string{"port-tagged"}},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := setup()
+			var cinder volumeAPI = f
+			if tc.noCinder {
+				cinder = nil
+			}
+			res, err := sweep(context.Background(), f, f, cinder, tc.in, time.Millisecond)
+			require.NoError(t, err)
+			require.Equal(t, tc.want, *res)
+			require.Contains(t, f.servers, "srv-other", "another owner's server stays")
+			require.Equal(t, "delete server srv-mine", f.calls[0], "servers go first: their ports and volumes are free after")
+			again, err := sweep(context.Background(), f, f, cinder, tc.in, time.Millisecond)
+			require.NoError(t, err)
+			require.Zero(t, again.Found(), "a second sweep finds nothing")
+		})
+	}
+}
