@@ -42,7 +42,7 @@ var refused = []change{
 		want: []string{"spec.nodeTemplate.ansiblePort", "less than or equal to 65535"}},
 	{name: "role SSH key secret name invalid", kind: "OpenStackDataPlaneRole", patch: `spec: {nodeTemplate: {ansibleSSHPrivateKeySecret: Bad_Secret}}`,
 		want: []string{"spec.nodeTemplate.ansibleSSHPrivateKeySecret", "should match"}},
-	{name: "pre-provisioned role with bare-metal template", kind: "OpenStackDataPlaneRole", patch: `spec: {baremetalSetTemplate: {image: cirros-tiny}}`,
+	{name: "pre-provisioned role with bare-metal template", kind: "OpenStackDataPlaneRole", patch: `spec: {baremetalSetTemplate: {image: cirros-tiny, driver: fake-hardware}}`,
 		want: []string{"spec.baremetalSetTemplate", "must not be set when preProvisioned is true"}},
 	{name: "bare-metal driver not supported", kind: "OpenStackDataPlaneRole", patch: `spec: {preProvisioned: false, baremetalSetTemplate: {image: cirros-tiny, driver: pxe_ipmitool}}`,
 		want: []string{"spec.baremetalSetTemplate.driver", "Unsupported value"}},
