@@ -10,15 +10,21 @@ E2E_TIMEOUT ?= 75m
 # pinned tool versions (WORKFLOWCHECK_VERSION among them)
 include deploy/local/versions.env
 
-.PHONY: all run up down status test unit e2e bench build tools packages generate lint clean images histories delete-samples
+.PHONY: all run up down status test unit e2e bench build tools packages generate lint clean images histories delete-samples help
 
+## all: the same as build
 all: build
+
+## help: every target with what it does
+help:
+	@sed -n 's/^## //p' Makefile
 
 ## packages: Debian packages of the local stack (OpenStack libraries, MariaDB, RabbitMQ, Ansible, sshd)
 packages:
 	@bash deploy/local/scripts/install-packages.sh
 
-## tools: pinned Kubernetes, etcd, kwok, Temporal CLI and controller-gen binaries, cached by version
+## tools: pinned Kubernetes, etcd, kwok, Temporal CLI, tctl, controller-gen and workflowcheck binaries,
+## cached by version in ~/.cache/stackflow
 tools:
 	@bash deploy/local/tools/build.sh
 
@@ -54,6 +60,7 @@ delete-samples: build
 down:
 	@if [ -x $(LOCAL) ]; then $(LOCAL) down; else $(GO) run ./deploy/local/cmd/stackflow-local down; fi
 
+## status: what the local stack runs, with its addresses, logs and PIDs
 status:
 	@$(LOCAL) status
 
@@ -62,6 +69,7 @@ status:
 test:
 	@bash deploy/local/scripts/test.sh
 
+## lint: gofmt, go vet (the module and deploy/images), and workflowcheck over workflows and worker
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed: $$out"; exit 1; fi
 	$(GO) vet ./...
@@ -79,6 +87,8 @@ unit:
 
 # Every e2e package appends its history sizes here (go test shows nothing of a package that passes).
 HISTORY_REPORT := $(BIN)/history-sizes.txt
+## e2e: the end-to-end packages against the real local stack (make run's samples removed first), their
+## history sizes, then `down` proven clean (tests/teardown)
 e2e:
 	$(LOCAL) up
 	@# make run's samples use the same hosts and cloud: removed first, as a user would (their teardown runs)
@@ -108,5 +118,6 @@ bench: packages tools build
 	$(LOCAL) up
 	$(GO) test -count=1 -p 1 -run '^$$' -bench . -benchtime 1x -timeout 60m ./tests/...
 
+## clean: remove ./bin (the stack's state in .stackflow stays: make down stops it)
 clean:
 	rm -rf $(BIN)
