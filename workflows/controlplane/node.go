@@ -92,8 +92,8 @@ func (nodeReconciler) Teardown(ctx workflow.Context, lc *object.Lifecycle) error
 		return fmt.Errorf("delete OpenstackNode %s: %w", ref.Name, err)
 	}
 	// The OpenstackNode's own workflow removes its finalizer; wait for that, paced by the retry policy.
-	wctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		TaskQueue:              lifecycle.KubeQueue,
+	wctx := object.OnKube(ctx, workflow.ActivityOptions{
+
 		StartToCloseTimeout:    15 * time.Second,
 		ScheduleToCloseTimeout: 10 * time.Minute,
 		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: 250 * time.Millisecond, BackoffCoefficient: 1.5, MaximumInterval: 5 * time.Second},

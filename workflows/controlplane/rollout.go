@@ -145,8 +145,8 @@ func fail(ctx workflow.Context, in ComponentRolloutInput, err error) error {
 // be retried within seconds; a few attempts cover an unreachable repository or API server before the
 // component fails with the cause.
 func helmActivity(ctx workflow.Context, timeout time.Duration) workflow.Context {
-	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		TaskQueue:           lifecycle.KubeQueue,
+	return object.OnKube(ctx, workflow.ActivityOptions{
+
 		StartToCloseTimeout: timeout,
 		HeartbeatTimeout:    20 * time.Second,
 		RetryPolicy: &temporal.RetryPolicy{

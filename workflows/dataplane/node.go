@@ -104,15 +104,54 @@ func (r *edpmNodeReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycl
 	gen := obj.Generation
 	r.keyFound = false
 
-	var node dataplanev1beta1.OpenStackDataPlaneNode
-	if err := json.Unmarshal(obj.Spec, &node.Spec); err != nil {
-		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("spec of %s: %v", lc.Ref, err), lifecycle.ReasonInvalidSpec, err)
-	}
-	node.Name, node.Namespace, node.Annotations = lc.Ref.Name, lc.Ref.Namespace, obj.Annotations
-
-	role, err := r.readRole(ctx, lc, gen, node.Spec.Role)
+	cfg, err := r.resolve(ctx, lc, obj)
 	if err != nil {
 		return err
+	}
+	services, err := r.deriveObjects(ctx, lc, cfg)
+	if err != nil {
+		return err
+	}
+	steps, hash := r.planSteps(cfg, services)
+	r.setPhases(ctx, lc, steps, services)
+	if !cfg.Deploy {
+		lc.SetCondition(ctx, metav1.Condition{Type: ConditionDeployed, Status: metav1.ConditionFalse, Reason: ReasonDeployHeld,
+			Message: "spec.deploy is false: nothing is deployed until it is true"})
+		_ = lc.SetField(ctx, "deployed", false)
+		return nil
+	}
+	report, err := r.admit(ctx, lc, gen, cfg, steps, hash)
+	if err != nil {
+		return err
+	}
+	if err := r.deployInfrastructure(ctx, lc, gen, cfg, steps, services, report); err != nil {
+		return err
+	}
+	if err := r.followServices(ctx, lc, gen, steps, services, report); err != nil {
+		return err
+	}
+	lc.SetCondition(ctx, metav1.Condition{Type: ConditionDeployed, Status: metav1.ConditionTrue, Reason: lifecycle.ReasonReconciled, Message: "every phase done"})
+	r.setPhases(ctx, lc, steps, services)
+	_ = lc.SetField(ctx, "deployed", true)
+	r.rec.DeployedGeneration, r.rec.DeployedHash = gen, hash
+	report(EDPMSucceeded, dataplanev1beta1.PhaseServices, "", "every phase done")
+	return nil
+}
+
+// nodeReport tells the node's data plane (when it has one) where the node is.
+type nodeReport func(state string, phase int32, step, msg string)
+
+// resolve reads the node and its role (waiting while the role does not exist) and computes the node's
+// effective configuration.
+func (r *edpmNodeReconciler) resolve(ctx workflow.Context, lc *object.Lifecycle, obj *kube.Object) (EDPMNodeConfig, error) {
+	var node dataplanev1beta1.OpenStackDataPlaneNode
+	if err := json.Unmarshal(obj.Spec, &node.Spec); err != nil {
+		return EDPMNodeConfig{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("spec of %s: %v", lc.Ref, err), lifecycle.ReasonInvalidSpec, err)
+	}
+	node.Name, node.Namespace, node.Annotations = lc.Ref.Name, lc.Ref.Namespace, obj.Annotations
+	role, err := r.readRole(ctx, lc, obj.Generation, node.Spec.Role)
+	if err != nil {
+		return EDPMNodeConfig{}, err
 	}
 	cfg, err := ResolveEDPMNode(&node, role)
 	if err == nil && cfg.BareMetal != nil && cfg.BareMetal.Driver == "" {
@@ -123,32 +162,36 @@ func (r *edpmNodeReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycl
 		}
 	}
 	if err != nil {
-		return specError(lifecycle.ReasonInvalidSpec, err)
+		return EDPMNodeConfig{}, specError(lifecycle.ReasonInvalidSpec, err)
 	}
 	r.rec.Host = cfg.HostName
 	_ = workflow.UpsertTypedSearchAttributes(ctx, lifecycle.SAHost.ValueSet(cfg.HostName), lifecycle.SACell.ValueSet(cfg.Cell))
 	_ = lc.SetField(ctx, "cell", cfg.Cell)
+	return cfg, nil
+}
 
-	// Derived objects first: they exist (held) even while the node does not deploy.
+// deriveObjects writes the node's inventory and its service CRs first: they exist (held) even while the
+// node does not deploy.
+func (r *edpmNodeReconciler) deriveObjects(ctx workflow.Context, lc *object.Lifecycle, cfg EDPMNodeConfig) ([]EDPMService, error) {
 	if err := lc.Step(ctx, "write inventory ConfigMap "+InventoryConfigMapName(lc.Ref.Name)); err != nil {
-		return err
+		return nil, err
 	}
 	if err := r.applyInventory(ctx, lc, cfg); err != nil {
-		return err
+		return nil, err
 	}
 	if err := lc.Step(ctx, "create or patch service CRs"); err != nil {
-		return err
+		return nil, err
 	}
-	services, err := r.applyServices(ctx, lc, cfg)
-	if err != nil {
-		return err
-	}
+	return r.applyServices(ctx, lc, cfg)
+}
 
+// planSteps fixes the node's steps; a new effective configuration makes phase 0 run again (provisioning
+// stays done for the same host).
+func (r *edpmNodeReconciler) planSteps(cfg EDPMNodeConfig, services []EDPMService) ([]EDPMStep, string) {
 	steps := EDPMNodeSteps(cfg)
 	r.steps, r.services = steps, services
 	hash := cfg.InfrastructureHash()
 	if r.rec.InfraHash != hash {
-		// A new effective configuration: phase 0 runs again (provisioning stays done for the same host).
 		//workflowcheck:ignore -- reviewed: the result does not depend on the map's order
 		for name, s := range r.rec.Steps {
 			if s.Phase == dataplanev1beta1.PhaseInfrastructure {
@@ -157,14 +200,12 @@ func (r *edpmNodeReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycl
 		}
 		r.rec.InfraHash = hash
 	}
-	r.setPhases(ctx, lc, steps, services)
-	if !cfg.Deploy {
-		lc.SetCondition(ctx, metav1.Condition{Type: ConditionDeployed, Status: metav1.ConditionFalse, Reason: ReasonDeployHeld,
-			Message: "spec.deploy is false: nothing is deployed until it is true"})
-		_ = lc.SetField(ctx, "deployed", false)
-		return nil
-	}
+	return steps, hash
+}
 
+// admit waits, when there is work, for the SSH key (before asking for a slot, so a node missing its key
+// holds none), then for the data plane's admission, and returns how the node reports to it.
+func (r *edpmNodeReconciler) admit(ctx workflow.Context, lc *object.Lifecycle, gen int64, cfg EDPMNodeConfig, steps []EDPMStep, hash string) (nodeReport, error) {
 	work := r.rec.DeployedGeneration != gen || r.rec.DeployedHash != hash
 	for _, st := range steps {
 		if rec := r.rec.Steps[st.Name]; rec == nil || rec.State != EDPMSucceeded {
@@ -172,20 +213,18 @@ func (r *edpmNodeReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycl
 		}
 	}
 	if work {
-		// The SSH key is needed by every playbook: wait for it before asking for a slot, so a node
-		// missing its key holds no slot.
 		if err := r.waitKey(ctx, lc, gen, cfg); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	dp, err := r.admission(ctx, lc, gen, cfg, work)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if work {
 		_ = lc.SetField(ctx, "deployed", false)
 	}
-	report := func(state string, phase int32, step, msg string) {
+	return func(state string, phase int32, step, msg string) {
 		if dp == "" {
 			return
 		}
@@ -199,7 +238,11 @@ func (r *edpmNodeReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycl
 			return
 		}
 		reportToDataPlane(ctx, dp, rep)
-	}
+	}, nil
+}
+
+// deployInfrastructure runs the steps not done yet: phase -1 (Ironic) and phase 0 (playbooks).
+func (r *edpmNodeReconciler) deployInfrastructure(ctx workflow.Context, lc *object.Lifecycle, gen int64, cfg EDPMNodeConfig, steps []EDPMStep, services []EDPMService, report nodeReport) error {
 	for _, st := range steps {
 		if rec := r.rec.Steps[st.Name]; rec != nil && rec.State == EDPMSucceeded && (st.Name != StepProvision || rec.Hash == provisionHash(cfg)) {
 			continue
@@ -217,8 +260,12 @@ func (r *edpmNodeReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycl
 	}
 	lc.SetCondition(ctx, metav1.Condition{Type: dataplanev1beta1.ConditionInfrastructureReady, Status: metav1.ConditionTrue, Reason: lifecycle.ReasonReconciled,
 		Message: fmt.Sprintf("phase 0 done on %s", cfg.HostName)})
+	return nil
+}
 
-	// Phase 1: the service CRs deploy themselves once InfrastructureReady is True; the node follows them.
+// followServices is phase 1: the service CRs deploy themselves once InfrastructureReady is True; the
+// node follows them.
+func (r *edpmNodeReconciler) followServices(ctx workflow.Context, lc *object.Lifecycle, gen int64, steps []EDPMStep, services []EDPMService, report nodeReport) error {
 	lc.SetPhase(ctx, "Services")
 	_ = workflow.UpsertTypedSearchAttributes(ctx, lifecycle.SAPhase.ValueSet("Services"))
 	for _, svc := range services {
@@ -234,11 +281,6 @@ func (r *edpmNodeReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycl
 	}
 	lc.SetCondition(ctx, metav1.Condition{Type: dataplanev1beta1.ConditionServicesReady, Status: metav1.ConditionTrue, Reason: lifecycle.ReasonReconciled,
 		Message: fmt.Sprintf("%d service(s) deployed", len(services))})
-	lc.SetCondition(ctx, metav1.Condition{Type: ConditionDeployed, Status: metav1.ConditionTrue, Reason: lifecycle.ReasonReconciled, Message: "every phase done"})
-	r.setPhases(ctx, lc, steps, services)
-	_ = lc.SetField(ctx, "deployed", true)
-	r.rec.DeployedGeneration, r.rec.DeployedHash = gen, hash
-	report(EDPMSucceeded, dataplanev1beta1.PhaseServices, "", "every phase done")
 	return nil
 }
 
@@ -717,8 +759,8 @@ func deleteAndWait(ctx workflow.Context, ref lifecycle.ObjectRef) error {
 	if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kubeActs.DeleteObject, ref).Get(ctx, nil); err != nil {
 		return fmt.Errorf("delete %s: %w", ref, err)
 	}
-	wctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		TaskQueue:              lifecycle.KubeQueue,
+	wctx := object.OnKube(ctx, workflow.ActivityOptions{
+
 		StartToCloseTimeout:    15 * time.Second,
 		ScheduleToCloseTimeout: 30 * time.Minute,
 		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 1.5, MaximumInterval: 10 * time.Second},

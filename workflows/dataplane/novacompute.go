@@ -188,9 +188,9 @@ func (k *novaComputeKind) verify(ctx workflow.Context, lc *object.Lifecycle, hos
 // cleanup removes the host's compute service (and with it its compute node and resource provider).
 func (k *novaComputeKind) cleanup(ctx workflow.Context, lc *object.Lifecycle, rec *edpmServiceRecord) error {
 	cloud := openstack.CloudSecret{Namespace: lc.Ref.Namespace, Name: openstack.DefaultCloudsSecret, ComputeRegion: rec.ComputeRegion}
-	octx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		TaskQueue: lifecycle.OpenStackQueue, StartToCloseTimeout: time.Minute,
-		RetryPolicy: &temporal.RetryPolicy{InitialInterval: 2 * time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second, MaximumAttempts: 10},
+	octx := object.OnOpenStack(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: time.Minute,
+		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: 2 * time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second, MaximumAttempts: 10},
 	})
 	if err := workflow.ExecuteActivity(octx, osActs.DeleteComputeService, openstack.ComputeHostInput{Cloud: cloud, Host: rec.Host}).Get(ctx, nil); err != nil {
 		return fmt.Errorf("delete compute service of %s: %w", rec.Host, err)

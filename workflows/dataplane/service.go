@@ -242,8 +242,8 @@ func (r *edpmServiceReconciler) Teardown(ctx workflow.Context, lc *object.Lifecy
 		return nil
 	}
 	// The host may already be gone with its node: an unreachable host does not block the teardown.
-	rctx := workflow.WithActivityOptions(AnsibleActivity(ctx), workflow.ActivityOptions{
-		TaskQueue: lifecycle.AnsibleQueue, StartToCloseTimeout: 10 * time.Minute, HeartbeatTimeout: 30 * time.Second,
+	rctx := object.OnAnsible(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 10 * time.Minute, HeartbeatTimeout: 30 * time.Second,
 		RetryPolicy: &temporal.RetryPolicy{InitialInterval: 5 * time.Second, BackoffCoefficient: 2, MaximumAttempts: 3},
 	})
 	err := workflow.ExecuteActivity(rctx, ansibleActs.RunPlaybook, ansible.PlaybookInput{

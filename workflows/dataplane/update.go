@@ -707,8 +707,8 @@ func (r *updateReconciler) Compensate(ctx workflow.Context, lc *object.Lifecycle
 
 // novaActivity routes a Nova call to the OpenStack queue; API errors retry with backoff within within.
 func novaActivity(ctx workflow.Context, within time.Duration) workflow.Context {
-	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		TaskQueue:              lifecycle.OpenStackQueue,
+	return object.OnOpenStack(ctx, workflow.ActivityOptions{
+
 		StartToCloseTimeout:    time.Minute,
 		ScheduleToCloseTimeout: within,
 		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 15 * time.Second},
@@ -718,8 +718,8 @@ func novaActivity(ctx workflow.Context, within time.Duration) workflow.Context {
 // migrateActivity runs a live migration of a node's instances: it heartbeats, so a worker that dies
 // is replaced within seconds, and it carries its own deadline across attempts.
 func migrateActivity(ctx workflow.Context, timeout time.Duration) workflow.Context {
-	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		TaskQueue:           lifecycle.OpenStackQueue,
+	return object.OnOpenStack(ctx, workflow.ActivityOptions{
+
 		StartToCloseTimeout: timeout + 2*time.Minute,
 		HeartbeatTimeout:    15 * time.Second,
 		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: 2 * time.Second, BackoffCoefficient: 2, MaximumInterval: 20 * time.Second, MaximumAttempts: 10},

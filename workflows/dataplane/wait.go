@@ -40,8 +40,8 @@ const (
 // worker's run be retried elsewhere within the heartbeat timeout; an unreachable host is retried with
 // backoff a few times, then the step fails with Ansible's message.
 func AnsibleActivity(ctx workflow.Context) workflow.Context {
-	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		TaskQueue:           lifecycle.AnsibleQueue,
+	return object.OnAnsible(ctx, workflow.ActivityOptions{
+
 		StartToCloseTimeout: 30 * time.Minute,
 		HeartbeatTimeout:    30 * time.Second,
 		RetryPolicy: &temporal.RetryPolicy{
@@ -55,8 +55,8 @@ func AnsibleActivity(ctx workflow.Context) workflow.Context {
 
 // BaremetalActivity routes Ironic provisioning to the OpenStack queue; it heartbeats while it waits.
 func BaremetalActivity(ctx workflow.Context) workflow.Context {
-	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		TaskQueue:           lifecycle.OpenStackQueue,
+	return object.OnOpenStack(ctx, workflow.ActivityOptions{
+
 		StartToCloseTimeout: time.Hour,
 		HeartbeatTimeout:    30 * time.Second,
 		RetryPolicy: &temporal.RetryPolicy{
@@ -71,8 +71,8 @@ func BaremetalActivity(ctx workflow.Context) workflow.Context {
 // registrationActivity paces the wait for a compute service to show up in Nova through the retry
 // policy; after within it gives up.
 func registrationActivity(ctx workflow.Context, within time.Duration) workflow.Context {
-	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		TaskQueue:              lifecycle.OpenStackQueue,
+	return object.OnOpenStack(ctx, workflow.ActivityOptions{
+
 		StartToCloseTimeout:    30 * time.Second,
 		ScheduleToCloseTimeout: within,
 		RetryPolicy: &temporal.RetryPolicy{
@@ -86,8 +86,8 @@ func registrationActivity(ctx workflow.Context, within time.Duration) workflow.C
 // computeAPIActivity waits for the compute API with no deadline (the control plane may come up much
 // later), polling at most every 30 s; the retries add nothing to the history.
 func computeAPIActivity(ctx workflow.Context) workflow.Context {
-	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		TaskQueue:           lifecycle.OpenStackQueue,
+	return object.OnOpenStack(ctx, workflow.ActivityOptions{
+
 		StartToCloseTimeout: time.Minute,
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval:    2 * time.Second,

@@ -86,105 +86,140 @@ func (r *cellReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycle, o
 		return specError(ReasonInvalidSpec, fmt.Sprintf("spec of %s: %v", lc.Ref, err))
 	}
 	_ = workflow.UpsertTypedSearchAttributes(ctx, lifecycle.SACell.ValueSet(s.CellName))
-	var rec cellRecord
-	if err := lc.Load(&rec); err != nil {
+	c := &cellRun{lc: lc, spec: s, ns: lc.Ref.Namespace, children: CellChildren(lc.Ref.Name, s), conductor: KindNovaConductor + "/" + lc.Ref.Name + "-conductor"}
+	if err := lc.Load(&c.rec); err != nil {
 		return err
 	}
-	ns := lc.Ref.Namespace
-	// One cell name per API database: a second NovaCell claiming it (another Nova's cell, one applied on
-	// its own) is refused before it runs anything, and says which NovaCell has it.
-	var cells []kube.ListedObject
-	if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kubeActs.ListObjects, kube.ListInput{Ref: novaRef(KindNovaCell, ns, "")}).Get(ctx, &cells); err != nil {
-		return fmt.Errorf("list NovaCells: %w", err)
+	if err := c.refuseDuplicate(ctx); err != nil {
+		return err
 	}
-	if other := ClaimedBy(lc.Ref.Name, s, cells); other != "" {
-		msg := fmt.Sprintf("cell %s of API database %s is already served by NovaCell %s: a cell name is mapped once per API database", s.CellName, apiDatabaseKey(s), other)
-		lc.SetCondition(ctx, metav1.Condition{Type: novav1beta1.ConditionCellMapped, Status: metav1.ConditionFalse, Reason: ReasonDuplicateCell, Message: msg})
-		return specError(ReasonDuplicateCell, msg)
-	}
-	children := CellChildren(lc.Ref.Name, s)
-	keys := workflow.DeterministicKeys(children)
-	conductor := KindNovaConductor + "/" + lc.Ref.Name + "-conductor"
-
 	// The conductor first: its Job migrates the cell's database, which the mapping needs.
 	if err := lc.Step(ctx, "conductor"); err != nil {
 		return err
 	}
-	rec.Children = addOnce(rec.Children, conductor)
-	if err := lc.Save(rec); err != nil {
+	if err := c.deployConductor(ctx); err != nil {
 		return err
 	}
-	if err := applyChild(ctx, lc, KindNovaConductor, lc.Ref.Name+"-conductor", children[conductor]); err != nil {
+	if err := c.mapCell(ctx); err != nil {
 		return err
 	}
-	sts, err := waitChildren(ctx, lc, ConditionServicesReady, []lifecycle.ObjectRef{childRef(ns, conductor)})
+	return c.deployServices(ctx)
+}
+
+// cellRun is one reconcile of a NovaCell.
+type cellRun struct {
+	lc        *object.Lifecycle
+	spec      novav1beta1.NovaCellSpec
+	rec       cellRecord
+	ns        string
+	children  map[string]any
+	conductor string
+}
+
+// refuseDuplicate refuses, before anything runs, a second NovaCell claiming the cell name on the same API
+// database (another Nova's cell, one applied on its own), saying which NovaCell has it: a cell name is
+// mapped once per API database.
+func (c *cellRun) refuseDuplicate(ctx workflow.Context) error {
+	var cells []kube.ListedObject
+	if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kubeActs.ListObjects, kube.ListInput{Ref: novaRef(KindNovaCell, c.ns, "")}).Get(ctx, &cells); err != nil {
+		return fmt.Errorf("list NovaCells: %w", err)
+	}
+	if other := ClaimedBy(c.lc.Ref.Name, c.spec, cells); other != "" {
+		msg := fmt.Sprintf("cell %s of API database %s is already served by NovaCell %s: a cell name is mapped once per API database", c.spec.CellName, apiDatabaseKey(c.spec), other)
+		c.lc.SetCondition(ctx, metav1.Condition{Type: novav1beta1.ConditionCellMapped, Status: metav1.ConditionFalse, Reason: ReasonDuplicateCell, Message: msg})
+		return specError(ReasonDuplicateCell, msg)
+	}
+	return nil
+}
+
+// deployConductor applies the cell's conductor and waits until it is Ready.
+func (c *cellRun) deployConductor(ctx workflow.Context) error {
+	lc := c.lc
+	c.rec.Children = addOnce(c.rec.Children, c.conductor)
+	if err := lc.Save(c.rec); err != nil {
+		return err
+	}
+	if err := applyChild(ctx, lc, KindNovaConductor, lc.Ref.Name+"-conductor", c.children[c.conductor]); err != nil {
+		return err
+	}
+	sts, err := waitChildren(ctx, lc, ConditionServicesReady, []lifecycle.ObjectRef{childRef(c.ns, c.conductor)})
 	if err != nil {
 		return err
 	}
 	_ = lc.SetField(ctx, "conductorReady", readyCount(sts[lc.Ref.Name+"-conductor"]))
+	return nil
+}
 
+// mapCell maps the cell in the API database once (a name mapped to another database is a conflict the
+// user resolves) and discovers its hosts; a cell that names no API database cannot.
+func (c *cellRun) mapCell(ctx workflow.Context) error {
+	lc, s := c.lc, c.spec
 	jobs := cellJobs(lc.Ref, s)
 	if jobs.APIDatabase == nil {
 		lc.SetCondition(ctx, metav1.Condition{Type: novav1beta1.ConditionCellMapped, Status: metav1.ConditionFalse, Reason: "NoAPIDatabase",
 			Message: "the cell names no apiDatabaseHostname: it cannot map itself in the API database"})
-	} else {
-		if err := lc.Step(ctx, "cell mapping"); err != nil {
-			return err
+		return nil
+	}
+	if err := lc.Step(ctx, "cell mapping"); err != nil {
+		return err
+	}
+	var srec serviceRecord
+	hash, err := prepare(ctx, lc, jobs, &srec)
+	if err != nil {
+		return err
+	}
+	st, err := runJob(ctx, lc, jobs, "cell-mapping", "cell-mapping.sh", hash, novav1beta1.ConditionCellMapped, map[string]string{"CELL_NAME": s.CellName})
+	if err != nil {
+		if st != nil && strings.Contains(st.Message, "already mapped to another database") {
+			lc.SetCondition(ctx, metav1.Condition{Type: novav1beta1.ConditionCellMapped, Status: metav1.ConditionFalse, Reason: ReasonCellNameConflict, Message: st.Message})
+			return specError(ReasonCellNameConflict, st.Message)
 		}
-		var srec serviceRecord
-		hash, err := prepare(ctx, lc, jobs, &srec)
-		if err != nil {
-			return err
-		}
-		st, err := runJob(ctx, lc, jobs, "cell-mapping", "cell-mapping.sh", hash, novav1beta1.ConditionCellMapped, map[string]string{"CELL_NAME": s.CellName})
-		if err != nil {
-			if st != nil && strings.Contains(st.Message, "already mapped to another database") {
-				lc.SetCondition(ctx, metav1.Condition{Type: novav1beta1.ConditionCellMapped, Status: metav1.ConditionFalse, Reason: ReasonCellNameConflict, Message: st.Message})
-				return specError(ReasonCellNameConflict, st.Message)
-			}
-			return err
-		}
-		uuid := ""
-		for _, line := range strings.Split(st.Message, "\n") {
-			if v, ok := strings.CutPrefix(strings.TrimSpace(line), "cell_uuid="); ok {
-				uuid = v
-			}
-		}
-		rec.Mapped, rec.CellUUID = true, uuid
-		if err := lc.Save(rec); err != nil {
-			return err
-		}
-		_ = lc.SetField(ctx, "cellUUID", uuid)
-		lc.SetCondition(ctx, metav1.Condition{Type: novav1beta1.ConditionCellMapped, Status: metav1.ConditionTrue, Reason: "Mapped",
-			Message: fmt.Sprintf("cell %s is mapped (uuid %s)", s.CellName, uuid)})
-		if s.CellName != novav1beta1.Cell0Name && uuid != "" {
-			if _, err := runJob(ctx, lc, jobs, "host-discovery", "host-discovery.sh", hash, "HostsDiscovered", map[string]string{"CELL_UUID": uuid}); err != nil {
-				return err
-			}
+		return err
+	}
+	uuid := ""
+	for _, line := range strings.Split(st.Message, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "cell_uuid="); ok {
+			uuid = v
 		}
 	}
+	c.rec.Mapped, c.rec.CellUUID = true, uuid
+	if err := lc.Save(c.rec); err != nil {
+		return err
+	}
+	_ = lc.SetField(ctx, "cellUUID", uuid)
+	lc.SetCondition(ctx, metav1.Condition{Type: novav1beta1.ConditionCellMapped, Status: metav1.ConditionTrue, Reason: "Mapped",
+		Message: fmt.Sprintf("cell %s is mapped (uuid %s)", s.CellName, uuid)})
+	if s.CellName != novav1beta1.Cell0Name && uuid != "" {
+		if _, err := runJob(ctx, lc, jobs, "host-discovery", "host-discovery.sh", hash, "HostsDiscovered", map[string]string{"CELL_UUID": uuid}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
-	// Then the cell's other services.
+// deployServices applies the cell's other services (metadata, noVNC proxy), removes those a spec change
+// disabled, and waits until all, the conductor too, are Ready.
+func (c *cellRun) deployServices(ctx workflow.Context) error {
+	lc, ns := c.lc, c.ns
 	var refs []lifecycle.ObjectRef
-	for _, k := range keys {
-		if k == conductor {
+	for _, k := range workflow.DeterministicKeys(c.children) {
+		if k == c.conductor {
 			continue
 		}
 		kind, name, _ := strings.Cut(k, "/")
-		rec.Children = addOnce(rec.Children, k)
-		if err := lc.Save(rec); err != nil {
+		c.rec.Children = addOnce(c.rec.Children, k)
+		if err := lc.Save(c.rec); err != nil {
 			return err
 		}
-		if err := applyChild(ctx, lc, kind, name, children[k]); err != nil {
+		if err := applyChild(ctx, lc, kind, name, c.children[k]); err != nil {
 			return err
 		}
 		refs = append(refs, childRef(ns, k))
 	}
-	// Services a spec change disabled go.
 	var gone []lifecycle.ObjectRef
 	var kept []string
-	for _, k := range rec.Children {
-		if _, ok := children[k]; ok {
+	for _, k := range c.rec.Children {
+		if _, ok := c.children[k]; ok {
 			kept = append(kept, k)
 		} else {
 			gone = append(gone, childRef(ns, k))
@@ -194,12 +229,12 @@ func (r *cellReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycle, o
 		if err := deleteAll(ctx, gone...); err != nil {
 			return err
 		}
-		rec.Children = kept
-		if err := lc.Save(rec); err != nil {
+		c.rec.Children = kept
+		if err := lc.Save(c.rec); err != nil {
 			return err
 		}
 	}
-	sts, err = waitChildren(ctx, lc, ConditionServicesReady, append(refs, childRef(ns, conductor)))
+	sts, err := waitChildren(ctx, lc, ConditionServicesReady, append(refs, childRef(ns, c.conductor)))
 	if err != nil {
 		return err
 	}

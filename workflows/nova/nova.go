@@ -189,22 +189,58 @@ func (r *novaReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycle, o
 		lc.SetCondition(ctx, metav1.Condition{Type: ConditionInputsReady, Status: metav1.ConditionFalse, Reason: ReasonInvalidSpec, Message: object.FailureMessage(err)})
 		return err
 	}
-	var rec novaRecord
-	if err := lc.Load(&rec); err != nil {
+	n := &novaRun{lc: lc, spec: s, plan: plan, ns: lc.Ref.Namespace, name: lc.Ref.Name, secret: HandedDownSecret(lc.Ref.Name)}
+	if err := lc.Load(&n.rec); err != nil {
 		return err
 	}
-	if rec.Databases == nil {
-		rec.Databases, rec.Vhosts = map[string]database.DatabaseInput{}, map[string]messagebus.VhostInput{}
+	if n.rec.Databases == nil {
+		n.rec.Databases, n.rec.Vhosts = map[string]database.DatabaseInput{}, map[string]messagebus.VhostInput{}
 	}
-	ns, name := lc.Ref.Namespace, lc.Ref.Name
-	secret := HandedDownSecret(name)
+	// The steps in order, each named as the status shows it.
+	for _, step := range []struct {
+		name string
+		run  func(workflow.Context) error
+	}{
+		{"secrets", n.handDownSecrets},
+		{"databases", n.ensureDatabases},
+		{"message buses", n.ensureMessageBuses},
+		{"cell0", n.deployCell0},
+		{"cells, then services", n.deployCellsThenServices},
+	} {
+		if err := lc.Step(ctx, step.name); err != nil {
+			return err
+		}
+		if err := step.run(ctx); err != nil {
+			return err
+		}
+	}
+	if err := n.removeDroppedCells(ctx); err != nil {
+		return err
+	}
+	var cells []novav1beta1.CellSummary
+	for _, cell := range workflow.DeterministicKeys(plan.Cells) {
+		cells = append(cells, novav1beta1.CellSummary{Name: cell, NovaCell: cellCR(n.name, cell), Ready: true})
+	}
+	_ = lc.SetField(ctx, "cells", cells)
+	lc.SetCondition(ctx, metav1.Condition{Type: ConditionCellsReady, Status: metav1.ConditionTrue, Reason: "Ready", Message: fmt.Sprintf("%d cell(s) ready", len(cells))})
+	return nil
+}
 
-	// The user's Secret, then the one handed down.
-	if err := lc.Step(ctx, "secrets"); err != nil {
-		return err
-	}
+// novaRun is one reconcile of a Nova: its spec, the plan made of it and what the workflow recorded.
+type novaRun struct {
+	lc               *object.Lifecycle
+	spec             novav1beta1.NovaSpec
+	plan             *NovaPlan
+	rec              novaRecord
+	ns, name, secret string
+}
+
+// handDownSecrets waits for the user's Secret, then hands its keys down into the Secret every service
+// reads, with a generated metadata secret.
+func (n *novaRun) handDownSecrets(ctx workflow.Context) error {
+	lc, s, plan, ns, secret := n.lc, n.spec, n.plan, n.ns, n.secret
 	svcKey := firstNonEmpty(s.PasswordSelectors.Service, "NovaPassword")
-	err = poll(ctx, lc, ConditionInputsReady, func(ctx workflow.Context) (bool, string, error) {
+	err := poll(ctx, lc, ConditionInputsReady, func(ctx workflow.Context) (bool, string, error) {
 		var p kube.SecretPresence
 		keys := []string{svcKey}
 		//workflowcheck:ignore -- reviewed: the result does not depend on the map's order
@@ -241,18 +277,20 @@ func (r *novaReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycle, o
 		return fmt.Errorf("metadata secret: %w", err)
 	}
 	lc.SetCondition(ctx, metav1.Condition{Type: ConditionInputsReady, Status: metav1.ConditionTrue, Reason: "SecretsPresent", Message: "Secret " + secret + " handed down"})
+	return nil
+}
 
-	// Databases and message buses: recorded first, created second.
-	if err := lc.Step(ctx, "databases"); err != nil {
-		return err
-	}
+// ensureDatabases records the databases and message buses first (a teardown finds them), then creates
+// the databases and their users.
+func (n *novaRun) ensureDatabases(ctx workflow.Context) error {
+	lc, plan := n.lc, n.plan
 	for _, id := range workflow.DeterministicKeys(plan.Databases) {
-		rec.Databases[id] = plan.Databases[id]
+		n.rec.Databases[id] = plan.Databases[id]
 	}
 	for _, id := range workflow.DeterministicKeys(plan.Vhosts) {
-		rec.Vhosts[id] = plan.Vhosts[id]
+		n.rec.Vhosts[id] = plan.Vhosts[id]
 	}
-	if err := lc.Save(rec); err != nil {
+	if err := lc.Save(n.rec); err != nil {
 		return err
 	}
 	for _, id := range workflow.DeterministicKeys(plan.Databases) {
@@ -263,43 +301,46 @@ func (r *novaReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycle, o
 		}
 	}
 	lc.SetCondition(ctx, metav1.Condition{Type: ConditionDatabaseReady, Status: metav1.ConditionTrue, Reason: "Created", Message: fmt.Sprintf("%d database(s) and user(s) in place", len(plan.Databases))})
-	if err := lc.Step(ctx, "message buses"); err != nil {
-		return err
-	}
-	for _, id := range workflow.DeterministicKeys(plan.Vhosts) {
-		v := plan.Vhosts[id]
+	return nil
+}
+
+// ensureMessageBuses creates the vhosts and their users.
+func (n *novaRun) ensureMessageBuses(ctx workflow.Context) error {
+	for _, id := range workflow.DeterministicKeys(n.plan.Vhosts) {
+		v := n.plan.Vhosts[id]
 		if err := workflow.ExecuteActivity(infraActivity(ctx), buses.EnsureVhost, v).Get(ctx, nil); err != nil {
-			lc.SetCondition(ctx, metav1.Condition{Type: ConditionMessageBusReady, Status: metav1.ConditionFalse, Reason: object.FailureReason(err), Message: object.FailureMessage(err)})
+			n.lc.SetCondition(ctx, metav1.Condition{Type: ConditionMessageBusReady, Status: metav1.ConditionFalse, Reason: object.FailureReason(err), Message: object.FailureMessage(err)})
 			return fmt.Errorf("vhost %s: %w", v.Vhost, err)
 		}
 	}
-	lc.SetCondition(ctx, metav1.Condition{Type: ConditionMessageBusReady, Status: metav1.ConditionTrue, Reason: "Created", Message: fmt.Sprintf("%d vhost(s) in place", len(plan.Vhosts))})
+	n.lc.SetCondition(ctx, metav1.Condition{Type: ConditionMessageBusReady, Status: metav1.ConditionTrue, Reason: "Created", Message: fmt.Sprintf("%d vhost(s) in place", len(n.plan.Vhosts))})
+	return nil
+}
 
-	// cell0 first: its superconductor migrates the API database everything else needs.
-	if err := lc.Step(ctx, "cell0"); err != nil {
+// deployCell0 comes first: its superconductor migrates the API database everything else needs.
+func (n *novaRun) deployCell0(ctx workflow.Context) error {
+	n.rec.Cells = addOnce(n.rec.Cells, novav1beta1.Cell0Name)
+	if err := n.lc.Save(n.rec); err != nil {
 		return err
 	}
-	rec.Cells = addOnce(rec.Cells, novav1beta1.Cell0Name)
-	if err := lc.Save(rec); err != nil {
+	if err := applyChild(ctx, n.lc, KindNovaCell, cellCR(n.name, novav1beta1.Cell0Name), n.plan.Cells[novav1beta1.Cell0Name]); err != nil {
 		return err
 	}
-	if err := applyChild(ctx, lc, KindNovaCell, cellCR(name, novav1beta1.Cell0Name), plan.Cells[novav1beta1.Cell0Name]); err != nil {
-		return err
-	}
-	if _, err := waitChildren(ctx, lc, ConditionCellsReady, []lifecycle.ObjectRef{novaRef(KindNovaCell, ns, cellCR(name, novav1beta1.Cell0Name))}); err != nil {
-		return err
-	}
+	_, err := waitChildren(ctx, n.lc, ConditionCellsReady, []lifecycle.ObjectRef{novaRef(KindNovaCell, n.ns, cellCR(n.name, novav1beta1.Cell0Name))})
+	return err
+}
 
-	if err := lc.Step(ctx, "cells, then services"); err != nil {
-		return err
-	}
+// deployCellsThenServices deploys the other cells side by side, then, once every cell is mapped, the
+// API, the scheduler and the metadata service (a metadata service the spec disabled goes).
+func (n *novaRun) deployCellsThenServices(ctx workflow.Context) error {
+	lc, plan, ns, name := n.lc, n.plan, n.ns, n.name
 	var refs []lifecycle.ObjectRef
 	for _, cell := range workflow.DeterministicKeys(plan.Cells) {
 		if cell == novav1beta1.Cell0Name {
 			continue
 		}
-		rec.Cells = addOnce(rec.Cells, cell)
-		if err := lc.Save(rec); err != nil {
+		n.rec.Cells = addOnce(n.rec.Cells, cell)
+		if err := lc.Save(n.rec); err != nil {
 			return err
 		}
 		if err := applyChild(ctx, lc, KindNovaCell, cellCR(name, cell), plan.Cells[cell]); err != nil {
@@ -314,26 +355,25 @@ func (r *novaReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycle, o
 	}
 	for _, k := range workflow.DeterministicKeys(plan.Services) {
 		kind, child, _ := strings.Cut(k, "/")
-		rec.Services = addOnce(rec.Services, k)
-		if err := lc.Save(rec); err != nil {
+		n.rec.Services = addOnce(n.rec.Services, k)
+		if err := lc.Save(n.rec); err != nil {
 			return err
 		}
-		if err := applyChild(ctx, lc, kind, child, withMappedCells(plan.Services[k], mappedCells(rec))); err != nil {
+		if err := applyChild(ctx, lc, kind, child, withMappedCells(plan.Services[k], mappedCells(n.rec))); err != nil {
 			return err
 		}
 		refs = append(refs, childRef(ns, k))
 	}
-	// A metadata service the spec disabled goes.
 	var kept []string
-	for _, k := range rec.Services {
+	for _, k := range n.rec.Services {
 		if _, ok := plan.Services[k]; ok {
 			kept = append(kept, k)
 		} else if err := deleteAll(ctx, childRef(ns, k)); err != nil {
 			return err
 		}
 	}
-	rec.Services = kept
-	if err := lc.Save(rec); err != nil {
+	n.rec.Services = kept
+	if err := lc.Save(n.rec); err != nil {
 		return err
 	}
 	sts, err := waitChildren(ctx, lc, ConditionServicesReady, refs)
@@ -343,18 +383,22 @@ func (r *novaReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycle, o
 	_ = lc.SetField(ctx, "apiReady", readyCount(sts[name+"-api"]))
 	_ = lc.SetField(ctx, "schedulerReady", readyCount(sts[name+"-scheduler"]))
 	_ = lc.SetField(ctx, "metadataReady", readyCount(sts[name+"-metadata"]))
+	return nil
+}
 
-	// Cells no longer in the templates: unmapped once no compute uses them, then the API and the
-	// scheduler restart without them (they hold the mappings they read at start: a request reaching a
-	// dropped cell's database fails), then their databases and vhosts go.
+// removeDroppedCells handles the cells no longer in the templates: unmapped once no compute uses them,
+// then the API and the scheduler restart without them (they hold the mappings they read at start: a
+// request reaching a dropped cell's database fails), then their databases and vhosts go.
+func (n *novaRun) removeDroppedCells(ctx workflow.Context) error {
+	lc, plan, ns := n.lc, n.plan, n.ns
 	var removed []string
-	for _, cell := range rec.Cells {
+	for _, cell := range n.rec.Cells {
 		if _, ok := plan.Cells[cell]; !ok {
 			removed = append(removed, cell)
 		}
 	}
 	for _, cell := range removed {
-		if slices.Contains(rec.Unmapped, cell) {
+		if slices.Contains(n.rec.Unmapped, cell) {
 			continue
 		}
 		if err := lc.Step(ctx, "unmap cell "+cell); err != nil {
@@ -363,43 +407,38 @@ func (r *novaReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycle, o
 		if err := unmapRemovedCell(ctx, lc, cell); err != nil {
 			return err
 		}
-		rec.Unmapped = addOnce(rec.Unmapped, cell)
-		if err := lc.Save(rec); err != nil {
+		n.rec.Unmapped = addOnce(n.rec.Unmapped, cell)
+		if err := lc.Save(n.rec); err != nil {
 			return err
 		}
 	}
-	if len(removed) > 0 {
-		if err := lc.Step(ctx, "restart the API and the scheduler"); err != nil {
-			return err
-		}
-		var restarted []lifecycle.ObjectRef
-		for _, k := range workflow.DeterministicKeys(plan.Services) {
-			spec := withMappedCells(plan.Services[k], mappedCells(rec))
-			if kind, child, _ := strings.Cut(k, "/"); kind == KindNovaAPI || kind == KindNovaScheduler {
-				if err := applyChild(ctx, lc, kind, child, spec); err != nil {
-					return err
-				}
-				restarted = append(restarted, childRef(ns, k))
-			}
-		}
-		if _, err := waitChildren(ctx, lc, ConditionServicesReady, restarted); err != nil {
-			return err
-		}
-		for _, cell := range removed {
-			if err := lc.Step(ctx, "remove cell "+cell); err != nil {
+	if len(removed) == 0 {
+		return nil
+	}
+	if err := lc.Step(ctx, "restart the API and the scheduler"); err != nil {
+		return err
+	}
+	var restarted []lifecycle.ObjectRef
+	for _, k := range workflow.DeterministicKeys(plan.Services) {
+		spec := withMappedCells(plan.Services[k], mappedCells(n.rec))
+		if kind, child, _ := strings.Cut(k, "/"); kind == KindNovaAPI || kind == KindNovaScheduler {
+			if err := applyChild(ctx, lc, kind, child, spec); err != nil {
 				return err
 			}
-			if err := dropCell(ctx, lc, &rec, cell); err != nil {
-				return err
-			}
+			restarted = append(restarted, childRef(ns, k))
 		}
 	}
-	var cells []novav1beta1.CellSummary
-	for _, cell := range workflow.DeterministicKeys(plan.Cells) {
-		cells = append(cells, novav1beta1.CellSummary{Name: cell, NovaCell: cellCR(name, cell), Ready: true})
+	if _, err := waitChildren(ctx, lc, ConditionServicesReady, restarted); err != nil {
+		return err
 	}
-	_ = lc.SetField(ctx, "cells", cells)
-	lc.SetCondition(ctx, metav1.Condition{Type: ConditionCellsReady, Status: metav1.ConditionTrue, Reason: "Ready", Message: fmt.Sprintf("%d cell(s) ready", len(cells))})
+	for _, cell := range removed {
+		if err := lc.Step(ctx, "remove cell "+cell); err != nil {
+			return err
+		}
+		if err := dropCell(ctx, lc, &n.rec, cell); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

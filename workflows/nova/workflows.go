@@ -100,8 +100,8 @@ func specError(reason, msg string) error {
 // waitActivity paces an activity that fails retryably until something is ready (a Job, a rollout),
 // giving up after within.
 func waitActivity(ctx workflow.Context, within time.Duration) workflow.Context {
-	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		TaskQueue:              lifecycle.KubeQueue,
+	return object.OnKube(ctx, workflow.ActivityOptions{
+
 		StartToCloseTimeout:    30 * time.Second,
 		ScheduleToCloseTimeout: within,
 		RetryPolicy: &temporal.RetryPolicy{
@@ -115,8 +115,8 @@ func waitActivity(ctx workflow.Context, within time.Duration) workflow.Context {
 // computesGoneActivity waits for the computes of a Nova being deleted, with no deadline (a person
 // decides when they go), polling at most every 30 s.
 func computesGoneActivity(ctx workflow.Context) workflow.Context {
-	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		TaskQueue:           lifecycle.KubeQueue,
+	return object.OnKube(ctx, workflow.ActivityOptions{
+
 		StartToCloseTimeout: 30 * time.Second,
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval:    2 * time.Second,
@@ -134,8 +134,8 @@ const ChangeTeardownWaitsForComputes = "nova-teardown-waits-for-computes"
 // backoff for as long as the server needs to come back, within 15 minutes. Each call is short, so a
 // worker that dies in one is replaced within 30 seconds.
 func infraActivity(ctx workflow.Context) workflow.Context {
-	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		TaskQueue:              lifecycle.OpenStackQueue,
+	return object.OnOpenStack(ctx, workflow.ActivityOptions{
+
 		StartToCloseTimeout:    30 * time.Second,
 		ScheduleToCloseTimeout: 15 * time.Minute,
 		RetryPolicy: &temporal.RetryPolicy{

@@ -42,8 +42,8 @@ func (lc *Lifecycle) GetObject(ctx workflow.Context) (*kube.Object, error) {
 // KubeActivity routes an activity to the Kubernetes queue with the retry policy for API calls: quick first
 // retries, then backoff, for as long as the API server needs to come back.
 func KubeActivity(ctx workflow.Context) workflow.Context {
-	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		TaskQueue:              lifecycle.KubeQueue,
+	return OnKube(ctx, workflow.ActivityOptions{
+
 		StartToCloseTimeout:    30 * time.Second,
 		ScheduleToCloseTimeout: 30 * time.Minute,
 		RetryPolicy: &temporal.RetryPolicy{
@@ -83,4 +83,26 @@ func Interrupted(err error) bool {
 func IsPermanent(err error) bool {
 	var app *temporal.ApplicationError
 	return errors.As(err, &app) && app.NonRetryable()
+}
+
+// The task queue of each capability is named here once: a call site gives the timeouts and retry policy
+// of its call and takes the queue from its capability.
+
+// OnKube runs the context's activities on the Kubernetes (and Helm) queue with options o.
+func OnKube(ctx workflow.Context, o workflow.ActivityOptions) workflow.Context {
+	o.TaskQueue = lifecycle.KubeQueue
+	return workflow.WithActivityOptions(ctx, o)
+}
+
+// OnAnsible runs the context's activities on the Ansible queue (workers that reach the hosts) with o.
+func OnAnsible(ctx workflow.Context, o workflow.ActivityOptions) workflow.Context {
+	o.TaskQueue = lifecycle.AnsibleQueue
+	return workflow.WithActivityOptions(ctx, o)
+}
+
+// OnOpenStack runs the context's activities on the OpenStack queue (OpenStack's APIs, databases, message
+// buses) with o.
+func OnOpenStack(ctx workflow.Context, o workflow.ActivityOptions) workflow.Context {
+	o.TaskQueue = lifecycle.OpenStackQueue
+	return workflow.WithActivityOptions(ctx, o)
 }

@@ -104,8 +104,8 @@ type serverBuild struct {
 // worker is noticed within the heartbeat timeout; transient failures (409, 5xx, timeouts) retry with backoff; a
 // cancelled workflow waits until the activity has really stopped, so nothing is created behind teardown.
 func OpenStackActivity(ctx workflow.Context) workflow.Context {
-	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		TaskQueue:           lifecycle.OpenStackQueue,
+	return object.OnOpenStack(ctx, workflow.ActivityOptions{
+
 		StartToCloseTimeout: 20 * time.Minute,
 		// Long enough that a loaded machine's late heartbeat is not taken for a dead worker (a
 		// second attempt racing a live one), short enough that a real crash is noticed quickly.
@@ -136,33 +136,63 @@ func (b *serverBuild) create(ctx workflow.Context, rec *serverRecord) error {
 	return err
 }
 
+// build creates what the server still lacks, in order, each step recorded as soon as it is done, so a
+// retried or resumed build goes on from there: its references resolved, its ports, its volumes, the
+// server (booted again while it ends in ERROR, within MaxServerRecreates) and its floating IP.
 func (b *serverBuild) build(ctx workflow.Context, rec *serverRecord) error {
-	octx := OpenStackActivity(ctx)
-	if rec.Resolved == nil {
-		if err := b.lc.Step(ctx, "resolve references of "+rec.Name); err != nil {
+	for _, step := range []func(workflow.Context, *serverRecord) error{b.resolve, b.createPorts, b.createVolumes} {
+		if err := step(ctx, rec); err != nil {
 			return err
 		}
-		in := openstack.ResolveServerInput{Identity: b.identity, Name: rec.Name, Marker: rec.Marker, Spec: b.spec, DefaultNetwork: b.defaultNetwork}
-		if b.fip != nil {
-			in.FloatingIP, in.FloatingNetwork = true, b.fip.Network
+	}
+	for !rec.Ready {
+		again, err := b.bootServer(ctx, rec)
+		if err != nil {
+			return err
 		}
-		var res openstack.ResolvedServer
-		if err := workflow.ExecuteActivity(octx, osActs.ResolveServer, in).Get(ctx, &res); err != nil {
-			return fmt.Errorf("resolve server %s: %w", rec.Name, err)
+		if again {
+			continue
 		}
-		rec.Resolved = &res
+		if err := b.associateFloatingIP(ctx, rec); err != nil {
+			return err
+		}
+		rec.Ready = true
 		if err := b.save(ctx); err != nil {
 			return err
 		}
 	}
+	return nil
+}
 
+// resolve turns the spec's references (image, flavor, networks, security groups) into IDs, once.
+func (b *serverBuild) resolve(ctx workflow.Context, rec *serverRecord) error {
+	if rec.Resolved != nil {
+		return nil
+	}
+	if err := b.lc.Step(ctx, "resolve references of "+rec.Name); err != nil {
+		return err
+	}
+	in := openstack.ResolveServerInput{Identity: b.identity, Name: rec.Name, Marker: rec.Marker, Spec: b.spec, DefaultNetwork: b.defaultNetwork}
+	if b.fip != nil {
+		in.FloatingIP, in.FloatingNetwork = true, b.fip.Network
+	}
+	var res openstack.ResolvedServer
+	if err := workflow.ExecuteActivity(OpenStackActivity(ctx), osActs.ResolveServer, in).Get(ctx, &res); err != nil {
+		return fmt.Errorf("resolve server %s: %w", rec.Name, err)
+	}
+	rec.Resolved = &res
+	return b.save(ctx)
+}
+
+// createPorts creates the ports not created yet, in the spec's order.
+func (b *serverBuild) createPorts(ctx workflow.Context, rec *serverRecord) error {
 	for i := len(rec.Ports); i < len(rec.Resolved.Ports); i++ {
 		p := rec.Resolved.Ports[i]
 		if err := b.lc.Step(ctx, "create port "+p.Name); err != nil {
 			return err
 		}
 		var info openstack.PortInfo
-		if err := workflow.ExecuteActivity(octx, osActs.EnsurePort, openstack.PortInput{Identity: b.identity, Marker: rec.Marker, Port: p}).Get(ctx, &info); err != nil {
+		if err := workflow.ExecuteActivity(OpenStackActivity(ctx), osActs.EnsurePort, openstack.PortInput{Identity: b.identity, Marker: rec.Marker, Port: p}).Get(ctx, &info); err != nil {
 			return fmt.Errorf("port %s: %w", p.Name, err)
 		}
 		rec.Ports = append(rec.Ports, createdResource{Name: p.Name, ID: info.ID})
@@ -170,7 +200,12 @@ func (b *serverBuild) build(ctx workflow.Context, rec *serverRecord) error {
 			return err
 		}
 	}
+	return nil
+}
 
+// createVolumes creates the volumes not created yet; a volume that went to error is recorded too, so it
+// is removed with the rest.
+func (b *serverBuild) createVolumes(ctx workflow.Context, rec *serverRecord) error {
 	for _, v := range plannedVolumes(rec.Name, b.spec, rec.Resolved.ImageID) {
 		if !rec.HasVolumes {
 			rec.HasVolumes = true
@@ -186,9 +221,8 @@ func (b *serverBuild) build(ctx workflow.Context, rec *serverRecord) error {
 		}
 		v.Identity, v.Marker = b.identity, rec.Marker
 		var info openstack.VolumeInfo
-		err := workflow.ExecuteActivity(octx, osActs.EnsureVolume, v).Get(ctx, &info)
+		err := workflow.ExecuteActivity(OpenStackActivity(ctx), osActs.EnsureVolume, v).Get(ctx, &info)
 		if err != nil {
-			// A volume that went to error exists: record it so it is removed with the rest.
 			var app *temporal.ApplicationError
 			if errors.As(err, &app) && app.HasDetails() {
 				if derr := app.Details(&info); derr == nil && info.ID != "" {
@@ -203,75 +237,74 @@ func (b *serverBuild) build(ctx workflow.Context, rec *serverRecord) error {
 			return err
 		}
 	}
+	return nil
+}
 
-	for !rec.Ready {
-		if rec.ServerID == "" {
-			if err := b.lc.Step(ctx, "create server "+rec.Name); err != nil {
-				return err
-			}
-			var info openstack.ServerInfo
-			if err := workflow.ExecuteActivity(octx, osActs.EnsureServer, b.serverInput(rec)).Get(ctx, &info); err != nil {
-				return fmt.Errorf("server %s: %w", rec.Name, err)
-			}
-			rec.ServerID, rec.State, rec.Fault = info.ID, info.Status, ""
-			if err := b.save(ctx); err != nil {
-				return err
-			}
-		}
-		if err := b.lc.Step(ctx, "wait for server "+rec.Name+" to become ACTIVE"); err != nil {
-			return err
+// bootServer creates the server when it has none, waits for it, and applies ServerErrorPolicy: again is
+// true when a server in ERROR was deleted to be booted again.
+func (b *serverBuild) bootServer(ctx workflow.Context, rec *serverRecord) (again bool, err error) {
+	octx := OpenStackActivity(ctx)
+	if rec.ServerID == "" {
+		if err := b.lc.Step(ctx, "create server "+rec.Name); err != nil {
+			return false, err
 		}
 		var info openstack.ServerInfo
-		if err := workflow.ExecuteActivity(octx, osActs.WaitServer, openstack.ResourceRef{Identity: b.identity, ID: rec.ServerID}).Get(ctx, &info); err != nil {
-			return fmt.Errorf("wait for server %s: %w", rec.Name, err)
+		if err := workflow.ExecuteActivity(octx, osActs.EnsureServer, b.serverInput(rec)).Get(ctx, &info); err != nil {
+			return false, fmt.Errorf("server %s: %w", rec.Name, err)
 		}
-		rec.State, rec.Fault, rec.Addresses = info.Status, info.Fault, info.Addresses
-		switch ServerErrorPolicy(info.Status, rec.Recreates) {
-		case ServerKeep:
-			if err := b.save(ctx); err != nil {
-				return err
-			}
-		case ServerRecreate:
-			workflow.GetLogger(ctx).Warn("server is in ERROR; deleting it to boot it again", "server", rec.Name, "fault", info.Fault, "recreates", rec.Recreates)
-			if err := b.save(ctx); err != nil {
-				return err
-			}
-			if err := b.lc.Step(ctx, "delete server "+rec.Name+" in ERROR"); err != nil {
-				return err
-			}
-			if err := workflow.ExecuteActivity(octx, osActs.DeleteServer, openstack.ResourceRef{Identity: b.identity, ID: rec.ServerID}).Get(ctx, nil); err != nil {
-				return fmt.Errorf("delete server %s in ERROR: %w", rec.Name, err)
-			}
-			rec.ServerID, rec.Recreates = "", rec.Recreates+1
-			if err := b.save(ctx); err != nil {
-				return err
-			}
-			continue
-		case ServerGiveUp:
-			_ = b.save(ctx)
-			msg := fmt.Sprintf("server %s is in %s after %d attempts", rec.Name, info.Status, rec.Recreates+1)
-			if info.Fault != "" {
-				msg += ": " + info.Fault
-			}
-			return temporal.NewNonRetryableApplicationError(msg, openstack.ErrServerFailed, nil)
-		}
-		if b.fip != nil && rec.FloatingIP == nil && len(rec.Ports) > 0 {
-			if err := b.lc.Step(ctx, "associate floating IP with "+rec.Name); err != nil {
-				return err
-			}
-			var fip openstack.FloatingIPInfo
-			in := openstack.FloatingIPInput{Identity: b.identity, Marker: b.fipMarker, NetworkID: rec.Resolved.FloatingNetworkID,
-				Address: b.fip.Address, PortID: rec.Ports[0].ID}
-			if err := workflow.ExecuteActivity(octx, osActs.EnsureFloatingIP, in).Get(ctx, &fip); err != nil {
-				return fmt.Errorf("floating IP of %s: %w", rec.Name, err)
-			}
-			rec.FloatingIP = &fip
-		}
-		rec.Ready = true
+		rec.ServerID, rec.State, rec.Fault = info.ID, info.Status, ""
 		if err := b.save(ctx); err != nil {
-			return err
+			return false, err
 		}
 	}
+	if err := b.lc.Step(ctx, "wait for server "+rec.Name+" to become ACTIVE"); err != nil {
+		return false, err
+	}
+	var info openstack.ServerInfo
+	if err := workflow.ExecuteActivity(octx, osActs.WaitServer, openstack.ResourceRef{Identity: b.identity, ID: rec.ServerID}).Get(ctx, &info); err != nil {
+		return false, fmt.Errorf("wait for server %s: %w", rec.Name, err)
+	}
+	rec.State, rec.Fault, rec.Addresses = info.Status, info.Fault, info.Addresses
+	switch ServerErrorPolicy(info.Status, rec.Recreates) {
+	case ServerRecreate:
+		workflow.GetLogger(ctx).Warn("server is in ERROR; deleting it to boot it again", "server", rec.Name, "fault", info.Fault, "recreates", rec.Recreates)
+		if err := b.save(ctx); err != nil {
+			return false, err
+		}
+		if err := b.lc.Step(ctx, "delete server "+rec.Name+" in ERROR"); err != nil {
+			return false, err
+		}
+		if err := workflow.ExecuteActivity(octx, osActs.DeleteServer, openstack.ResourceRef{Identity: b.identity, ID: rec.ServerID}).Get(ctx, nil); err != nil {
+			return false, fmt.Errorf("delete server %s in ERROR: %w", rec.Name, err)
+		}
+		rec.ServerID, rec.Recreates = "", rec.Recreates+1
+		return true, b.save(ctx)
+	case ServerGiveUp:
+		_ = b.save(ctx)
+		msg := fmt.Sprintf("server %s is in %s after %d attempts", rec.Name, info.Status, rec.Recreates+1)
+		if info.Fault != "" {
+			msg += ": " + info.Fault
+		}
+		return false, temporal.NewNonRetryableApplicationError(msg, openstack.ErrServerFailed, nil)
+	}
+	return false, b.save(ctx)
+}
+
+// associateFloatingIP gives the server its floating IP (on its first port) when the spec asks for one.
+func (b *serverBuild) associateFloatingIP(ctx workflow.Context, rec *serverRecord) error {
+	if b.fip == nil || rec.FloatingIP != nil || len(rec.Ports) == 0 {
+		return nil
+	}
+	if err := b.lc.Step(ctx, "associate floating IP with "+rec.Name); err != nil {
+		return err
+	}
+	var fip openstack.FloatingIPInfo
+	in := openstack.FloatingIPInput{Identity: b.identity, Marker: b.fipMarker, NetworkID: rec.Resolved.FloatingNetworkID,
+		Address: b.fip.Address, PortID: rec.Ports[0].ID}
+	if err := workflow.ExecuteActivity(OpenStackActivity(ctx), osActs.EnsureFloatingIP, in).Get(ctx, &fip); err != nil {
+		return fmt.Errorf("floating IP of %s: %w", rec.Name, err)
+	}
+	rec.FloatingIP = &fip
 	return nil
 }
 
