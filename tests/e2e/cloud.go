@@ -21,6 +21,7 @@ import (
 	"github.com/gophercloud/gophercloud/v2/openstack/config/clouds"
 	"github.com/gophercloud/gophercloud/v2/openstack/image/v2/images"
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/networks"
+	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/ports"
 	"github.com/gophercloud/gophercloud/v2/openstack/placement/v1/resourceproviders"
 
 	osacts "github.com/stackflow/stackflow/activities/openstack"
@@ -235,4 +236,48 @@ func NovaManage(t testing.TB, configFile string, args ...string) string {
 // StackNovaConfig is the configuration of the stack's own Nova (its API database and cells).
 func (e *Env) StackNovaConfig() string {
 	return filepath.Join(e.Stack.StateDir, "openstack", "etc", "nova", "nova.conf")
+}
+
+// removeLeakedServers deletes, after a failed package, the servers of the cloud (every project, every
+// region the catalog lists a compute API in) whose name carries the run's name, and their ports, and says
+// what it removed. Object teardown is what removes a run's servers; this only keeps one package's failure
+// from failing the next on the cloud's quota.
+func (e *Env) removeLeakedServers() {
+	if e.Stack == nil || e.Stack.OpenStack == nil || e.Run == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	for _, region := range []string{"", "RegionTwo"} {
+		c, err := e.CloudIn(ctx, region)
+		if err != nil {
+			continue
+		}
+		pages, err := servers.List(c.Compute, servers.ListOpts{AllTenants: true}).AllPages(ctx)
+		if err != nil {
+			continue
+		}
+		list, _ := servers.ExtractServers(pages)
+		var gone []string
+		for _, s := range list {
+			if strings.Contains(s.Name, e.Run) {
+				if err := servers.Delete(ctx, c.Compute, s.ID).ExtractErr(); err == nil {
+					gone = append(gone, s.Name)
+				}
+			}
+		}
+		if len(gone) > 0 {
+			fmt.Fprintf(os.Stderr, "after the failure: deleted %d server(s) of run %s the teardown left in region %q: %s\n", len(gone), e.Run, region, strings.Join(gone, ", "))
+		}
+		ppages, err := ports.List(c.Network, ports.ListOpts{}).AllPages(ctx)
+		if err != nil {
+			continue
+		}
+		pl, _ := ports.ExtractPorts(ppages)
+		for _, p := range pl {
+			if strings.Contains(p.Name, e.Run) && p.DeviceOwner == "" {
+				_ = ports.Delete(ctx, c.Network, p.ID).ExtractErr()
+			}
+		}
+	}
 }

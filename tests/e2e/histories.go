@@ -323,6 +323,9 @@ func (e *Env) Forbidden() []string {
 func (e *Env) RunTests(m *testing.M) int {
 	code := m.Run()
 	if code != 0 {
+		// A failed test may leave servers its objects' teardown never removed: they would hold the cloud's
+		// quota and fail the packages after this one.
+		e.removeLeakedServers()
 		return code
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
