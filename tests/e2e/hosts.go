@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -144,15 +143,14 @@ func RequireRemoved(t testing.TB, h local.TestHost, service ...string) {
 }
 
 // CleanHost starts a test on host h. What a service teardown must remove (HostServices) is never
-// wiped quietly: found at the start, it fails the test (an earlier test or run leaked it), and the test
-// checks at its end, after its own objects were deleted, that it left none. In either case the
-// leftovers are then removed, so one leak fails one test, not the ones after it. Phase 0's records and
-// the step log are cleared (the host is re-imaged).
+// removed here: found at the start, it fails the test (an earlier test or run leaked it), and the test
+// checks at its end, after its own objects were deleted, that their teardown left none. Phase 0's records
+// and the step log are cleared (the host is re-imaged: deleting a node leaves phase 0's configuration, as
+// on a real host).
 func CleanHost(t testing.TB, h local.TestHost) {
 	t.Helper()
 	if left := Leftovers(h); len(left) > 0 {
-		removeLeftovers(h)
-		t.Errorf("host %s holds leftovers of an earlier test or run (a teardown that leaked; removed now): %s", h.Name, strings.Join(left, "; "))
+		t.Fatalf("host %s holds leftovers of an earlier test or run (a teardown that leaked): %s", h.Name, strings.Join(left, "; "))
 	}
 	for _, d := range hostRecords {
 		entries, _ := os.ReadDir(filepath.Join(h.Root, d))
@@ -165,38 +163,10 @@ func CleanHost(t testing.TB, h local.TestHost) {
 	// Registered before the test creates its objects, so it runs after their deletion (cleanups run last
 	// first).
 	t.Cleanup(func() {
-		if left := Leftovers(h); len(left) > 0 {
-			removeLeftovers(h)
-			if !t.Failed() {
-				t.Errorf("host %s after the test's objects were deleted (a teardown that leaked; removed now): %s", h.Name, strings.Join(left, "; "))
-			}
+		if left := Leftovers(h); len(left) > 0 && !t.Failed() {
+			t.Errorf("host %s after the test's objects were deleted (a teardown that leaked): %s", h.Name, strings.Join(left, "; "))
 		}
 	})
-}
-
-// removeLeftovers kills the host's services and removes their files (after a leak was reported).
-func removeLeftovers(h local.TestHost) {
-	for _, pid := range netnsPIDs(h.Namespace) {
-		cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-		for _, s := range HostServices {
-			if strings.Contains(string(cmd), s.Match) {
-				_ = syscall.Kill(pid, syscall.SIGKILL)
-			}
-		}
-	}
-	for _, s := range HostServices {
-		for _, f := range s.Files {
-			p := filepath.Join(h.Root, f)
-			if st, err := os.Stat(p); err == nil && st.IsDir() {
-				entries, _ := os.ReadDir(p)
-				for _, en := range entries {
-					_ = os.RemoveAll(filepath.Join(p, en.Name()))
-				}
-			} else {
-				_ = os.Remove(p)
-			}
-		}
-	}
 }
 
 // HostFile is a file of the host's own filesystem ("" when missing).
