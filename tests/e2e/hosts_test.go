@@ -1,0 +1,46 @@
+package e2e
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/stackflow/stackflow/deploy/local"
+)
+
+// TestLeftoversFindsWhatATeardownLeft: the host check flags each file a service's teardown must remove
+// and passes the empty directories phase 0 makes and phase 0's own records. (Processes are found by the
+// host's network namespace, which only the stack has.)
+func TestLeftoversFindsWhatATeardownLeft(t *testing.T) {
+	tests := []struct {
+		name  string
+		dirs  []string
+		files []string
+		want  []string
+	}{
+		{name: "a clean host"},
+		{name: "phase 0's empty service directories", dirs: []string{"etc/nova", "var/lib/nova", "var/lib/neutron"}},
+		{name: "phase 0's records", files: []string{"etc/edpm/network/ifcfg", "var/log/nova/nova-compute.log"}},
+		{name: "nova-compute's configuration", files: []string{"etc/nova/nova.conf.d/01-nova.conf"},
+			want: []string{"nova-compute's /etc/nova holds nova.conf.d/01-nova.conf"}},
+		{name: "its version record and a checkpoint", files: []string{"etc/stackflow/nova-compute.version", "var/lib/stackflow/checkpoints/upd-0"},
+			want: []string{"nova-compute's /etc/stackflow/nova-compute.version remains", "nova-compute's /var/lib/stackflow/checkpoints holds upd-0"}},
+		{name: "the metadata agent's pid file", files: []string{"run/stackflow/ovn-metadata-agent.pid"},
+			want: []string{"ovn-metadata-agent's /run/stackflow/ovn-metadata-agent.pid remains"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			root := t.TempDir()
+			for _, d := range tt.dirs {
+				require.NoError(t, os.MkdirAll(filepath.Join(root, d), 0o755))
+			}
+			for _, f := range tt.files {
+				require.NoError(t, os.MkdirAll(filepath.Dir(filepath.Join(root, f)), 0o755))
+				require.NoError(t, os.WriteFile(filepath.Join(root, f), []byte("x\n"), 0o644))
+			}
+			require.Equal(t, tt.want, Leftovers(local.TestHost{Name: "h", Namespace: "stackflow-no-such-netns", Root: root}))
+		})
+	}
+}
