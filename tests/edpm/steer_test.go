@@ -31,16 +31,23 @@ type cli struct {
 	query  func(id string) []string
 	cancel func(id string) []string
 	show   func(id string) []string
+	// update runs a workflow update (approve) and waits for its result; nil where the tool has none.
+	update func(id, name, input string) []string
 }
 
 func (c cli) run(t *testing.T, args []string) string {
 	t.Helper()
-	bin := filepath.Join(env.Stack.Path("bin"), args[0])
-	cmd := exec.Command(bin, args[1:]...)
+	out, err := c.try(args...)
+	require.NoError(t, err, "%s %s:\n%s", c.name, strings.Join(args[1:], " "), out)
+	return out
+}
+
+// try runs the tool of the stack's bin (args[0]) with the tool's environment and returns its output.
+func (c cli) try(args ...string) (string, error) {
+	cmd := exec.Command(filepath.Join(env.Stack.Path("bin"), args[0]), args[1:]...)
 	cmd.Env = append(os.Environ(), c.env...)
 	out, err := cmd.CombinedOutput()
-	require.NoError(t, err, "%s %s:\n%s", c.name, strings.Join(args[1:], " "), out)
-	return string(out)
+	return string(out), err
 }
 
 func clis(t *testing.T) []cli {
@@ -82,6 +89,9 @@ func clis(t *testing.T) []cli {
 			cancel: func(id string) []string { return []string{"temporal", "workflow", "cancel", "--workflow-id", id} },
 			show: func(id string) []string {
 				return []string{"temporal", "workflow", "show", "--workflow-id", id, "--detailed"}
+			},
+			update: func(id, name, input string) []string {
+				return []string{"temporal", "workflow", "update", "execute", "--workflow-id", id, "--name", name, "--input", input}
 			},
 		},
 	}
