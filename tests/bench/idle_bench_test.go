@@ -250,10 +250,20 @@ func isReady(u *unstructured.Unstructured) bool {
 	return false
 }
 
-// cleanupIdle deletes the population; the workflows tear down (servers included) on their own.
+// cleanupIdle deletes the population and waits, while this benchmark's worker and bridge still run,
+// until the workflows have torn every object down (servers included): objects left with their
+// finalizers would load the next benchmark's bridge (it lets them go one by one) and skew its figures.
 func cleanupIdle(env *e2e.Env, run string, pop []idleKind) {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
+	start := time.Now()
+	defer func() {
+		left := idleRemaining(ctx, env, run, pop)
+		for ; left > 0 && ctx.Err() == nil; left = idleRemaining(ctx, env, run, pop) {
+			time.Sleep(2 * time.Second)
+		}
+		fmt.Printf("idle teardown: the population deleted in %s (%d objects left)\n", time.Since(start).Round(time.Second), left)
+	}()
 	sel := metav1.ListOptions{LabelSelector: "stackflow.io/bench=" + run}
 	for i := len(pop) - 1; i >= 0; i-- {
 		k := pop[i]
@@ -268,6 +278,38 @@ func cleanupIdle(env *e2e.Env, run string, pop []idleKind) {
 		}
 	}
 	_ = env.Kube.CoreV1().Namespaces().Delete(ctx, run, metav1.DeleteOptions{})
+}
+
+// idleRemaining counts the population's objects still present (a failed list counts as one).
+func idleRemaining(ctx context.Context, env *e2e.Env, run string, pop []idleKind) int {
+	sel := metav1.ListOptions{LabelSelector: "stackflow.io/bench=" + run}
+	n := 0
+	for _, k := range pop {
+		var items int
+		var err error
+		switch {
+		case k.kind == "Node":
+			var l *corev1.NodeList
+			if l, err = env.Kube.CoreV1().Nodes().List(ctx, sel); err == nil {
+				items = len(l.Items)
+			}
+		case k.cluster:
+			var l *unstructured.UnstructuredList
+			if l, err = env.Dyn.Resource(k.gvr).List(ctx, sel); err == nil {
+				items = len(l.Items)
+			}
+		default:
+			var l *unstructured.UnstructuredList
+			if l, err = env.Dyn.Resource(k.gvr).Namespace(run).List(ctx, sel); err == nil {
+				items = len(l.Items)
+			}
+		}
+		if err != nil {
+			items = 1
+		}
+		n += items
+	}
+	return n
 }
 
 type idleHistory struct {
