@@ -116,7 +116,7 @@ histories: packages tools build
 ## bench: benchmarks against the real local stack; prints figures and ratios
 bench: packages tools build
 	$(LOCAL) up
-	$(GO) test -count=1 -p 1 -run '^$$' -bench . -benchtime 1x -timeout 60m ./tests/...
+	$(GO) test -count=1 -p 1 -run '^$$' -bench . -benchtime 1x -timeout 90m ./tests/...
 
 ## clean: remove ./bin (the stack's state in .stackflow stays: make down stops it)
 clean:
