@@ -46,10 +46,16 @@ const ComputeRegistrationTimeout = 10 * time.Minute
 // deadline starts (runs recorded before it went straight to the registration).
 const ChangeWaitComputeAPI = "nova-compute-wait-compute-api"
 
+// ChangeNoUpcalls is the GetVersion change after which a compute of a cell without API database access
+// is configured without the server-group check upcall (runs recorded before it kept the configuration,
+// and so the install hash, they had).
+const ChangeNoUpcalls = "nova-compute-no-upcalls"
+
 type novaComputeKind struct {
 	spec novav1beta1.NovaExternalComputeSpec
 	ns   string
 	cell *novav1beta1.NovaCellSpec
+	opts NovaComputeOptions
 }
 
 func (k *novaComputeKind) step() string           { return StepNovaCompute }
@@ -58,7 +64,7 @@ func (k *novaComputeKind) removePlaybook() string { return "nova-compute-remove.
 func (k *novaComputeKind) condition() string      { return novav1beta1.ConditionComputeDeployed }
 
 func (k *novaComputeKind) decode(raw json.RawMessage) error {
-	k.spec, k.cell = novav1beta1.NovaExternalComputeSpec{}, nil
+	k.spec, k.cell, k.opts = novav1beta1.NovaExternalComputeSpec{}, nil, NovaComputeOptions{}
 	return json.Unmarshal(raw, &k.spec)
 }
 
@@ -79,7 +85,7 @@ func (k *novaComputeKind) validate() error {
 func (k *novaComputeKind) waitDependencies(ctx workflow.Context, lc *object.Lifecycle, gen int64) error {
 	k.ns = lc.Ref.Namespace
 	_ = workflow.UpsertTypedSearchAttributes(ctx, lifecycle.SACell.ValueSet(k.spec.CellName))
-	return waitUntil(ctx, lc, gen, k.condition(), func(ctx workflow.Context) (bool, string, string, error) {
+	err := waitUntil(ctx, lc, gen, k.condition(), func(ctx workflow.Context) (bool, string, string, error) {
 		var cells []kube.ListedObject
 		if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kubeActs.ListObjects, kube.ListInput{Ref: NovaCellRef(lc.Ref.Namespace, "")}).Get(ctx, &cells); err != nil {
 			return false, "", "", fmt.Errorf("list NovaCells: %w", err)
@@ -108,6 +114,10 @@ func (k *novaComputeKind) waitDependencies(ctx workflow.Context, lc *object.Life
 		k.cell = cell
 		return true, "", "", nil
 	})
+	if err == nil && !k.cell.HasAPIAccess {
+		k.opts.NoUpcalls = workflow.GetVersion(ctx, ChangeNoUpcalls, workflow.DefaultVersion, 1) == 1
+	}
+	return err
 }
 
 // computeRegion is the region of the cell's compute API (its Nova's); empty for the cloud's own.
@@ -145,7 +155,7 @@ func FindNovaCell(cells []kube.ListedObject, cell string) (spec *novav1beta1.Nov
 }
 
 func (k *novaComputeKind) files(host string) ([]oslo.ConfigFile, error) {
-	return NovaComputeConfigFiles(host, *k.cell, k.spec.CustomServiceConfig)
+	return NovaComputeConfigFiles(host, *k.cell, k.opts, k.spec.CustomServiceConfig)
 }
 
 // verify waits until Nova lists the host's nova-compute (up) and its hypervisor.

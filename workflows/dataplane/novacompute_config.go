@@ -16,10 +16,19 @@ const (
 	NovaComputeCustomFile    = NovaComputeConfigDir + "/99-nova-custom.conf"
 )
 
+// NovaComputeOptions are choices the workflow makes about the generated configuration.
+type NovaComputeOptions struct {
+	// NoUpcalls says the cell's services cannot reach the API database (the NovaCell has no
+	// hasAPIAccess): nova-compute then skips the server-group policy check, an upcall to that database
+	// which, in such a cell, fails every live migration to the host (Nova's cells v2 layout documents
+	// the option for cells without upcalls).
+	NoUpcalls bool
+}
+
 // NovaComputeConfig is the generated configuration of nova-compute on host for a cell: identity, the
 // cell's message bus and the service user's password come from the cell's Secrets (named, read by the
 // activity), the rest is generated here. debug is generated as False: a customServiceConfig turns it on.
-func NovaComputeConfig(host string, cell novav1beta1.NovaCellSpec) oslo.ConfigFile {
+func NovaComputeConfig(host string, cell novav1beta1.NovaCellSpec, o NovaComputeOptions) oslo.ConfigFile {
 	user := firstNonEmpty(cell.ServiceUser, "nova")
 	pwKey := firstNonEmpty(cell.PasswordSelectors.Service, "NovaPassword")
 	ini := oslo.INI{}
@@ -30,6 +39,9 @@ func NovaComputeConfig(host string, cell novav1beta1.NovaCellSpec) oslo.ConfigFi
 	ini.Set("DEFAULT", "instances_path", "/var/lib/nova/instances")
 	ini.Set("oslo_concurrency", "lock_path", "/var/lib/nova/tmp")
 	ini.Set("oslo_messaging_notifications", "driver", "noop")
+	if o.NoUpcalls {
+		ini.Set("workarounds", "disable_group_policy_check_upcall", "True")
+	}
 	var secrets []oslo.SecretOption
 	for _, section := range []string{"placement", "neutron"} {
 		ini.Set(section, "auth_type", "password")
@@ -55,8 +67,8 @@ func NovaComputeConfig(host string, cell novav1beta1.NovaCellSpec) oslo.ConfigFi
 // NovaComputeConfigFiles are the files installed on the host: the generated configuration and, when
 // set, the customServiceConfig verbatim in a later file. An unparsable customServiceConfig is refused
 // (an EDPMSpecError), so nothing is deployed with it.
-func NovaComputeConfigFiles(host string, cell novav1beta1.NovaCellSpec, custom string) ([]oslo.ConfigFile, error) {
-	files := []oslo.ConfigFile{NovaComputeConfig(host, cell)}
+func NovaComputeConfigFiles(host string, cell novav1beta1.NovaCellSpec, o NovaComputeOptions, custom string) ([]oslo.ConfigFile, error) {
+	files := []oslo.ConfigFile{NovaComputeConfig(host, cell, o)}
 	if custom == "" {
 		return files, nil
 	}

@@ -194,20 +194,25 @@ func TestNovaComputeConfigFiles(t *testing.T) {
 	cell := novav1beta1.NovaCellSpec{CellName: "cell1", TransportURLSecret: "cell1-transport",
 		NovaServiceAuth: novav1beta1.NovaServiceAuth{Secret: "nova-secret", KeystoneAuthURL: "http://198.51.100.1:5000/v3"}}
 	tests := []struct {
-		name      string
-		custom    string
-		wantDebug string
-		wantFiles int
-		wantErr   string
+		name       string
+		opts       NovaComputeOptions
+		custom     string
+		wantDebug  string
+		wantUpcall string
+		wantFiles  int
+		wantErr    string
 	}{
 		{name: "generated configuration alone: debug off", wantDebug: "False", wantFiles: 1},
+		{name: "a cell without upcalls: the group policy check upcall off", opts: NovaComputeOptions{NoUpcalls: true}, wantDebug: "False", wantUpcall: "True", wantFiles: 1},
+		{name: "customServiceConfig may turn the upcall back on", opts: NovaComputeOptions{NoUpcalls: true},
+			custom: "[workarounds]\ndisable_group_policy_check_upcall = False\n", wantDebug: "False", wantUpcall: "False", wantFiles: 2},
 		{name: "customServiceConfig in a later file wins", custom: "[DEFAULT]\ndebug = True\n", wantDebug: "True", wantFiles: 2},
 		{name: "custom options elsewhere leave debug alone", custom: "[libvirt]\nvirt_type = qemu\n", wantDebug: "False", wantFiles: 2},
 		{name: "an option before any section is refused", custom: "debug = True\n", wantErr: "not an oslo.config INI snippet"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			files, err := NovaComputeConfigFiles("edpm-compute-0", cell, tt.custom)
+			files, err := NovaComputeConfigFiles("edpm-compute-0", cell, tt.opts, tt.custom)
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("err = %v, want %q", err, tt.wantErr)
@@ -226,6 +231,9 @@ func TestNovaComputeConfigFiles(t *testing.T) {
 			}
 			if v, _ := eff.Get("DEFAULT", "debug"); v != tt.wantDebug {
 				t.Errorf("effective debug = %q, want %q", v, tt.wantDebug)
+			}
+			if v, _ := eff.Get("workarounds", "disable_group_policy_check_upcall"); v != tt.wantUpcall {
+				t.Errorf("effective disable_group_policy_check_upcall = %q, want %q", v, tt.wantUpcall)
 			}
 			if v, _ := eff.Get("DEFAULT", "host"); v != "edpm-compute-0" {
 				t.Errorf("host = %q", v)
