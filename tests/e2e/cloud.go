@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -233,11 +232,6 @@ func NovaManage(t testing.TB, configFile string, args ...string) string {
 	return string(out)
 }
 
-// StackNovaConfig is the configuration of the stack's own Nova (its API database and cells).
-func (e *Env) StackNovaConfig() string {
-	return filepath.Join(e.Stack.StateDir, "openstack", "etc", "nova", "nova.conf")
-}
-
 // removeLeakedServers deletes, after a failed package, the servers of the cloud (every project, every
 // region the catalog lists a compute API in) whose name carries the run's name, and their ports, and says
 // what it removed. Object teardown is what removes a run's servers; this only keeps one package's failure
@@ -248,7 +242,10 @@ func (e *Env) removeLeakedServers() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	for _, region := range []string{"", "RegionTwo"} {
+	e.mu.Lock()
+	regions := append([]string{"", "RegionTwo"}, e.regions...)
+	e.mu.Unlock()
+	for _, region := range regions {
 		c, err := e.CloudIn(ctx, region)
 		if err != nil {
 			continue

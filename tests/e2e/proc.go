@@ -15,7 +15,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
-	"testing"
 	"time"
 
 	"k8s.io/client-go/rest"
@@ -68,7 +67,7 @@ type ProcPart struct {
 // Proc is a stackflow binary running as child processes of the test (one, or one per part), each in a
 // process group of its own; it starts, crashes and stops as one.
 type Proc struct {
-	t     testing.TB
+	t     TB
 	name  string
 	parts []*procPart
 }
@@ -89,7 +88,7 @@ type procPart struct {
 
 // StartProc starts spec's binary and waits until it serves (spec.Ready). The process is stopped when the
 // test ends, and its log tail is printed if the test failed; a failed start fails the test.
-func (e *Env) StartProc(t testing.TB, spec ProcSpec) *Proc {
+func (e *Env) StartProc(t TB, spec ProcSpec) *Proc {
 	t.Helper()
 	parts := spec.Parts
 	if len(parts) == 0 {
@@ -187,7 +186,7 @@ const E2EBuildID = "e2e"
 // StartWorker runs a worker on every queue of the run's Temporal namespace, as the chart deploys it: one
 // process per task queue, each acting as that queue's ServiceAccount. They drain for at most 5 s when
 // stopped, and crash, restart and stop together.
-func (e *Env) StartWorker(t testing.TB, opts WorkerOptions) *Proc {
+func (e *Env) StartWorker(t TB, opts WorkerOptions) *Proc {
 	t.Helper()
 	args := append([]string{
 		"--namespace", e.TemporalNamespace,
@@ -234,7 +233,7 @@ type BridgeOptions struct {
 
 // StartBridge runs a bridge replica against the run's Temporal namespace, acting as the chart's bridge
 // ServiceAccount; its Lease is in the chart's namespace, where that account may hold one.
-func (e *Env) StartBridge(t testing.TB, opts BridgeOptions) *Proc {
+func (e *Env) StartBridge(t TB, opts BridgeOptions) *Proc {
 	t.Helper()
 	lease := opts.Lease
 	if lease == "" {

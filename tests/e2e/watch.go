@@ -93,7 +93,7 @@ func Ready(u *unstructured.Unstructured) bool {
 
 // WaitFor polls check every second until it holds, logging what it sees whenever that changes; it fails
 // the test after timeout with the last observation.
-func WaitFor(t testing.TB, what string, timeout time.Duration, check func() (bool, string)) {
+func WaitFor(t TB, what string, timeout time.Duration, check func() (bool, string)) {
 	t.Helper()
 	start := time.Now()
 	last := ""

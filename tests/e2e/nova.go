@@ -1,0 +1,230 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/flavors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/yaml"
+
+	"github.com/stackflow/stackflow/deploy/local"
+)
+
+// NovaKinds are the kinds of the Nova control plane, as a bridge's --kinds names them.
+const NovaKinds = "Nova,NovaCell,NovaAPI,NovaScheduler,NovaConductor,NovaMetadata,NovaNoVNCProxy"
+
+// GVRNova is the resource of the Nova kind.
+var GVRNova = schema.GroupVersionResource{Group: "nova.openstack.org", Version: "v1beta1", Resource: "novas"}
+
+// NovaOptions describe a Nova that a package's tests compose on.
+type NovaOptions struct {
+	// Namespace is the Kubernetes namespace of the Nova and of the computes that join it; it holds the
+	// stack's Secrets a user starts from: the nova service user's (osp-secret) and the administrators of
+	// MariaDB and RabbitMQ.
+	Namespace string
+	// Region is the Keystone region of its compute API; APIPort the port that API listens on (the
+	// stack's own Nova holds 8774, the Nova family's test and the samples their own ports).
+	Region  string
+	APIPort int
+}
+
+// Nova is a Nova control plane (cell0 and cell1, named nova) that stackflow deploys for a package whose
+// tests compose on it: their EDPM computes join its cell1 and their servers boot there, as they do on
+// the cloud `make run` builds. Its bridge and worker run in a Temporal namespace of their own, so the
+// tests' own workers (crashed, restarted, stopped between tests) leave it alone. Start it in TestMain
+// before m.Run (it deploys while the first test's nodes run phase 0), wait for it with WaitReady where a
+// test needs it, and Close it after m.Run, pass or fail: the Nova's teardown drops its databases and
+// vhosts, and its histories are scanned like the package's.
+type Nova struct {
+	NovaOptions
+	// Name is the Nova's object name; its services and cells are named after it (nova-api, nova-cell1).
+	Name string
+
+	env    *Env
+	parent *Env
+	scope  *Scope
+	ready  sync.Once
+	err    error
+}
+
+// novaManifest is the Nova CR: databases named after the run, vhosts after the namespace, the API on
+// its own port in its own region, no metadata service and no console proxy (no test uses them).
+func novaManifest(o NovaOptions, run string) string {
+	return fmt.Sprintf(`
+apiVersion: nova.openstack.org/v1beta1
+kind: Nova
+metadata: {name: nova, namespace: %[1]s}
+spec:
+  secret: %[2]s
+  keystoneAuthURL: http://%[3]s:5000/v3
+  region: %[4]s
+  nodeSelector: {%[5]s: %[6]s}
+  apiDatabase: {hostname: 127.0.0.1, database: %[7]s_api, adminSecret: %[8]s}
+  apiMessageBus: {adminSecret: %[9]s, transportURLSecret: nova-api-transport}
+  apiServiceTemplate:
+    customServiceConfig: |
+      [DEFAULT]
+      osapi_compute_listen_port = %[10]d
+  metadataServiceTemplate: {enabled: false}
+  cellTemplates:
+    cell0:
+      cellDatabase: {hostname: 127.0.0.1, database: %[7]s_cell0, adminSecret: %[8]s}
+    cell1:
+      cellDatabase: {hostname: 127.0.0.1, database: %[7]s_cell1, adminSecret: %[8]s}
+      cellMessageBus: {adminSecret: %[9]s, transportURLSecret: nova-cell1-transport}
+      noVNCProxyServiceTemplate: {enabled: false}
+`, o.Namespace, local.ServiceSecretName, local.HostGateway, o.Region, local.RunnerNodeLabel, local.RunnerNodeValue,
+		run, local.DatabaseAdminSecretName, local.MessageBusAdminSecretName, o.APIPort)
+}
+
+// StartNova starts the Nova's own bridge and worker and creates the Nova; it does not wait for it.
+func (e *Env) StartNova(ctx context.Context, o NovaOptions) (_ *Nova, err error) {
+	if o.Namespace == "" || o.Region == "" || o.APIPort == 0 {
+		return nil, errors.New("e2e: a Nova needs a namespace, a region and an API port")
+	}
+	tns := e.TemporalNamespace + "-nova"
+	if err := EnsureTemporalNamespace(ctx, e.Stack, tns); err != nil {
+		return nil, err
+	}
+	tc, err := Dial(ctx, e.Stack, tns)
+	if err != nil {
+		return nil, err
+	}
+	ne := &Env{Stack: e.Stack, Dir: e.Dir, Bin: e.Bin, Run: e.Run, TemporalNamespace: tns, REST: e.REST, Kube: e.Kube,
+		Dyn: e.Dyn, Temporal: tc, started: time.Now(), noRecord: true}
+	scope, err := NewScope(tns)
+	if err != nil {
+		tc.Close()
+		return nil, err
+	}
+	n := &Nova{NovaOptions: o, Name: "nova", env: ne, parent: e, scope: scope}
+	defer func() {
+		if err != nil {
+			_ = scope.Close()
+			tc.Close()
+		}
+	}()
+	if err := scope.Do(func() {
+		ne.StartBridge(scope, BridgeOptions{Identity: e.Run + "-nova-bridge", Kinds: NovaKinds})
+		ne.StartWorker(scope, WorkerOptions{Identity: e.Run + "-nova-worker"})
+	}); err != nil {
+		return nil, err
+	}
+	u := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal([]byte(novaManifest(o, e.Run)), &u.Object); err != nil {
+		return nil, fmt.Errorf("nova manifest: %w", err)
+	}
+	if _, err := e.Dyn.Resource(GVRNova).Namespace(o.Namespace).Create(ctx, u, metav1.CreateOptions{}); err != nil {
+		return nil, fmt.Errorf("create Nova: %w", err)
+	}
+	e.mu.Lock()
+	e.regions = append(e.regions, o.Region)
+	e.mu.Unlock()
+	return n, nil
+}
+
+// Cell is the name of the NovaCell object of a cell of the Nova.
+func (n *Nova) Cell(cell string) string { return n.Name + "-" + cell }
+
+// WaitReady waits until the Nova is Ready and, the first time, makes what servers boot with on it: the
+// m1.tiny flavor (a Nova's API database starts with none). Its Secrets' values join the forbidden values
+// of its histories.
+func (n *Nova) WaitReady(t TB) {
+	t.Helper()
+	WaitFor(t, "Nova "+n.Name+" (region "+n.Region+") Ready", 12*time.Minute, func() (bool, string) {
+		u, err := n.env.Dyn.Resource(GVRNova).Namespace(n.Namespace).Get(context.Background(), n.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return Ready(u), Summary(u)
+	})
+	n.ready.Do(func() { n.err = n.prepare() })
+	if n.err != nil {
+		t.Fatalf("Nova %s: %v", n.Name, n.err)
+	}
+}
+
+func (n *Nova) prepare() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	list, err := n.env.Kube.CoreV1().Secrets(n.Namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	for _, s := range list.Items {
+		for k, v := range s.Data {
+			// Addresses and names are no secret (and are in every spec); the rest is.
+			switch k {
+			case "username", "host", "port", "management_url", "amqp_host", "amqp_port", "clouds.yaml", "cloud", "ssh-privatekey":
+				continue
+			}
+			if len(v) >= 8 {
+				n.env.Forbid(string(v), url.QueryEscape(string(v)))
+			}
+		}
+	}
+	c, err := n.parent.CloudIn(ctx, n.Region)
+	if err != nil {
+		return err
+	}
+	disk := 1
+	_, err = flavors.Create(ctx, c.Compute, flavors.CreateOpts{Name: "m1.tiny", RAM: 512, VCPUs: 1, Disk: &disk}).Extract()
+	if err != nil && !strings.Contains(err.Error(), "already exists") {
+		return fmt.Errorf("create flavor m1.tiny through region %s: %w", n.Region, err)
+	}
+	return nil
+}
+
+// SuperconductorConfig is the path, seen from this machine, of the nova.conf cell0's conductor loaded
+// (the pod runner reports host://PID as the container ID; /proc/PID/root is what the process sees): with
+// it, nova-manage sees this Nova's API database and cells, as an operator's would.
+func (n *Nova) SuperconductorConfig(t TB) string {
+	t.Helper()
+	pods, err := n.env.Kube.CoreV1().Pods(n.Namespace).List(context.Background(),
+		metav1.ListOptions{LabelSelector: "app.kubernetes.io/instance=" + n.Cell("cell0") + "-conductor"})
+	if err != nil {
+		t.Fatalf("pods of %s: %v", n.Cell("cell0")+"-conductor", err)
+	}
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp != nil || p.Labels["stackflow.io/job"] != "" || len(p.Status.ContainerStatuses) == 0 ||
+			p.Status.ContainerStatuses[0].State.Running == nil {
+			continue
+		}
+		if pid, err := strconv.Atoi(strings.TrimPrefix(p.Status.ContainerStatuses[0].ContainerID, "host://")); err == nil {
+			return fmt.Sprintf("/proc/%d/root/var/lib/openstack/config/nova.conf", pid)
+		}
+	}
+	t.Fatalf("no running pod of %s", n.Cell("cell0")+"-conductor")
+	return ""
+}
+
+// Close deletes the Nova and waits until its teardown finished (it waits for the computes of its cells:
+// the tests deleted theirs), checks the histories of its namespace like the package's (0 when they
+// pass), and stops its bridge and worker.
+func (n *Nova) Close() int {
+	code := 0
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	start := time.Now()
+	if err := n.env.DeleteAndWait(ctx, GVRNova, n.Namespace, n.Name); err != nil {
+		n.scope.Errorf("the Nova's teardown: %v", err)
+		code = 1
+	} else {
+		n.scope.Logf("Nova %s torn down in %s", n.Name, time.Since(start).Round(time.Second))
+	}
+	if code == 0 {
+		code = n.env.CheckHistories()
+	}
+	_ = n.scope.Close()
+	n.env.Temporal.Close()
+	return code
+}
