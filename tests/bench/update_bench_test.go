@@ -19,11 +19,16 @@ import (
 	"github.com/stackflow/stackflow/tests/e2e"
 )
 
-// updateBenchNamespace holds the update benchmark's workflows.
-const updateBenchNamespace = "stackflow-bench-update"
+// updateBenchNamespace holds the update benchmark's workflows; its computes join a Nova of region
+// updateBenchRegion whose compute API listens on updateBenchAPIPort.
+const (
+	updateBenchNamespace = "stackflow-bench-update"
+	updateBenchRegion    = "UPDBENCH"
+	updateBenchAPIPort   = 18974
+)
 
 // BenchmarkDataPlaneUpdate deploys two computes (Nova's fake driver) of one data plane through
-// stackflow, boots a server on each, and updates both, one at a time (canary, then the other), each node
+// stackflow, in cell1 of a Nova stackflow deploys, boots a server on each, and updates both, one at a time (canary, then the other), each node
 // disabled, drained, checkpointed, updated, verified, enabled and its server migrated back. From the
 // update workflow's history it splits each node's time (its first activity scheduled to its last
 // completed) into playbooks (RunPlaybook), live migrations (MigrateServers) and the rest, the
@@ -46,7 +51,7 @@ func BenchmarkDataPlaneUpdate(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer env.Kube.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{})
-	for _, name := range []string{"edpm-ssh-key", "openstack-clouds", "cell1-transport", local.ServiceSecretName} {
+	for _, name := range []string{"edpm-ssh-key", local.CloudsSecretName, local.ServiceSecretName, local.DatabaseAdminSecretName, local.MessageBusAdminSecretName} {
 		src, err := env.Kube.CoreV1().Secrets(local.SystemNamespace).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			b.Fatal(err)
@@ -55,6 +60,17 @@ func BenchmarkDataPlaneUpdate(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+	// The computes join cell1 of a Nova stackflow deploys, as on `make run`'s cloud; it goes once the
+	// computes went (deferred first, it runs last).
+	nova, err := env.StartNova(ctx, e2e.NovaOptions{Namespace: ns, Region: updateBenchRegion, APIPort: updateBenchAPIPort})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() {
+		if nova.Close() != 0 {
+			b.Error("the benchmark's Nova: teardown or histories failed (see above)")
+		}
+	}()
 	env.StartWorker(b, e2e.WorkerOptions{Identity: env.Run + "-worker"})
 	env.StartBridge(b, e2e.BridgeOptions{Identity: env.Run + "-bridge",
 		Kinds: "OpenStackDataPlane,OpenStackDataPlaneRole,OpenStackDataPlaneNode,NovaExternalCompute,OpenStackDataPlaneUpdate"})
@@ -63,7 +79,6 @@ func BenchmarkDataPlaneUpdate(b *testing.B) {
 		return schema.GroupVersionResource{Group: "dataplane.openstack.org", Version: "v1beta1", Resource: res}
 	}
 	gvrNEC := schema.GroupVersionResource{Group: "nova.openstack.org", Version: "v1beta1", Resource: "novaexternalcomputes"}
-	gvrCell := schema.GroupVersionResource{Group: "nova.openstack.org", Version: "v1beta1", Resource: "novacells"}
 	var created []func()
 	defer func() {
 		for i := len(created) - 1; i >= 0; i-- {
@@ -89,7 +104,6 @@ func BenchmarkDataPlaneUpdate(b *testing.B) {
 		return out
 	}
 	hosts := []string{env.Run + "-0", env.Run + "-1"}
-	apply(gvrCell, `{apiVersion: nova.openstack.org/v1beta1, kind: NovaCell, metadata: {name: cell1}, spec: {cellName: cell1, secret: osp-secret, keystoneAuthURL: "http://198.51.100.1:5000/v3", cellDatabaseHostname: 127.0.0.1, transportURLSecret: cell1-transport}}`)
 	apply(dp("openstackdataplaneroles"), `{apiVersion: dataplane.openstack.org/v1beta1, kind: OpenStackDataPlaneRole, metadata: {name: c, annotations: {nova.openstack.org/cell: cell1}}, spec: {dataPlane: c, preProvisioned: true, nodeTemplate: {ansibleUser: root, ansibleSSHPrivateKeySecret: edpm-ssh-key, managementNetwork: ctlplane}}}`)
 	apply(dp("openstackdataplanes"), `{apiVersion: dataplane.openstack.org/v1beta1, kind: OpenStackDataPlane, metadata: {name: c}, spec: {roles: [c], deploy: true, maxConcurrency: 2}}`)
 	for i, h := range env.Stack.TestHosts[:2] {
@@ -108,7 +122,8 @@ func BenchmarkDataPlaneUpdate(b *testing.B) {
 	if err := benchWait(ctx, 15*time.Minute, func() bool { return benchCondition(ctx, env, dp("openstackdataplanes"), ns, "c", "Deployed") }); err != nil {
 		b.Fatal("data plane not deployed: ", err)
 	}
-	cloud, err := env.Cloud(ctx)
+	nova.WaitReady(b)
+	cloud, err := env.CloudIn(ctx, updateBenchRegion)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -38,8 +38,9 @@ vif_plugging_timeout = 0
 // edpm-compute-0 keeps it and is provisioned through Ironic first; edpm-compute-1's own annotation puts
 // it in cell2, which no NovaCell serves here, so its compute waits for it, saying so (tests/nova deploys
 // a real cell2 from a Nova CR and boots a server on it). The worker is killed with SIGKILL during phase 0
-// and during phase 1. The first node's nova-compute ends up registered in the real Nova, in cell1,
-// running with the customServiceConfig that overrides the generated debug = False.
+// and during phase 1. The first node's nova-compute ends up registered in the package's Nova (deployed
+// by stackflow), in cell1, running with the customServiceConfig that overrides the generated
+// debug = False.
 func TestComputeNodesJoinTheirCells(t *testing.T) {
 	start := time.Now()
 	h0, h1 := env.Host(t, "edpm-compute-0"), env.Host(t, "edpm-compute-1")
@@ -136,25 +137,13 @@ spec:
 	time.Sleep(2 * time.Second)
 	w.Start()
 
-	// The computes wait, visibly, for their cells.
-	for _, node := range []string{"edpm-compute-0", "edpm-compute-1"} {
-		e2e.WaitFor(t, node+"'s compute waiting for its NovaCell", 15*time.Minute, func() (bool, string) {
-			c := e2e.Condition(get(t, gvrNEC, node), "ComputeDeployed")
-			return c != nil && c.Reason == "WaitingForCell", e2e.CondString(c)
-		})
-	}
-	// cell1 is the stack's cell1 (its connection Secret); no NovaCell serves cell2.
-	create(t, gvrCell, `
-apiVersion: nova.openstack.org/v1beta1
-kind: NovaCell
-metadata: {name: cell1}
-spec:
-  cellName: cell1
-  secret: osp-secret
-  keystoneAuthURL: http://198.51.100.1:5000/v3
-  cellDatabaseHostname: 127.0.0.1
-  transportURLSecret: cell1-transport
-`)
+	// cell1 is the package's Nova's (NovaCell nova-cell1); no NovaCell serves cell2: that compute waits,
+	// visibly, for its cell.
+	e2e.WaitFor(t, "edpm-compute-1's compute waiting for its NovaCell", 15*time.Minute, func() (bool, string) {
+		c := e2e.Condition(get(t, gvrNEC, "edpm-compute-1"), "ComputeDeployed")
+		return c != nil && c.Reason == "WaitingForCell", e2e.CondString(c)
+	})
+	nova.WaitReady(t)
 
 	// kill -9 during phase 1.
 	e2e.WaitFor(t, "edpm-compute-0's nova-compute playbook running", 10*time.Minute, func() (bool, string) {
@@ -201,10 +190,11 @@ spec:
 	require.Contains(t, logText, " DEBUG ", "nova-compute logs at debug level")
 	require.Regexp(t, `\] debug\s+= True `, logText, "nova-compute's own dump of its options")
 
-	// The node's nova-compute is a compute service and hypervisor of the real Nova, in cell1.
+	// The node's nova-compute is a compute service and hypervisor of the Nova stackflow deployed, in
+	// cell1: its compute API (in the Nova's region) lists it.
 	nec0 := get(t, gvrNEC, "edpm-compute-0")
 	require.Equal(t, hostA, e2e.Str(nec0, "status", "hypervisorHostname"))
-	cc := env.ComputeClient(t, "")
+	cc := env.ComputeClient(t, NovaRegion)
 	pages, err := services.List(cc, services.ListOpts{Binary: "nova-compute", Host: hostA}).AllPages(context.Background())
 	require.NoError(t, err)
 	svcs, err := services.ExtractServices(pages)
@@ -219,7 +209,7 @@ spec:
 	require.NoError(t, err)
 	require.Len(t, hvs, 1)
 	e2e.WaitFor(t, hostA+" mapped in cell1", 2*time.Minute, func() (bool, string) {
-		out := e2e.NovaManage(t, env.StackNovaConfig(), "cell_v2", "list_hosts")
+		out := e2e.NovaManage(t, nova.SuperconductorConfig(t), "cell_v2", "list_hosts")
 		for _, line := range strings.Split(out, "\n") {
 			if strings.Contains(line, " cell1 ") && strings.Contains(line, " "+hostA+" ") {
 				return true, line
@@ -409,26 +399,26 @@ spec: {role: late, hostName: edpm-unreachable, ansibleHost: 198.51.100.250, depl
 	require.Contains(t, tree.String(), "198.51.100.250", "the message in full")
 
 	// customServiceConfig that is not INI: the API server refuses it.
-	nec := func(name, custom string) string {
+	nec := func(name, cell, custom string) string {
 		return fmt.Sprintf(`
 apiVersion: nova.openstack.org/v1beta1
 kind: NovaExternalCompute
 metadata: {name: %s}
 spec:
   dataplaneNodeName: late-0
-  cellName: cell1
+  cellName: %s
   sshKeySecretName: edpm-ssh-key
   inventoryConfigMapName: late-0-inventory
   deploy: true
   customServiceConfig: %q
-`, name, custom)
+`, name, cell, custom)
 	}
 	u := &unstructured.Unstructured{}
-	require.NoError(t, yamlInto(nec("refused", "debug = True\n"), u))
+	require.NoError(t, yamlInto(nec("refused", "cell1", "debug = True\n"), u))
 	_, err = env.Dyn.Resource(gvrNEC).Namespace(ns).Create(ctx, u, metav1.CreateOptions{})
 	require.ErrorContains(t, err, "customServiceConfig must be an oslo.config INI snippet")
 	// One that passes the API's check but not the parser: refused by the workflow, nothing deployed.
-	create(t, gvrNEC, nec("badcfg", "[DEFAULT]\n    a continuation without an option\n"))
+	create(t, gvrNEC, nec("badcfg", "cell1", "[DEFAULT]\n    a continuation without an option\n"))
 	e2e.WaitFor(t, "badcfg refused by its workflow", 3*time.Minute, func() (bool, string) {
 		c := e2e.Condition(get(t, gvrNEC, "badcfg"), "ComputeDeployed")
 		return c != nil && c.Reason == "InvalidCustomServiceConfig", e2e.CondString(c)
@@ -475,25 +465,25 @@ spec: {preProvisioned: true}
 	require.ErrorContains(t, err, "cellName is immutable")
 	require.True(t, slices.Contains([]string{lifecycle.PhaseFailed}, e2e.Str(get(t, gvrNEC, "badcfg"), "status", "phase")))
 
-	// Two Novas in one namespace each have a cell1: a compute whose cellName is cell1 waits, naming both
+	// Two Novas in one namespace each have a cell3: a compute whose cellName is cell3 waits, naming both
 	// NovaCells, instead of joining whichever comes first by name; once one goes, it takes the other.
-	for _, name := range []string{"left-cell1", "right-cell1"} {
+	for _, name := range []string{"left-cell3", "right-cell3"} {
 		create(t, gvrCell, fmt.Sprintf(`
 apiVersion: nova.openstack.org/v1beta1
 kind: NovaCell
 metadata: {name: %[1]s}
-spec: {cellName: cell1, secret: %[1]s-secret, keystoneAuthURL: http://198.51.100.1:5000/v3, cellDatabaseHostname: 127.0.0.1, transportURLSecret: %[1]s-transport}
+spec: {cellName: cell3, secret: %[1]s-secret, keystoneAuthURL: http://198.51.100.1:5000/v3, cellDatabaseHostname: 127.0.0.1, transportURLSecret: %[1]s-transport}
 `, name))
 	}
-	create(t, gvrNEC, nec("ambiguous", "[DEFAULT]\ndebug = True\n"))
-	e2e.WaitFor(t, "ambiguous waits, naming both NovaCells of cell1", 3*time.Minute, func() (bool, string) {
+	create(t, gvrNEC, nec("ambiguous", "cell3", "[DEFAULT]\ndebug = True\n"))
+	e2e.WaitFor(t, "ambiguous waits, naming both NovaCells of cell3", 3*time.Minute, func() (bool, string) {
 		c := e2e.Condition(get(t, gvrNEC, "ambiguous"), "ComputeDeployed")
-		return c != nil && c.Reason == "CellAmbiguous" && strings.Contains(c.Message, "left-cell1, right-cell1"), e2e.CondString(c)
+		return c != nil && c.Reason == "CellAmbiguous" && strings.Contains(c.Message, "left-cell3, right-cell3"), e2e.CondString(c)
 	})
-	require.NoError(t, env.Dyn.Resource(gvrCell).Namespace(ns).Delete(ctx, "right-cell1", metav1.DeleteOptions{}))
-	e2e.WaitFor(t, "ambiguous takes left-cell1 once right-cell1 is gone", 3*time.Minute, func() (bool, string) {
+	require.NoError(t, env.Dyn.Resource(gvrCell).Namespace(ns).Delete(ctx, "right-cell3", metav1.DeleteOptions{}))
+	e2e.WaitFor(t, "ambiguous takes left-cell3 once right-cell3 is gone", 3*time.Minute, func() (bool, string) {
 		c := e2e.Condition(get(t, gvrNEC, "ambiguous"), "ComputeDeployed")
-		return c != nil && c.Reason == "WaitingForCell" && strings.Contains(c.Message, "left-cell1-transport"), e2e.CondString(c)
+		return c != nil && c.Reason == "WaitingForCell" && strings.Contains(c.Message, "left-cell3-transport"), e2e.CondString(c)
 	})
 }
 

@@ -1,6 +1,7 @@
 // Package edpm proves the EDPM data plane end to end on the real local stack: the real API server,
-// Temporal, OpenStack (Keystone, Nova cells v2, Placement, Neutron, Glance, Ironic fake-hardware,
-// RabbitMQ) and the EDPM test hosts (network namespaces with sshd and private filesystems), with the
+// Temporal, OpenStack (Keystone, Placement, Neutron, Glance, Ironic fake-hardware, MariaDB, RabbitMQ),
+// a Nova with cells v2 that stackflow deploys for the package (its computes join that Nova's cell1), and
+// the EDPM test hosts (network namespaces with sshd and private filesystems), with the
 // stackflow-worker and stackflow-bridge binaries built from this tree running as processes, so a kill -9
 // is a real crash. Workflows run in a Temporal namespace of their own and objects live in a Kubernetes
 // namespace of their own per run; the bridge serves only the data-plane kinds.
@@ -22,11 +23,20 @@ import (
 // servedKinds are the kinds the tests' bridge serves.
 const servedKinds = "OpenStackDataPlane,OpenStackDataPlaneRole,OpenStackDataPlaneNode,NovaExternalCompute,OVNMetadataAgent,OpenStackDataPlaneUpdate"
 
+// NovaRegion is the region of the tests' Nova (the stack's own Nova is RegionOne, the samples' RegionTwo);
+// novaAPIPort is where its compute API listens (the stack's holds 8774, tests/nova's 18774).
+const (
+	NovaRegion  = "EDPME2E"
+	novaAPIPort = 18874
+)
+
 var (
 	// env is the run's stack, clients and binaries; env.Run names this run.
 	env *e2e.Env
 	// ns is the run's Kubernetes namespace.
 	ns string
+	// nova is the Nova whose cells the tests' computes join (see TestMain).
+	nova *e2e.Nova
 )
 
 func TestMain(m *testing.M) {
@@ -57,7 +67,17 @@ func mainErr(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "test namespace:", err)
 		return 1
 	}
+	// The computes join cells of a Nova that stackflow deploys, as on `make run`'s cloud: it comes up while
+	// the first test's nodes run phase 0, and goes once every test removed its computes.
+	nova, err = env.StartNova(ctx, e2e.NovaOptions{Namespace: ns, Region: NovaRegion, APIPort: novaAPIPort})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "the tests' Nova:", err)
+		return 1
+	}
 	code := env.RunTests(m)
+	if c := nova.Close(); code == 0 {
+		code = c
+	}
 	if code == 0 {
 		_ = env.Kube.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{})
 	} else {
@@ -72,10 +92,12 @@ func hostCount() int {
 	return max(n, 2)
 }
 
-// setUpNamespace creates the run's namespace with the Secrets the data plane reads there, copied from
-// the stack's: the hosts' SSH key, clouds.yaml, cell1's message bus and the nova service password.
+// setUpNamespace creates the run's namespace with the Secrets a user of the stack starts from, copied
+// from the stack's: the hosts' SSH key, clouds.yaml, the nova service password and the administrators of
+// MariaDB and RabbitMQ, with which the Nova creates its databases and vhosts.
 func setUpNamespace(ctx context.Context) error {
-	return env.NamespaceWithSecrets(ctx, ns, "edpm-ssh-key", "openstack-clouds", "cell1-transport", local.ServiceSecretName)
+	return env.NamespaceWithSecrets(ctx, ns, "edpm-ssh-key", local.CloudsSecretName, local.ServiceSecretName,
+		local.DatabaseAdminSecretName, local.MessageBusAdminSecretName)
 }
 
 func createSecret(ctx context.Context, name string, data map[string][]byte) error {

@@ -47,8 +47,8 @@ formatter = plain
 format = %(asctime)s %(process)d %(levelname)s %(name)s %(message)s
 `
 
-// TestRollingUpdateOfComputes runs two updates of a data plane of two computes (fake driver) carrying
-// three servers. The first: the canary is disabled in Nova and drained while it updates (the worker is
+// TestRollingUpdateOfComputes runs two updates of a data plane of two computes (fake driver, in cell1 of
+// the package's Nova, which stackflow deployed in a region of its own) carrying three servers. The first: the canary is disabled in Nova and drained while it updates (the worker is
 // killed with SIGKILL during its drain), its servers wait on the other compute and come back, the gate
 // holds the second node until approved, and the second node's update playbook survives a SIGKILL too;
 // both end enabled, reporting the new version, every server where it was. The second update breaks
@@ -66,12 +66,8 @@ func TestRollingUpdateOfComputes(t *testing.T) {
 	w := startWorker(t)
 	hostA, hostB := env.Run+"-up-0", env.Run+"-up-1"
 
-	create(t, gvrCell, `
-apiVersion: nova.openstack.org/v1beta1
-kind: NovaCell
-metadata: {name: cell1}
-spec: {cellName: cell1, secret: osp-secret, keystoneAuthURL: http://198.51.100.1:5000/v3, cellDatabaseHostname: 127.0.0.1, transportURLSecret: cell1-transport}
-`)
+	// The computes join cell1 of the package's Nova: the update's every call about them (disable, drain,
+	// version, enable) goes to that Nova's region.
 	create(t, gvrRole, `
 apiVersion: dataplane.openstack.org/v1beta1
 kind: OpenStackDataPlaneRole
@@ -112,7 +108,8 @@ spec: {role: upd, hostName: %s, ansibleHost: %s, deploy: true}
 	})
 	t.Logf("two computes deployed in %.0fs", time.Since(start).Seconds())
 
-	cc, err := env.Cloud(ctx)
+	nova.WaitReady(t)
+	cc, err := env.CloudIn(ctx, NovaRegion)
 	require.NoError(t, err)
 	s1, s2 := bootServer(t, cc, env.Run+"-s1", hostA), bootServer(t, cc, env.Run+"-s2", hostA)
 	s3 := bootServer(t, cc, env.Run+"-s3", hostB)
