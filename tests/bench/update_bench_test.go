@@ -28,8 +28,9 @@ const (
 )
 
 // BenchmarkDataPlaneUpdate deploys two computes (Nova's fake driver) of one data plane through
-// stackflow, in cell1 of a Nova stackflow deploys, boots a server on each, and updates both, one at a time (canary, then the other), each node
-// disabled, drained, checkpointed, updated, verified, enabled and its server migrated back. From the
+// stackflow, in cell1 of a Nova stackflow deploys, boots a server on each, and updates both, one at a
+// time (canary, then the other), each node disabled, drained, checkpointed, updated, verified, enabled
+// and its server migrated back. From the
 // update workflow's history it splits each node's time (its first activity scheduled to its last
 // completed) into playbooks (RunPlaybook), live migrations (MigrateServers) and the rest, the
 // orchestration: workflow tasks and the waits between activities, Nova API calls, and the wait for the

@@ -114,7 +114,9 @@ func (e *Env) StartNova(ctx context.Context, o NovaOptions) (_ *Nova, err error)
 		}
 	}()
 	if err := scope.Do(func() {
-		ne.StartBridge(scope, BridgeOptions{Identity: e.Run + "-nova-bridge", Kinds: NovaKinds})
+		// Its namespace only: the objects of other namespaces are not this Nova's bridge's business.
+		ne.StartBridge(scope, BridgeOptions{Identity: e.Run + "-nova-bridge", Kinds: NovaKinds,
+			ExtraArgs: []string{"--watch-namespaces", o.Namespace}})
 		ne.StartWorker(scope, WorkerOptions{Identity: e.Run + "-nova-worker"})
 	}); err != nil {
 		return nil, err
