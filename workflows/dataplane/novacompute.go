@@ -28,9 +28,10 @@ import (
 // until the choice is made (cellName naming the NovaCell, or one of them gone). The cell is
 // ready for computes once its message-bus Secret (spec.transportURLSecret, key transport_url) and its
 // service Secret (spec.secret, the service password key) exist: that is all nova-compute needs of it.
-// Until stackflow deploys the Nova control plane itself, a NovaCell may therefore simply reference an
-// existing cell's connection Secret (the local stack publishes openstack/cell1-transport for cell1); no
-// NovaCell workflow has to have run.
+// Besides the NovaCells a Nova creates, a NovaCell may therefore simply reference the connection Secret
+// of a cell stackflow did not deploy (the local stack publishes openstack/cell1-transport for its own
+// cell1); no NovaCell workflow has to have run. A cell without hasAPIAccess gets computes configured
+// for a cell without upcalls (see NovaComputeOptions).
 //
 // Once the playbook started nova-compute, the workflow waits until the compute API lists the host's
 // nova-compute service as up and its hypervisor (the cell's scheduler maps new hosts by itself), and
