@@ -34,216 +34,6 @@ vif_plugging_is_fatal = false
 vif_plugging_timeout = 0
 `
 
-// TestComputeNodesJoinTheirCells deploys two nodes of one role whose annotation puts its nodes in cell1:
-// edpm-compute-0 keeps it and is provisioned through Ironic first; edpm-compute-1's own annotation puts
-// it in cell2, which no NovaCell serves here, so its compute waits for it, saying so (tests/nova deploys
-// a real cell2 from a Nova CR and boots a server on it). The worker is killed with SIGKILL during phase 0
-// and during phase 1. The first node's nova-compute ends up registered in the package's Nova (deployed
-// by stackflow), in cell1, running with the customServiceConfig that overrides the generated
-// debug = False.
-func TestComputeNodesJoinTheirCells(t *testing.T) {
-	start := time.Now()
-	h0, h1 := env.Host(t, "edpm-compute-0"), env.Host(t, "edpm-compute-1")
-	e2e.CleanHost(t, h0)
-	e2e.CleanHost(t, h1)
-	startBridge(t)
-	w := startWorker(t)
-
-	create(t, gvrRole, `
-apiVersion: dataplane.openstack.org/v1beta1
-kind: OpenStackDataPlaneRole
-metadata:
-  name: compute
-  annotations: {nova.openstack.org/cell: cell1}
-spec:
-  preProvisioned: true
-  nodeTemplate:
-    ansibleUser: root
-    ansibleSSHPrivateKeySecret: edpm-ssh-key
-    managementNetwork: ctlplane
-    networkAttachments: [ctlplane, internalapi]
-    ansibleVars: {edpm_sysctl: {net.ipv4.ip_forward: 1}}
-`)
-	// The data plane first: it lists edpm-compute-0, which then waits for its admission; edpm-compute-1
-	// belongs to no data plane and deploys on its own.
-	dp := create(t, gvrDP, `
-apiVersion: dataplane.openstack.org/v1beta1
-kind: OpenStackDataPlane
-metadata: {name: computes}
-spec:
-  nodes: [edpm-compute-0]
-  deploy: true
-  maxConcurrency: 2
-`)
-	// Nova host names are per run: a compute record of an earlier run (or its resource provider, which
-	// placement keeps while it has allocations) must not be mistaken for this run's.
-	hostA, hostB := env.Run+"-compute-0", env.Run+"-compute-1"
-	ironicName := env.Run + "-edpm-compute-0"
-	nodeA := create(t, gvrNode, fmt.Sprintf(`
-apiVersion: dataplane.openstack.org/v1beta1
-kind: OpenStackDataPlaneNode
-metadata: {name: edpm-compute-0}
-spec:
-  role: compute
-  hostName: %s
-  ansibleHost: %s
-  preProvisioned: false
-  bareMetal:
-    ironicNodeName: %s
-    driver: fake-hardware
-    image: %s
-    properties: {cpus: "1", memory_mb: "512", local_gb: "1", cpu_arch: x86_64}
-  deploy: true
-`, hostA, h0.Address, ironicName, env.Stack.OpenStack.Image))
-	create(t, gvrNode, fmt.Sprintf(`
-apiVersion: dataplane.openstack.org/v1beta1
-kind: OpenStackDataPlaneNode
-metadata:
-  name: edpm-compute-1
-  annotations: {nova.openstack.org/cell: cell2}
-spec:
-  role: compute
-  hostName: %s
-  ansibleHost: %s
-  deploy: true
-`, hostB, h1.Address))
-
-	// The nodes create their NovaExternalComputes, copying what the node and role say.
-	for node, cell := range map[string]string{"edpm-compute-0": "cell1", "edpm-compute-1": "cell2"} {
-		e2e.WaitFor(t, "NovaExternalCompute "+node+" created by its node", 3*time.Minute, func() (bool, string) {
-			return get(t, gvrNEC, node) != nil, e2e.Summary(get(t, gvrNEC, node))
-		})
-		nec := get(t, gvrNEC, node)
-		require.Equal(t, cell, e2e.Str(nec, "spec", "cellName"), "the effective cell annotation (node over role)")
-		require.Equal(t, node, e2e.Str(nec, "spec", "dataplaneNodeName"))
-		require.Equal(t, "edpm-ssh-key", e2e.Str(nec, "spec", "sshKeySecretName"))
-		require.Equal(t, node+"-inventory", e2e.Str(nec, "spec", "inventoryConfigMapName"))
-		require.JSONEq(t, `["ctlplane","internalapi"]`, e2e.Str(nec, "spec", "networkAttachments"))
-		require.Equal(t, "true", e2e.Str(nec, "spec", "deploy"))
-		require.NotEmpty(t, e2e.Str(nec, "spec", "novaComputeImage"), "image defaulted from the worker's environment")
-		// customServiceConfig belongs to the CR: set it now, the node never touches it.
-		patch := fmt.Sprintf(`{"spec":{"customServiceConfig":%q}}`, customConfig)
-		_, err := env.Dyn.Resource(gvrNEC).Namespace(ns).Patch(context.Background(), node, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
-		require.NoError(t, err)
-	}
-
-	// kill -9 during phase 0 (after phase -1 went through Ironic).
-	e2e.WaitFor(t, "edpm-compute-0 running a phase 0 playbook", 10*time.Minute, func() (bool, string) {
-		n := get(t, gvrNode, "edpm-compute-0")
-		return strings.Contains(e2e.Str(n, "status", "currentStep"), "phase 0 ·") && strings.Contains(e2e.Str(n, "status", "currentStep"), ".yml on host"), e2e.Summary(n)
-	})
-	require.Equal(t, "True", string(e2e.Condition(get(t, gvrNode, "edpm-compute-0"), "BareMetalProvisioned").Status))
-	w.Kill9()
-	time.Sleep(2 * time.Second)
-	w.Start()
-
-	// cell1 is the package's Nova's (NovaCell nova-cell1); no NovaCell serves cell2: that compute waits,
-	// visibly, for its cell.
-	e2e.WaitFor(t, "edpm-compute-1's compute waiting for its NovaCell", 15*time.Minute, func() (bool, string) {
-		c := e2e.Condition(get(t, gvrNEC, "edpm-compute-1"), "ComputeDeployed")
-		return c != nil && c.Reason == "WaitingForCell", e2e.CondString(c)
-	})
-	nova.WaitReady(t)
-
-	// kill -9 during phase 1.
-	e2e.WaitFor(t, "edpm-compute-0's nova-compute playbook running", 10*time.Minute, func() (bool, string) {
-		nec := get(t, gvrNEC, "edpm-compute-0")
-		return strings.Contains(e2e.Str(nec, "status", "currentStep"), "nova-compute.yml on host"), e2e.Summary(nec)
-	})
-	w.Kill9()
-	time.Sleep(2 * time.Second)
-	w.Start()
-
-	e2e.WaitFor(t, "data plane computes Ready", 15*time.Minute, func() (bool, string) {
-		d := get(t, gvrDP, "computes")
-		c := e2e.Condition(d, lifecycle.ConditionReady)
-		return c != nil && c.Status == metav1.ConditionTrue, e2e.Summary(d) + " nodes=" + e2e.Str(d, "status", "nodeStates")
-	})
-	t.Logf("data plane Ready %.0fs after the objects were created", time.Since(start).Seconds())
-
-	// Phase -1 went through Ironic to active.
-	n0 := get(t, gvrNode, "edpm-compute-0")
-	require.Equal(t, "active", e2e.Str(n0, "status", "provisionState"))
-	require.NotEmpty(t, e2e.Str(n0, "status", "ironicNodeUUID"))
-	require.Equal(t, "true", e2e.Str(n0, "status", "deployed"))
-	phases := map[string]string{}
-	raw, _, _ := unstructured.NestedSlice(n0.Object, "status", "phases")
-	for _, p := range raw {
-		m, _ := p.(map[string]any)
-		phases[fmt.Sprint(m["name"])] = fmt.Sprint(m["state"])
-	}
-	require.Equal(t, map[string]string{"BareMetal": "Succeeded", "Infrastructure": "Succeeded", "Services": "Succeeded"}, phases)
-
-	// Phase 0 is on each host's own filesystem, and nowhere else.
-	require.Contains(t, e2e.HostFile(h0, "etc/edpm/node.json"), `"node": "`+hostA+`"`)
-	require.Contains(t, e2e.HostFile(h1, "etc/edpm/node.json"), `"node": "`+hostB+`"`)
-	require.Contains(t, e2e.HostFile(h0, "etc/edpm/node.json"), `"kernelHostname": "edpm-compute-0"`, "the playbook ran on the host itself")
-	require.Contains(t, e2e.HostFile(h0, "etc/edpm/network/config.json"), "internalapi")
-	require.Contains(t, e2e.HostFile(h0, "etc/edpm/os/99-edpm-sysctl.conf"), "net.ipv4.ip_forward = 1")
-	_, err := os.Stat("/etc/edpm/node.json")
-	require.True(t, os.IsNotExist(err), "phase 0 wrote to the machine's own /etc/edpm")
-
-	// customServiceConfig (a later file) beats the generated debug = False in what nova-compute loaded.
-	require.Contains(t, e2e.HostFile(h0, "etc/nova/nova.conf.d/01-nova.conf"), "debug = False")
-	require.Contains(t, e2e.HostFile(h0, "etc/nova/nova.conf.d/99-nova-custom.conf"), "debug = True")
-	logText := e2e.HostFile(h0, "var/log/nova/nova-compute.log")
-	require.Contains(t, logText, " DEBUG ", "nova-compute logs at debug level")
-	require.Regexp(t, `\] debug\s+= True `, logText, "nova-compute's own dump of its options")
-
-	// The node's nova-compute is a compute service and hypervisor of the Nova stackflow deployed, in
-	// cell1: its compute API (in the Nova's region) lists it.
-	nec0 := get(t, gvrNEC, "edpm-compute-0")
-	require.Equal(t, hostA, e2e.Str(nec0, "status", "hypervisorHostname"))
-	cc := env.ComputeClient(t, NovaRegion)
-	pages, err := services.List(cc, services.ListOpts{Binary: "nova-compute", Host: hostA}).AllPages(context.Background())
-	require.NoError(t, err)
-	svcs, err := services.ExtractServices(pages)
-	require.NoError(t, err)
-	require.Len(t, svcs, 1)
-	require.Equal(t, "up", svcs[0].State)
-	require.Equal(t, e2e.Str(nec0, "status", "computeServiceID"), svcs[0].ID)
-	pattern := hostA
-	hpages, err := hypervisors.List(cc, hypervisors.ListOpts{HypervisorHostnamePattern: &pattern}).AllPages(context.Background())
-	require.NoError(t, err)
-	hvs, err := hypervisors.ExtractHypervisors(hpages)
-	require.NoError(t, err)
-	require.Len(t, hvs, 1)
-	e2e.WaitFor(t, hostA+" mapped in cell1", 2*time.Minute, func() (bool, string) {
-		out := e2e.NovaManage(t, nova.SuperconductorConfig(t), "cell_v2", "list_hosts")
-		for _, line := range strings.Split(out, "\n") {
-			if strings.Contains(line, " cell1 ") && strings.Contains(line, " "+hostA+" ") {
-				return true, line
-			}
-		}
-		return false, lastLine(out)
-	})
-
-	// The override node still waits for its cell, and nothing of nova-compute reached its host.
-	c1 := e2e.Condition(get(t, gvrNEC, "edpm-compute-1"), "ComputeDeployed")
-	require.Equal(t, "WaitingForCell", c1.Reason, e2e.CondString(c1))
-	require.Contains(t, c1.Message, "cell2")
-	require.Empty(t, e2e.HostFile(h1, "etc/nova/nova.conf.d/01-nova.conf"))
-
-	// Progress is searchable in Temporal by host and cell.
-	ids := workflowsWith(t, fmt.Sprintf(`StackflowHost = %q AND StackflowCell = "cell1"`, hostA))
-	require.Contains(t, ids, workflowID("NovaExternalCompute", gvrNEC, nec0))
-	require.Contains(t, ids, workflowID("OpenStackDataPlaneNode", gvrNode, nodeA))
-	require.Contains(t, e2e.Str(get(t, gvrDP, dp.GetName()), "status", "nodeStates"), `"state":"Succeeded"`)
-
-	// Deleting the node tears its compute down: nova-compute stopped on the host and its files removed
-	// (its log aside), and its compute service gone from Nova.
-	env.DeleteAndWaitT(t, gvrNode, ns, nodeA.GetName())
-	require.Nil(t, get(t, gvrNEC, "edpm-compute-0"), "the node's NovaExternalCompute went with it")
-	e2e.RequireRemoved(t, h0, "nova-compute")
-	require.NotEmpty(t, e2e.HostFile(h0, "var/log/nova/nova-compute.log"), "its log stays")
-	pages, err = services.List(cc, services.ListOpts{Binary: "nova-compute", Host: hostA}).AllPages(context.Background())
-	require.NoError(t, err)
-	svcs, err = services.ExtractServices(pages)
-	require.NoError(t, err)
-	require.Empty(t, svcs, "the compute service of %s is gone from Nova", hostA)
-	t.Logf("scenario done in %.0fs", time.Since(start).Seconds())
-}
-
 func lastLine(s string) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
 	return lines[len(lines)-1]
@@ -583,4 +373,217 @@ spec: {roles: [steer], deploy: true, maxConcurrency: 1}
 	time.Sleep(15 * time.Second)
 	require.Equal(t, before, stepLog(h1), "a stopped node runs nothing more")
 	require.Less(t, before["configure-os"], 1, "steer-1 stopped before its pipeline ended")
+}
+
+// TestComputeNodesJoinTheirCells deploys two nodes of one role whose annotation puts its nodes in cell1:
+// edpm-compute-0 keeps it and is provisioned through Ironic first; edpm-compute-1's own annotation puts
+// it in cell2, which no NovaCell serves here, so its compute waits for it, saying so (tests/nova deploys
+// a real cell2 from a Nova CR and boots a server on it). The worker is killed with SIGKILL during phase 0
+// and during phase 1. The first node's nova-compute ends up registered in the package's Nova (deployed
+// by stackflow), in cell1, running with the customServiceConfig that overrides the generated
+// debug = False.
+func TestComputeNodesJoinTheirCells(t *testing.T) {
+	// The Nova first: with cell1 served, edpm-compute-0's phase 1 follows its phase 0 at once, and the
+	// kill -9 below must find it running. In the package's order the Nova is Ready by now (it deployed
+	// during the tests before this one, which need none).
+	nova.WaitReady(t)
+	start := time.Now()
+	h0, h1 := env.Host(t, "edpm-compute-0"), env.Host(t, "edpm-compute-1")
+	e2e.CleanHost(t, h0)
+	e2e.CleanHost(t, h1)
+	startBridge(t)
+	w := startWorker(t)
+
+	create(t, gvrRole, `
+apiVersion: dataplane.openstack.org/v1beta1
+kind: OpenStackDataPlaneRole
+metadata:
+  name: compute
+  annotations: {nova.openstack.org/cell: cell1}
+spec:
+  preProvisioned: true
+  nodeTemplate:
+    ansibleUser: root
+    ansibleSSHPrivateKeySecret: edpm-ssh-key
+    managementNetwork: ctlplane
+    networkAttachments: [ctlplane, internalapi]
+    ansibleVars: {edpm_sysctl: {net.ipv4.ip_forward: 1}}
+`)
+	// The data plane first: it lists edpm-compute-0, which then waits for its admission; edpm-compute-1
+	// belongs to no data plane and deploys on its own.
+	dp := create(t, gvrDP, `
+apiVersion: dataplane.openstack.org/v1beta1
+kind: OpenStackDataPlane
+metadata: {name: computes}
+spec:
+  nodes: [edpm-compute-0]
+  deploy: true
+  maxConcurrency: 2
+`)
+	// Nova host names are per run: a compute record of an earlier run (or its resource provider, which
+	// placement keeps while it has allocations) must not be mistaken for this run's.
+	hostA, hostB := env.Run+"-compute-0", env.Run+"-compute-1"
+	ironicName := env.Run + "-edpm-compute-0"
+	nodeA := create(t, gvrNode, fmt.Sprintf(`
+apiVersion: dataplane.openstack.org/v1beta1
+kind: OpenStackDataPlaneNode
+metadata: {name: edpm-compute-0}
+spec:
+  role: compute
+  hostName: %s
+  ansibleHost: %s
+  preProvisioned: false
+  bareMetal:
+    ironicNodeName: %s
+    driver: fake-hardware
+    image: %s
+    properties: {cpus: "1", memory_mb: "512", local_gb: "1", cpu_arch: x86_64}
+  deploy: true
+`, hostA, h0.Address, ironicName, env.Stack.OpenStack.Image))
+	create(t, gvrNode, fmt.Sprintf(`
+apiVersion: dataplane.openstack.org/v1beta1
+kind: OpenStackDataPlaneNode
+metadata:
+  name: edpm-compute-1
+  annotations: {nova.openstack.org/cell: cell2}
+spec:
+  role: compute
+  hostName: %s
+  ansibleHost: %s
+  deploy: true
+`, hostB, h1.Address))
+
+	// The nodes create their NovaExternalComputes, copying what the node and role say.
+	for node, cell := range map[string]string{"edpm-compute-0": "cell1", "edpm-compute-1": "cell2"} {
+		e2e.WaitFor(t, "NovaExternalCompute "+node+" created by its node", 3*time.Minute, func() (bool, string) {
+			return get(t, gvrNEC, node) != nil, e2e.Summary(get(t, gvrNEC, node))
+		})
+		nec := get(t, gvrNEC, node)
+		require.Equal(t, cell, e2e.Str(nec, "spec", "cellName"), "the effective cell annotation (node over role)")
+		require.Equal(t, node, e2e.Str(nec, "spec", "dataplaneNodeName"))
+		require.Equal(t, "edpm-ssh-key", e2e.Str(nec, "spec", "sshKeySecretName"))
+		require.Equal(t, node+"-inventory", e2e.Str(nec, "spec", "inventoryConfigMapName"))
+		require.JSONEq(t, `["ctlplane","internalapi"]`, e2e.Str(nec, "spec", "networkAttachments"))
+		require.Equal(t, "true", e2e.Str(nec, "spec", "deploy"))
+		require.NotEmpty(t, e2e.Str(nec, "spec", "novaComputeImage"), "image defaulted from the worker's environment")
+		// customServiceConfig belongs to the CR: set it now, the node never touches it.
+		patch := fmt.Sprintf(`{"spec":{"customServiceConfig":%q}}`, customConfig)
+		_, err := env.Dyn.Resource(gvrNEC).Namespace(ns).Patch(context.Background(), node, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+		require.NoError(t, err)
+	}
+
+	// kill -9 during phase 0 (after phase -1 went through Ironic).
+	e2e.WaitFor(t, "edpm-compute-0 running a phase 0 playbook", 10*time.Minute, func() (bool, string) {
+		n := get(t, gvrNode, "edpm-compute-0")
+		return strings.Contains(e2e.Str(n, "status", "currentStep"), "phase 0 ·") && strings.Contains(e2e.Str(n, "status", "currentStep"), ".yml on host"), e2e.Summary(n)
+	})
+	require.Equal(t, "True", string(e2e.Condition(get(t, gvrNode, "edpm-compute-0"), "BareMetalProvisioned").Status))
+	w.Kill9()
+	time.Sleep(2 * time.Second)
+	w.Start()
+
+	// cell1 is the package's Nova's (NovaCell nova-cell1); no NovaCell serves cell2: that compute waits,
+	// visibly, for its cell.
+	e2e.WaitFor(t, "edpm-compute-1's compute waiting for its NovaCell", 15*time.Minute, func() (bool, string) {
+		c := e2e.Condition(get(t, gvrNEC, "edpm-compute-1"), "ComputeDeployed")
+		return c != nil && c.Reason == "WaitingForCell", e2e.CondString(c)
+	})
+
+	// kill -9 during phase 1.
+	e2e.WaitFor(t, "edpm-compute-0's nova-compute playbook running", 10*time.Minute, func() (bool, string) {
+		nec := get(t, gvrNEC, "edpm-compute-0")
+		return strings.Contains(e2e.Str(nec, "status", "currentStep"), "nova-compute.yml on host"), e2e.Summary(nec)
+	})
+	w.Kill9()
+	time.Sleep(2 * time.Second)
+	w.Start()
+
+	e2e.WaitFor(t, "data plane computes Ready", 15*time.Minute, func() (bool, string) {
+		d := get(t, gvrDP, "computes")
+		c := e2e.Condition(d, lifecycle.ConditionReady)
+		return c != nil && c.Status == metav1.ConditionTrue, e2e.Summary(d) + " nodes=" + e2e.Str(d, "status", "nodeStates")
+	})
+	t.Logf("data plane Ready %.0fs after the objects were created", time.Since(start).Seconds())
+
+	// Phase -1 went through Ironic to active.
+	n0 := get(t, gvrNode, "edpm-compute-0")
+	require.Equal(t, "active", e2e.Str(n0, "status", "provisionState"))
+	require.NotEmpty(t, e2e.Str(n0, "status", "ironicNodeUUID"))
+	require.Equal(t, "true", e2e.Str(n0, "status", "deployed"))
+	phases := map[string]string{}
+	raw, _, _ := unstructured.NestedSlice(n0.Object, "status", "phases")
+	for _, p := range raw {
+		m, _ := p.(map[string]any)
+		phases[fmt.Sprint(m["name"])] = fmt.Sprint(m["state"])
+	}
+	require.Equal(t, map[string]string{"BareMetal": "Succeeded", "Infrastructure": "Succeeded", "Services": "Succeeded"}, phases)
+
+	// Phase 0 is on each host's own filesystem, and nowhere else.
+	require.Contains(t, e2e.HostFile(h0, "etc/edpm/node.json"), `"node": "`+hostA+`"`)
+	require.Contains(t, e2e.HostFile(h1, "etc/edpm/node.json"), `"node": "`+hostB+`"`)
+	require.Contains(t, e2e.HostFile(h0, "etc/edpm/node.json"), `"kernelHostname": "edpm-compute-0"`, "the playbook ran on the host itself")
+	require.Contains(t, e2e.HostFile(h0, "etc/edpm/network/config.json"), "internalapi")
+	require.Contains(t, e2e.HostFile(h0, "etc/edpm/os/99-edpm-sysctl.conf"), "net.ipv4.ip_forward = 1")
+	_, err := os.Stat("/etc/edpm/node.json")
+	require.True(t, os.IsNotExist(err), "phase 0 wrote to the machine's own /etc/edpm")
+
+	// customServiceConfig (a later file) beats the generated debug = False in what nova-compute loaded.
+	require.Contains(t, e2e.HostFile(h0, "etc/nova/nova.conf.d/01-nova.conf"), "debug = False")
+	require.Contains(t, e2e.HostFile(h0, "etc/nova/nova.conf.d/99-nova-custom.conf"), "debug = True")
+	logText := e2e.HostFile(h0, "var/log/nova/nova-compute.log")
+	require.Contains(t, logText, " DEBUG ", "nova-compute logs at debug level")
+	require.Regexp(t, `\] debug\s+= True `, logText, "nova-compute's own dump of its options")
+
+	// The node's nova-compute is a compute service and hypervisor of the Nova stackflow deployed, in
+	// cell1: its compute API (in the Nova's region) lists it.
+	nec0 := get(t, gvrNEC, "edpm-compute-0")
+	require.Equal(t, hostA, e2e.Str(nec0, "status", "hypervisorHostname"))
+	cc := env.ComputeClient(t, NovaRegion)
+	pages, err := services.List(cc, services.ListOpts{Binary: "nova-compute", Host: hostA}).AllPages(context.Background())
+	require.NoError(t, err)
+	svcs, err := services.ExtractServices(pages)
+	require.NoError(t, err)
+	require.Len(t, svcs, 1)
+	require.Equal(t, "up", svcs[0].State)
+	require.Equal(t, e2e.Str(nec0, "status", "computeServiceID"), svcs[0].ID)
+	pattern := hostA
+	hpages, err := hypervisors.List(cc, hypervisors.ListOpts{HypervisorHostnamePattern: &pattern}).AllPages(context.Background())
+	require.NoError(t, err)
+	hvs, err := hypervisors.ExtractHypervisors(hpages)
+	require.NoError(t, err)
+	require.Len(t, hvs, 1)
+	e2e.WaitFor(t, hostA+" mapped in cell1", 2*time.Minute, func() (bool, string) {
+		out := e2e.NovaManage(t, nova.SuperconductorConfig(t), "cell_v2", "list_hosts")
+		for _, line := range strings.Split(out, "\n") {
+			if strings.Contains(line, " cell1 ") && strings.Contains(line, " "+hostA+" ") {
+				return true, line
+			}
+		}
+		return false, lastLine(out)
+	})
+
+	// The override node still waits for its cell, and nothing of nova-compute reached its host.
+	c1 := e2e.Condition(get(t, gvrNEC, "edpm-compute-1"), "ComputeDeployed")
+	require.Equal(t, "WaitingForCell", c1.Reason, e2e.CondString(c1))
+	require.Contains(t, c1.Message, "cell2")
+	require.Empty(t, e2e.HostFile(h1, "etc/nova/nova.conf.d/01-nova.conf"))
+
+	// Progress is searchable in Temporal by host and cell.
+	ids := workflowsWith(t, fmt.Sprintf(`StackflowHost = %q AND StackflowCell = "cell1"`, hostA))
+	require.Contains(t, ids, workflowID("NovaExternalCompute", gvrNEC, nec0))
+	require.Contains(t, ids, workflowID("OpenStackDataPlaneNode", gvrNode, nodeA))
+	require.Contains(t, e2e.Str(get(t, gvrDP, dp.GetName()), "status", "nodeStates"), `"state":"Succeeded"`)
+
+	// Deleting the node tears its compute down: nova-compute stopped on the host and its files removed
+	// (its log aside), and its compute service gone from Nova.
+	env.DeleteAndWaitT(t, gvrNode, ns, nodeA.GetName())
+	require.Nil(t, get(t, gvrNEC, "edpm-compute-0"), "the node's NovaExternalCompute went with it")
+	e2e.RequireRemoved(t, h0, "nova-compute")
+	require.NotEmpty(t, e2e.HostFile(h0, "var/log/nova/nova-compute.log"), "its log stays")
+	pages, err = services.List(cc, services.ListOpts{Binary: "nova-compute", Host: hostA}).AllPages(context.Background())
+	require.NoError(t, err)
+	svcs, err = services.ExtractServices(pages)
+	require.NoError(t, err)
+	require.Empty(t, svcs, "the compute service of %s is gone from Nova", hostA)
+	t.Logf("scenario done in %.0fs", time.Since(start).Seconds())
 }
