@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"testing"
@@ -20,6 +21,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/stackflow/stackflow/api/temporalconn"
 )
@@ -296,6 +298,28 @@ func visit(m protoreflect.Message, withSearchAttributes bool, payload func(*comm
 // Forbid adds spec values (host names, addresses, image names…) that no history of the run may hold in
 // clear; RunTests checks them with those of the stack.
 func (e *Env) Forbid(values ...string) { e.forbidden = append(e.forbidden, values...) }
+
+// ForbidSecrets adds every credential held by a Secret of namespace ns (passwords, transport URLs,
+// keys: values of 8 characters or more, raw and URL-escaped) to the Forbidden values; addresses and
+// names, which are in every spec, are left out.
+func (e *Env) ForbidSecrets(ctx context.Context, ns string) error {
+	list, err := e.Kube.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("secrets of %s: %w", ns, err)
+	}
+	for _, s := range list.Items {
+		for k, v := range s.Data {
+			switch k {
+			case "username", "host", "port", "management_url", "amqp_host", "amqp_port", "clouds.yaml", "cloud":
+				continue
+			}
+			if len(v) >= 8 {
+				e.Forbid(string(v), url.QueryEscape(string(v)))
+			}
+		}
+	}
+	return nil
+}
 
 // Forbidden are the values RunTests looks for: the stack's EDPM test host addresses, the local cloud's image
 // and network names, and what the package added with Forbid.

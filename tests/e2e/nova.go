@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -158,21 +157,8 @@ func (n *Nova) WaitReady(t TB) {
 func (n *Nova) prepare() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	list, err := n.env.Kube.CoreV1().Secrets(n.Namespace).List(ctx, metav1.ListOptions{})
-	if err != nil {
+	if err := n.env.ForbidSecrets(ctx, n.Namespace); err != nil {
 		return err
-	}
-	for _, s := range list.Items {
-		for k, v := range s.Data {
-			// Addresses and names are no secret (and are in every spec); the rest is.
-			switch k {
-			case "username", "host", "port", "management_url", "amqp_host", "amqp_port", "clouds.yaml", "cloud", "ssh-privatekey":
-				continue
-			}
-			if len(v) >= 8 {
-				n.env.Forbid(string(v), url.QueryEscape(string(v)))
-			}
-		}
 	}
 	c, err := n.parent.CloudIn(ctx, n.Region)
 	if err != nil {
