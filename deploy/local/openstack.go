@@ -55,7 +55,11 @@ const (
 
 // Names of what the local cloud is set up with.
 const (
-	OpenStackRegion  = "RegionOne"
+	OpenStackRegion = "RegionOne"
+	// SampleRegion is the region of the Nova that deploy/samples deploys; the site's shared services
+	// (Placement, Glance, Neutron, Cinder) list their endpoints there too, so the servers of that
+	// region find them as in any multi-region cloud.
+	SampleRegion     = "RegionTwo"
 	CloudName        = "stackflow"
 	NovaCell         = "cell1"
 	LocalComputeHost = "stackflow-compute-0"
@@ -210,6 +214,9 @@ func (s *Stack) upOpenStack(ctx context.Context) error {
 	return nil
 }
 
+// SharedRegions are the regions besides OpenStackRegion where the site's shared services are listed.
+var SharedRegions = []string{SampleRegion}
+
 // bootstrapInput is what bootstrap.py reads on stdin.
 func (o *osEnv) bootstrapInput() []byte {
 	users := map[string]string{}
@@ -224,6 +231,8 @@ func (o *osEnv) bootstrapInput() []byte {
 			"url":      fmt.Sprintf("http://127.0.0.1:%d%s", port, path),
 			"internal": fmt.Sprintf("http://%s:%d%s", HostGateway, port, path)}
 	}
+	// shared marks a service of the whole site, listed in SharedRegions too.
+	shared := func(m map[string]string) map[string]string { m["shared"] = "true"; return m }
 	in := map[string]any{
 		"auth_url":       o.Keystone + "/v3",
 		"admin_password": o.Pw["admin"],
@@ -231,14 +240,15 @@ func (o *osEnv) bootstrapInput() []byte {
 		"service_users":  users,
 		"services": []map[string]string{
 			svc("keystone", "identity", KeystonePort, "/v3"),
-			svc("placement", "placement", PlacementPort, ""),
-			svc("glance", "image", GlancePort, ""),
-			svc("neutron", "network", NeutronPort, ""),
+			shared(svc("placement", "placement", PlacementPort, "")),
+			shared(svc("glance", "image", GlancePort, "")),
+			shared(svc("neutron", "network", NeutronPort, "")),
 			svc("nova", "compute", NovaPort, "/v2.1"),
 			svc("ironic", "baremetal", IronicPort, ""),
-			svc("cinderv3", "volumev3", CinderPort, "/v3/%(project_id)s"),
+			shared(svc("cinderv3", "volumev3", CinderPort, "/v3/%(project_id)s")),
 		},
-		"image": ImageName,
+		"shared_regions": SharedRegions,
+		"image":          ImageName,
 		"external": map[string]string{
 			"name": ExternalNetwork, "subnet": ExternalSubnet, "physnet": o.Physnet,
 			"cidr": "203.0.113.0/24", "gateway": "203.0.113.1", "pool_start": "203.0.113.10", "pool_end": "203.0.113.250",

@@ -83,6 +83,12 @@ def identity():
             if (user["id"], roles[role]["id"]) not in assigned:
                 ks.put("/projects/%s/users/%s/roles/%s" % (project["id"], user["id"], roles[role]["id"]))
 
+    # A shared service (one Glance, Neutron, Placement, Cinder for the site) lists its endpoints in every
+    # region of the site, as a multi-region cloud does, so a client of another region's Nova finds them.
+    known = {r["id"] for r in listing("regions")}
+    for region in CFG.get("shared_regions", []):
+        if region not in known:
+            ks.post("/regions", json={"region": {"id": region, "description": "a region of the local site"}})
     services = {(s["type"], s["name"]): s for s in listing("services")}
     endpoints = listing("endpoints")
     for svc in CFG["services"]:
@@ -90,9 +96,10 @@ def identity():
         if service is None:
             service = ks.post("/services", json={"service": {"name": svc["name"], "type": svc["type"],
                                                              "enabled": True}}).json()["service"]
-        for iface in ("public", "internal", "admin"):
+        regions = [CFG["region"]] + (CFG.get("shared_regions", []) if svc.get("shared") else [])
+        for region, iface in ((r, i) for r in regions for i in ("public", "internal", "admin")):
             mine = [e for e in endpoints if e["service_id"] == service["id"] and e["interface"] == iface
-                    and e.get("region_id") == CFG["region"]]
+                    and e.get("region_id") == region]
             url = svc.get(iface, svc["url"])
             if mine and mine[0]["url"] == url:
                 continue
@@ -100,7 +107,7 @@ def identity():
                 ks.patch("/endpoints/%s" % mine[0]["id"], json={"endpoint": {"url": url}})
             else:
                 ks.post("/endpoints", json={"endpoint": {"service_id": service["id"], "interface": iface,
-                                                         "url": url, "region_id": CFG["region"]}})
+                                                         "url": url, "region_id": region}})
     print(json.dumps({"serviceProject": project["id"]}))
 
 
