@@ -51,8 +51,8 @@ type EndpointsResult struct {
 // service.
 const ErrEndpointConflict = "EndpointConflict"
 
-// identityClient logs in as the service user and returns a Keystone v3 client.
-func (o *OpenStack) identityClient(ctx context.Context, u ServiceUser) (*gophercloud.ServiceClient, error) {
+// serviceProvider logs in as the service user.
+func (o *OpenStack) serviceProvider(ctx context.Context, u ServiceUser) (*gophercloud.ProviderClient, error) {
 	pw, err := kube.ReadSecretKey(ctx, o.Core, u.Password)
 	if err != nil {
 		return nil, err
@@ -63,6 +63,15 @@ func (o *OpenStack) identityClient(ctx context.Context, u ServiceUser) (*gopherc
 	})
 	if err != nil {
 		return nil, classifyOS(fmt.Sprintf("log in to %s as %s", u.AuthURL, u.User), err)
+	}
+	return provider, nil
+}
+
+// identityClient logs in as the service user and returns a Keystone v3 client.
+func (o *OpenStack) identityClient(ctx context.Context, u ServiceUser) (*gophercloud.ServiceClient, error) {
+	provider, err := o.serviceProvider(ctx, u)
+	if err != nil {
+		return nil, err
 	}
 	c, err := openstack.NewIdentityV3(provider, gophercloud.EndpointOpts{})
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/gophercloud/gophercloud/v2"
+	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/flavors"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/temporal"
 )
@@ -59,4 +60,28 @@ func TestPortName(t *testing.T) {
 	suffix := "mgmt"
 	require.Equal(t, "web-0", PortName("web", 0, nil))
 	require.Equal(t, "web-mgmt", PortName("web", 1, &suffix))
+}
+
+func TestFlavorMismatch(t *testing.T) {
+	have := flavors.Flavor{ID: "1", Name: "m1.tiny", VCPUs: 1, RAM: 512, Disk: 1}
+	for _, tc := range []struct {
+		name string
+		want Flavor
+		msg  string
+	}{
+		{"same size", Flavor{Name: "m1.tiny", VCPUs: 1, RAM: 512, Disk: 1}, ""},
+		{"same size and ID", Flavor{Name: "m1.tiny", ID: "1", VCPUs: 1, RAM: 512, Disk: 1}, ""},
+		{"another ID", Flavor{Name: "m1.tiny", ID: "tiny", VCPUs: 1, RAM: 512, Disk: 1}, "exists with ID 1, not tiny"},
+		{"more RAM", Flavor{Name: "m1.tiny", VCPUs: 1, RAM: 1024, Disk: 1}, "1 vCPU, 512 MiB RAM, 1 GiB disk, not 1, 1024, 1"},
+		{"no disk", Flavor{Name: "m1.tiny", VCPUs: 1, RAM: 512}, "not 1, 512, 0"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := FlavorMismatch(have, tc.want)
+			if tc.msg == "" {
+				require.Empty(t, got)
+				return
+			}
+			require.Contains(t, got, tc.msg)
+		})
+	}
 }

@@ -9,7 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/flavors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -56,7 +55,8 @@ type Nova struct {
 }
 
 // novaManifest is the Nova CR: databases named after the run, vhosts after the namespace, the API on
-// its own port in its own region, no metadata service and no console proxy (no test uses them).
+// its own port in its own region, no metadata service and no console proxy (no test uses them), and
+// the m1.tiny flavor the tests' servers boot with (a Nova's API database starts with none).
 func novaManifest(o NovaOptions, run string) string {
 	return fmt.Sprintf(`
 apiVersion: nova.openstack.org/v1beta1
@@ -81,6 +81,8 @@ spec:
       cellDatabase: {hostname: 127.0.0.1, database: %[7]s_cell1, adminSecret: %[8]s}
       cellMessageBus: {adminSecret: %[9]s, transportURLSecret: nova-cell1-transport}
       noVNCProxyServiceTemplate: {enabled: false}
+  flavors:
+  - {name: m1.tiny, vcpus: 1, ram: 512, disk: 1}
 `, o.Namespace, local.ServiceSecretName, local.HostGateway, o.Region, local.RunnerNodeLabel, local.RunnerNodeValue,
 		run, local.DatabaseAdminSecretName, local.MessageBusAdminSecretName, o.APIPort)
 }
@@ -136,9 +138,8 @@ func (e *Env) StartNova(ctx context.Context, o NovaOptions) (_ *Nova, err error)
 // Cell is the name of the NovaCell object of a cell of the Nova.
 func (n *Nova) Cell(cell string) string { return n.Name + "-" + cell }
 
-// WaitReady waits until the Nova is Ready and, the first time, makes what servers boot with on it: the
-// m1.tiny flavor (a Nova's API database starts with none). Its Secrets' values join the forbidden values
-// of its histories.
+// WaitReady waits until the Nova is Ready (its flavors created) and, the first time, adds its Secrets'
+// values to the forbidden values of its histories.
 func (n *Nova) WaitReady(t TB) {
 	t.Helper()
 	WaitFor(t, "Nova "+n.Name+" (region "+n.Region+") Ready", 12*time.Minute, func() (bool, string) {
@@ -157,19 +158,7 @@ func (n *Nova) WaitReady(t TB) {
 func (n *Nova) prepare() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	if err := n.env.ForbidSecrets(ctx, n.Namespace); err != nil {
-		return err
-	}
-	c, err := n.parent.CloudIn(ctx, n.Region)
-	if err != nil {
-		return err
-	}
-	disk := 1
-	_, err = flavors.Create(ctx, c.Compute, flavors.CreateOpts{Name: "m1.tiny", RAM: 512, VCPUs: 1, Disk: &disk}).Extract()
-	if err != nil && !strings.Contains(err.Error(), "already exists") {
-		return fmt.Errorf("create flavor m1.tiny through region %s: %w", n.Region, err)
-	}
-	return nil
+	return n.env.ForbidSecrets(ctx, n.Namespace)
 }
 
 // SuperconductorConfig is the path, seen from this machine, of the nova.conf cell0's conductor loaded

@@ -76,6 +76,8 @@ spec:
       cellDatabase: {hostname: 127.0.0.1, database: %[6]s_cell2, adminSecret: %[7]s}
       cellMessageBus: {adminSecret: %[8]s, transportURLSecret: nova-cell2-transport}
       noVNCProxyServiceTemplate: {enabled: false}
+  flavors:
+  - {name: m1.tiny, vcpus: 1, ram: 512, disk: 1}
 `, local.ServiceSecretName, local.HostGateway, NovaRegion, local.RunnerNodeLabel, local.RunnerNodeValue,
 		env.Run, local.DatabaseAdminSecretName, local.MessageBusAdminSecretName, apiPort)
 }
@@ -301,14 +303,18 @@ spec: {role: compute, hostName: %s, ansibleHost: %s, deploy: true}
 	require.Regexp(t, `(?m)^transport_url = rabbit://\S+@`+local.HostGateway+`:5672/`+ns+`-nova-cell1$`, e2e.HostFile(h0, "etc/nova/nova.conf.d/01-nova.conf"))
 	require.Regexp(t, `(?m)^transport_url = rabbit://\S+@`+local.HostGateway+`:5672/`+ns+`-nova-cell2$`, e2e.HostFile(h1, "etc/nova/nova.conf.d/01-nova.conf"))
 
-	// A server boots on the cell2 compute, through the deployed API (whose API database has flavors of
-	// its own: none until this one).
+	// A server boots on the cell2 compute, through the deployed API, with the flavor the Nova created in
+	// its own API database (which has flavors of its own: none but the spec's).
+	fpages, err := flavors.ListDetail(cc, flavors.ListOpts{AccessType: flavors.AllAccess}).AllPages(ctx)
+	require.NoError(t, err)
+	flvs, err := flavors.ExtractFlavors(fpages)
+	require.NoError(t, err)
+	require.Len(t, flvs, 1, "the spec's flavor, and only it")
+	require.Equal(t, []any{"m1.tiny", 1, 512, 1}, []any{flvs[0].Name, flvs[0].VCPUs, flvs[0].RAM, flvs[0].Disk})
+	require.Equal(t, `["m1.tiny"]`, e2e.Str(get(t, gvrNova, "nova"), "status", "flavors"))
 	cloud, err := env.Cloud(ctx)
 	require.NoError(t, err)
 	cloud.Compute = cc
-	disk := 1
-	_, err = flavors.Create(ctx, cc, flavors.CreateOpts{Name: "m1.tiny", RAM: 512, VCPUs: 1, Disk: &disk}).Extract()
-	require.NoError(t, err, "create a flavor through the deployed API")
 	serverID, err := cloud.BootServer(ctx, env.Run+"-vm", hostB, env.Stack.OpenStack.Image, env.Stack.OpenStack.TenantNetwork)
 	require.NoError(t, err)
 	require.NoError(t, servers.Delete(ctx, cc, serverID).ExtractErr())

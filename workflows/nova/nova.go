@@ -13,6 +13,7 @@ import (
 	"github.com/stackflow/stackflow/activities/database"
 	"github.com/stackflow/stackflow/activities/kube"
 	"github.com/stackflow/stackflow/activities/messagebus"
+	"github.com/stackflow/stackflow/activities/openstack"
 	"github.com/stackflow/stackflow/api/lifecycle"
 	novav1beta1 "github.com/stackflow/stackflow/api/nova/v1beta1"
 	"github.com/stackflow/stackflow/workflows/object"
@@ -217,6 +218,15 @@ func (r *novaReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycle, o
 	if err := n.removeDroppedCells(ctx); err != nil {
 		return err
 	}
+	// Only a spec with flavors (a field newer than the runs recorded before it) takes this path.
+	if len(s.Flavors) > 0 && workflow.GetVersion(ctx, ChangeFlavors, workflow.DefaultVersion, 1) == 1 {
+		if err := lc.Step(ctx, "flavors"); err != nil {
+			return err
+		}
+		if err := n.ensureFlavors(ctx); err != nil {
+			return err
+		}
+	}
 	var cells []novav1beta1.CellSummary
 	for _, cell := range workflow.DeterministicKeys(plan.Cells) {
 		cells = append(cells, novav1beta1.CellSummary{Name: cell, NovaCell: cellCR(n.name, cell), Ready: true})
@@ -383,6 +393,33 @@ func (n *novaRun) deployCellsThenServices(ctx workflow.Context) error {
 	_ = lc.SetField(ctx, "apiReady", readyCount(sts[name+"-api"]))
 	_ = lc.SetField(ctx, "schedulerReady", readyCount(sts[name+"-scheduler"]))
 	_ = lc.SetField(ctx, "metadataReady", readyCount(sts[name+"-metadata"]))
+	return nil
+}
+
+// ensureFlavors creates the spec's flavors through this Nova's own API, as its service user (admin in
+// the service project), once the API answers.
+func (n *novaRun) ensureFlavors(ctx workflow.Context) error {
+	s := n.spec
+	in := openstack.FlavorsInput{
+		Auth: openstack.ServiceUser{AuthURL: s.KeystoneAuthURL, User: firstNonEmpty(s.ServiceUser, "nova"),
+			Password: kube.SecretKeyRef{Namespace: n.ns, Name: n.secret, Key: KeyService}},
+		Region: firstNonEmpty(s.Region, DefaultRegion),
+	}
+	for _, f := range s.Flavors {
+		in.Flavors = append(in.Flavors, openstack.Flavor{Name: f.Name, ID: f.ID, VCPUs: int(f.VCPUs), RAM: int(f.RAM), Disk: int(f.Disk)})
+	}
+	var res openstack.FlavorsResult
+	if err := workflow.ExecuteActivity(infraActivity(ctx), osActs.EnsureFlavors, in).Get(ctx, &res); err != nil {
+		n.lc.SetCondition(ctx, metav1.Condition{Type: ConditionFlavorsReady, Status: metav1.ConditionFalse, Reason: object.FailureReason(err), Message: object.FailureMessage(err)})
+		return fmt.Errorf("flavors of %s: %w", n.lc.Ref, err)
+	}
+	names := make([]string, 0, len(s.Flavors))
+	for _, f := range s.Flavors {
+		names = append(names, f.Name)
+	}
+	_ = n.lc.SetField(ctx, "flavors", names)
+	n.lc.SetCondition(ctx, metav1.Condition{Type: ConditionFlavorsReady, Status: metav1.ConditionTrue, Reason: "Created",
+		Message: fmt.Sprintf("%d flavor(s) in region %s: %d created, %d already there", len(names), in.Region, len(res.Created), len(res.Adopted))})
 	return nil
 }
 

@@ -90,6 +90,7 @@ const (
 	ConditionMessageBusReady = "MessageBusReady"
 	ConditionCellsReady      = "CellsReady"
 	ConditionServicesReady   = "ServicesReady"
+	ConditionFlavorsReady    = "FlavorsReady"
 )
 
 // specError is a spec the workflow refuses: the reconcile fails with it until the spec changes.
@@ -125,6 +126,9 @@ func computesGoneActivity(ctx workflow.Context) workflow.Context {
 		},
 	})
 }
+
+// ChangeFlavors is the GetVersion change after which a Nova creates the flavors of its spec.
+const ChangeFlavors = "nova-flavors"
 
 // ChangeTeardownWaitsForComputes is the GetVersion change after which a Nova deleted while its cells have
 // computes waits for them to go (runs recorded before it failed, waiting for a retry signal).

@@ -15,7 +15,9 @@ import (
 	"go.temporal.io/sdk/workflow"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/stackflow/stackflow/activities/database"
 	"github.com/stackflow/stackflow/activities/kube"
+	"github.com/stackflow/stackflow/activities/messagebus"
 	"github.com/stackflow/stackflow/activities/openstack"
 	"github.com/stackflow/stackflow/api/lifecycle"
 	novav1beta1 "github.com/stackflow/stackflow/api/nova/v1beta1"
@@ -193,4 +195,99 @@ func TestNovaCellMapsThenUnmapsOnDelete(t *testing.T) {
 	require.NoError(t, env.GetWorkflowError())
 	require.Equal(t, []string{"nova-cell1-cell-mapping", "nova-cell1-host-discovery", "nova-cell1-cell-delete"}, f.jobs)
 	require.Contains(t, f.deleted, "NovaConductor/nova-cell1-conductor")
+}
+
+// A Nova creates the flavors its spec lists through its own API, as its service user (a reference to
+// the handed-down Secret, never the password), in its region; a Nova with none asks for none.
+func TestNovaCreatesTheFlavorsOfItsSpec(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		region  string
+		flavors []novav1beta1.Flavor
+		want    *openstack.FlavorsInput
+	}{
+		{name: "no flavors, no call"},
+		{name: "flavors in the Nova's region", region: "RegionTwo",
+			flavors: []novav1beta1.Flavor{{Name: "m1.tiny", VCPUs: 1, RAM: 512, Disk: 1}, {Name: "m1.small", ID: "2", VCPUs: 1, RAM: 2048, Disk: 20}},
+			want: &openstack.FlavorsInput{
+				Auth:    openstack.ServiceUser{AuthURL: "http://198.51.100.1:5000/v3", User: "nova", Password: kube.SecretKeyRef{Namespace: "ns", Name: "nova-secret", Key: "NovaPassword"}},
+				Region:  "RegionTwo",
+				Flavors: []openstack.Flavor{{Name: "m1.tiny", VCPUs: 1, RAM: 512, Disk: 1}, {Name: "m1.small", ID: "2", VCPUs: 1, RAM: 2048, Disk: 20}},
+			}},
+		{name: "the default region", flavors: []novav1beta1.Flavor{{Name: "m1.tiny", VCPUs: 1, RAM: 512}},
+			want: &openstack.FlavorsInput{
+				Auth:    openstack.ServiceUser{AuthURL: "http://198.51.100.1:5000/v3", User: "nova", Password: kube.SecretKeyRef{Namespace: "ns", Name: "nova-secret", Key: "NovaPassword"}},
+				Region:  DefaultRegion,
+				Flavors: []openstack.Flavor{{Name: "m1.tiny", VCPUs: 1, RAM: 512}},
+			}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := novav1beta1.NovaSpec{
+				NovaServiceAuth: novav1beta1.NovaServiceAuth{Secret: "osp-secret", ServiceUser: "nova", KeystoneAuthURL: "http://198.51.100.1:5000/v3", Region: tc.region},
+				APIDatabase:     novav1beta1.DatabaseAccess{Hostname: "127.0.0.1", AdminSecret: "db-admin"},
+				APIMessageBus:   novav1beta1.MessageBusAccess{AdminSecret: "mq-admin", TransportURLSecret: "nova-api-transport"},
+				CellTemplates: map[string]novav1beta1.NovaCellTemplate{
+					"cell0": {CellDatabase: novav1beta1.DatabaseAccess{Hostname: "127.0.0.1", AdminSecret: "db-admin"}},
+				},
+				Flavors: tc.flavors,
+			}
+			f := &fakeCluster{spec: mustJSON(t, spec)}
+			env := newEnv(t, f, KindNova, NovaWorkflow)
+			env.RegisterActivity(&database.Database{})
+			env.RegisterActivity(&messagebus.MessageBus{})
+			env.OnActivity(kubeActs.CheckSecret, mock.Anything, mock.Anything).Return(&kube.SecretPresence{Exists: true}, nil)
+			env.OnActivity(kubeActs.CopySecretKeys, mock.Anything, mock.Anything).Return(nil)
+			env.OnActivity(kubeActs.GenerateSecretKey, mock.Anything, mock.Anything, mock.Anything).Return(nil)
+			env.OnActivity(dbs.EnsureDatabase, mock.Anything, mock.Anything).Return(nil)
+			env.OnActivity(buses.EnsureVhost, mock.Anything, mock.Anything).Return(nil)
+			env.OnActivity(kubeActs.ApplyChild, mock.Anything, mock.Anything).Return("uid", nil)
+			env.OnActivity(kubeActs.GetObjectStatus, mock.Anything, mock.Anything).Return(&kube.ObjectStatus{Exists: true, Generation: 1, ObservedGeneration: 1,
+				Conditions: []metav1.Condition{{Type: lifecycle.ConditionReady, Status: metav1.ConditionTrue}}}, nil)
+			var got []openstack.FlavorsInput
+			env.OnActivity(osActs.EnsureFlavors, mock.Anything, mock.Anything).Return(func(_ context.Context, in openstack.FlavorsInput) (*openstack.FlavorsResult, error) {
+				got = append(got, in)
+				return &openstack.FlavorsResult{Created: []string{in.Flavors[0].Name}}, nil
+			})
+			chain := objecttest.New(env)
+			env.RegisterDelayedCallback(func() { require.NoError(t, chain.Signal(lifecycle.SignalSpec, lifecycle.SpecSignal{Generation: 1})) }, time.Second)
+			phase := ""
+			env.RegisterDelayedCallback(func() {
+				require.Equal(t, 2, chain.Runs(), "the reconcile settled")
+				phase = f.lastPhase()
+				env.CancelWorkflow()
+			}, time.Hour)
+			chain.Execute(KindNova, object.Input{ObjectRef: novaRef(KindNova, "ns", "nova")})
+			require.Equal(t, lifecycle.PhaseReady, phase, "the Nova reconciled")
+			if tc.want == nil {
+				require.Empty(t, got)
+				return
+			}
+			require.Equal(t, []openstack.FlavorsInput{*tc.want}, got)
+			require.Contains(t, f.lastFields("flavors"), "m1.tiny")
+		})
+	}
+}
+
+func (f *fakeCluster) lastFields(key string) []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i := len(f.statuses) - 1; i >= 0; i-- {
+		if v, ok := f.statuses[i].Fields[key]; ok {
+			var s []string
+			_ = json.Unmarshal(v, &s)
+			return s
+		}
+	}
+	return nil
+}
+
+func (f *fakeCluster) lastPhase() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i := len(f.statuses) - 1; i >= 0; i-- {
+		if p := f.statuses[i].Phase; p != "" {
+			return p
+		}
+	}
+	return ""
 }

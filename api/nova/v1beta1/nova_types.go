@@ -76,6 +76,37 @@ type NovaSpec struct {
 	// +kubebuilder:validation:XValidation:rule="'cell0' in self",message="cellTemplates must contain cell0"
 	// +kubebuilder:validation:XValidation:rule="self.all(c, c.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$') && size(c) <= 40)",message="cellTemplates keys are cell names: DNS-1123 labels of at most 40 characters"
 	CellTemplates map[string]NovaCellTemplate `json:"cellTemplates"`
+	// Flavors are created through this Nova's own API once it answers, as OpenStack-Helm's bootstrap
+	// does: a new API database has none, and a server needs one. A flavor already there with the same
+	// name and size is adopted; one of another size is refused (Nova flavors cannot change). A flavor
+	// removed from the list stays in Nova: instances may still use it.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=50
+	Flavors []Flavor `json:"flavors,omitempty"`
+}
+
+// Flavor is a compute flavor: a name and a size.
+type Flavor struct {
+	// Name is the flavor's name (and its ID in Nova, unless id is set).
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=255
+	Name string `json:"name"`
+	// ID is the flavor's ID in Nova; the name when unset.
+	// +optional
+	// +kubebuilder:validation:MaxLength=255
+	ID string `json:"id,omitempty"`
+	// VCPUs is the number of virtual CPUs.
+	// +kubebuilder:validation:Minimum=1
+	VCPUs int32 `json:"vcpus"`
+	// RAM is the memory in MiB.
+	// +kubebuilder:validation:Minimum=1
+	RAM int32 `json:"ram"`
+	// Disk is the root disk in GiB (0: the image's size).
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Disk int32 `json:"disk,omitempty"`
 }
 
 // CellSummary is one cell's state as the Nova sees it.
@@ -105,6 +136,9 @@ type NovaStatus struct {
 	SchedulerReady int32 `json:"schedulerReady,omitempty"`
 	// +optional
 	MetadataReady int32 `json:"metadataReady,omitempty"`
+	// Flavors names the spec's flavors in Nova (created or adopted).
+	// +optional
+	Flavors []string `json:"flavors,omitempty"`
 }
 
 // Nova is a whole Nova control plane with cells v2.
