@@ -96,6 +96,16 @@ type State struct {
 	// Unwritten lists what of the status the previous run changed but did not write before it continued
 	// as new (so it did not wait for that write): the next run writes it, and only it.
 	Unwritten *Unwritten `json:"unwritten,omitempty"`
+	// AutoRetry is set while a failure that may clear by itself (RetryLater) waits for its next try.
+	AutoRetry *AutoRetry `json:"autoRetry,omitempty"`
+}
+
+// AutoRetry is the schedule of a failed reconcile the lifecycle tries again by itself.
+type AutoRetry struct {
+	// Attempt counts the failed reconciles in a row that asked to be retried later.
+	Attempt int `json:"attempt"`
+	// At is when the next reconcile starts (workflow time).
+	At time.Time `json:"at"`
 }
 
 // Options tunes Run for a kind.
@@ -151,8 +161,12 @@ type Lifecycle struct {
 	// Ref is the object the workflow serves.
 	Ref lifecycle.ObjectRef
 
-	state           State
-	opts            Options
+	state State
+	opts  Options
+	// autoRetried and prevFailed are the auto retry and failed generation the running reconcile
+	// started from.
+	autoRetried     *AutoRetry
+	prevFailed      int64
 	limits          Limits
 	cancelReconcile workflow.CancelFunc
 	cancelTeardown  workflow.CancelFunc
@@ -228,10 +242,7 @@ func Run(ctx workflow.Context, in Input, r Reconciler, opts Options) error {
 	if !busy {
 		lc.settled(ctx)
 	}
-	err := workflow.Await(ctx, func() bool {
-		return lc.state.Deleting || lc.needsReconcile() || lc.ContinueAsNewDue(ctx)
-	})
-	if err != nil {
+	if err := lc.awaitWork(ctx); err != nil {
 		return lc.cancelled(ctx, r, err)
 	}
 	if !lc.state.Deleting && lc.needsReconcile() && !resuming {
@@ -254,6 +265,25 @@ func Run(ctx workflow.Context, in Input, r Reconciler, opts Options) error {
 		return lc.teardown(ctx, r)
 	}
 	return lc.continueAsNew(ctx, r)
+}
+
+// awaitWork waits until there is something to do: a delete, a reconcile, a due history or, for a
+// failure that asked to be retried later, its time (which then counts as a retry request).
+func (lc *Lifecycle) awaitWork(ctx workflow.Context) error {
+	work := func() bool { return lc.state.Deleting || lc.needsReconcile() || lc.ContinueAsNewDue(ctx) }
+	if ar := lc.state.AutoRetry; ar != nil && lc.state.Failed != 0 && !work() {
+		// Only runs that carry an AutoRetry (none recorded before it existed) start this timer.
+		if d := ar.At.Sub(workflow.Now(ctx)); d > 0 {
+			ok, err := workflow.AwaitWithTimeout(ctx, d, work)
+			if err != nil || ok {
+				return err
+			}
+		}
+		if lc.state.Retry == nil {
+			lc.state.Retry = &lifecycle.RetrySignal{}
+		}
+	}
+	return workflow.Await(ctx, work)
 }
 
 // continueAsNew ends the run with a fresh one carrying the state: once no status write is under way,
@@ -372,7 +402,10 @@ func (lc *Lifecycle) reconcile(ctx workflow.Context, r Reconciler) error {
 	rctx, cancel := workflow.WithCancel(ctx)
 	lc.cancelReconcile = cancel
 	defer func() { lc.cancelReconcile = nil; cancel() }()
-	lc.state.Failed = 0
+	// A reconcile of the same generation that fails again to be retried later counts on from the one
+	// before.
+	lc.autoRetried, lc.prevFailed = lc.state.AutoRetry, lc.state.Failed
+	lc.state.Failed, lc.state.AutoRetry = 0, nil
 	resumed := lc.state.Resume
 	// A refresh arriving while this reconcile runs asks for another one, so it is cleared before, not after.
 	lc.state.Refresh, lc.state.Resume = false, false
@@ -403,6 +436,7 @@ func (lc *Lifecycle) reconcile(ctx workflow.Context, r Reconciler) error {
 	err = r.Reconcile(rctx, lc, obj)
 	switch {
 	case err == nil:
+		lc.state.AutoRetry = nil
 		lc.state.Observed = obj.Generation
 		lc.state.Step = ""
 		lc.SetPhase(ctx, lifecycle.PhaseReady)
@@ -415,9 +449,20 @@ func (lc *Lifecycle) reconcile(ctx workflow.Context, r Reconciler) error {
 		return err
 	}
 	lc.state.Failed = obj.Generation
+	msg := FailureMessage(err)
+	lc.state.AutoRetry = nil
+	if IsRetryLater(err) {
+		n := 1
+		if prev := lc.autoRetried; prev != nil && lc.prevFailed == obj.Generation {
+			n = prev.Attempt + 1
+		}
+		at := workflow.Now(ctx).Add(AutoRetryDelay(n))
+		lc.state.AutoRetry = &AutoRetry{Attempt: n, At: at}
+		msg += fmt.Sprintf(" (failed %d time(s) in a row; tried again by itself at %s, or at once on a retry signal)", n, at.UTC().Format(time.TimeOnly))
+	}
 	lc.SetPhase(ctx, lifecycle.PhaseFailed)
 	lc.SetCondition(ctx, metav1.Condition{Type: lifecycle.ConditionReady, Status: metav1.ConditionFalse,
-		Reason: FailureReason(err), Message: FailureMessage(err)})
+		Reason: FailureReason(err), Message: msg})
 	workflow.GetLogger(ctx).Warn("reconcile failed", "object", lc.Ref.String(), "generation", obj.Generation, "error", err)
 	return err
 }

@@ -3,6 +3,7 @@ package object_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -24,8 +25,11 @@ import (
 type scriptedReconciler struct {
 	reconciled []int64
 	failOnce   map[int64]bool
-	tornDown   int
-	steps      int
+	// missing is how many reconciles in a row fail with a RetryLater error first (what they need is
+	// not there yet).
+	missing  int
+	tornDown int
+	steps    int
 	// teardown, when set, is what Teardown does after counting.
 	teardown func(workflow.Context) error
 }
@@ -40,6 +44,10 @@ func (r *scriptedReconciler) Reconcile(ctx workflow.Context, lc *Lifecycle, obj 
 		}
 	}
 	r.reconciled = append(r.reconciled, obj.Generation)
+	if r.missing > 0 {
+		r.missing--
+		return RetryLater(fmt.Errorf("resolve: %w", temporal.NewNonRetryableApplicationError("flavor m1.tiny not found", "OpenStackNotFound", nil)))
+	}
 	if r.failOnce[obj.Generation] {
 		delete(r.failOnce, obj.Generation)
 		return temporal.NewNonRetryableApplicationError("host unreachable", "HostUnreachable", nil)
@@ -160,6 +168,39 @@ func (s *lifecycleSuite) TestFailureWaitsForRetryThenSucceeds() {
 	s.chain.Execute("Test", Input{ObjectRef: testRef})
 	s.NoError(s.env.GetWorkflowError())
 	s.Equal([]int64{1, 1}, s.rec.reconciled)
+}
+
+// A failure marked RetryLater shows like any failure, then is tried again by itself after a back-off
+// that doubles, and the object becomes Ready once what it needed appears; once Ready, no timer is left.
+func (s *lifecycleSuite) TestRetryLaterFailureIsRetriedByItselfWithBackoff() {
+	s.rec.missing = 3
+	var timers []time.Duration
+	s.env.SetOnTimerScheduledListener(func(_ string, d time.Duration) { timers = append(timers, d) })
+	s.signal(time.Second, lifecycle.SignalSpec, lifecycle.SpecSignal{Generation: 1})
+	s.env.RegisterDelayedCallback(func() {
+		st := s.status()
+		s.Equal(lifecycle.PhaseFailed, st.Phase)
+		ready := findCondition(st, lifecycle.ConditionReady)
+		s.Equal("OpenStackNotFound", ready.Reason)
+		s.Contains(ready.Message, "flavor m1.tiny not found (failed 1 time(s) in a row; tried again by itself at ")
+		s.Equal([]int64{1}, s.rec.reconciled)
+	}, 5*time.Second)
+	s.env.RegisterDelayedCallback(func() {
+		st := s.status()
+		s.Equal(lifecycle.PhaseReady, st.Phase, "Ready without a retry signal")
+		s.Equal([]int64{1, 1, 1, 1}, s.rec.reconciled)
+		s.Equal([]time.Duration{10 * time.Second, 20 * time.Second, 40 * time.Second}, timers, "10 s doubling")
+		s.send(lifecycle.SignalDelete, nil)
+	}, time.Hour)
+	s.chain.Execute("Test", Input{ObjectRef: testRef})
+	s.NoError(s.env.GetWorkflowError())
+	s.Equal([]int64{1, 1, 1, 1}, s.rec.reconciled)
+}
+
+func TestAutoRetryDelay(t *testing.T) {
+	for attempt, want := range map[int]time.Duration{1: 10 * time.Second, 2: 20 * time.Second, 4: 80 * time.Second, 5: 2 * time.Minute, 50: 2 * time.Minute} {
+		require.Equal(t, want, AutoRetryDelay(attempt), "attempt %d", attempt)
+	}
 }
 
 func (s *lifecycleSuite) TestPauseHoldsBeforeTheNextStepAndResumeGoesOn() {
