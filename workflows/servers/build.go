@@ -3,6 +3,7 @@ package servers
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -128,6 +129,11 @@ func (b *serverBuild) create(ctx workflow.Context, rec *serverRecord) error {
 	if err == nil || !object.IsPermanent(err) || ctx.Err() != nil {
 		return err
 	}
+	// A build that waits for what it names keeps what it made for the next try (runs recorded before
+	// the change removed it).
+	if object.IsRetryLater(err) && workflow.GetVersion(ctx, ChangeRetryLaterKeeps, workflow.DefaultVersion, 1) == 1 {
+		return err
+	}
 	workflow.GetLogger(ctx).Warn("server build failed; removing what was created", "server", rec.Name, "error", err)
 	_ = teardownStep(ctx, b.lc, "remove what was created for "+rec.Name)
 	if derr := destroyServer(ctx, b.lc, b.identity, rec, false, b.save); derr != nil {
@@ -178,7 +184,13 @@ func (b *serverBuild) resolve(ctx workflow.Context, rec *serverRecord) error {
 	}
 	var res openstack.ResolvedServer
 	if err := workflow.ExecuteActivity(OpenStackActivity(ctx), osActs.ResolveServer, in).Get(ctx, &res); err != nil {
-		return fmt.Errorf("resolve server %s: %w", rec.Name, err)
+		err = fmt.Errorf("resolve server %s: %w", rec.Name, err)
+		if object.FailureReason(err) == openstack.ErrOSNotFound {
+			// What it names may be on its way (a flavor its Nova still has to create, the compute API of
+			// a region still deploying): looked up again after a back-off, nothing created meanwhile.
+			return object.RetryLater(err)
+		}
+		return err
 	}
 	rec.Resolved = &res
 	return b.save(ctx)
@@ -265,6 +277,24 @@ func (b *serverBuild) bootServer(ctx workflow.Context, rec *serverRecord) (again
 		return false, fmt.Errorf("wait for server %s: %w", rec.Name, err)
 	}
 	rec.State, rec.Fault, rec.Addresses = info.Status, info.Fault, info.Addresses
+	if NoComputeYet(info) && workflow.GetVersion(ctx, ChangeNoValidHostWaits, workflow.DefaultVersion, 1) == 1 {
+		// No compute can take it yet (computes still joining their cell): the server goes, the ports
+		// stay, and the build is tried again after a back-off without spending a recreate.
+		if err := b.save(ctx); err != nil {
+			return false, err
+		}
+		if err := b.lc.Step(ctx, "delete server "+rec.Name+" (no host for it yet)"); err != nil {
+			return false, err
+		}
+		if err := workflow.ExecuteActivity(octx, osActs.DeleteServer, openstack.ResourceRef{Identity: b.identity, ID: rec.ServerID}).Get(ctx, nil); err != nil {
+			return false, fmt.Errorf("delete server %s in ERROR: %w", rec.Name, err)
+		}
+		rec.ServerID = ""
+		if err := b.save(ctx); err != nil {
+			return false, err
+		}
+		return false, object.RetryLater(temporal.NewApplicationError(fmt.Sprintf("no compute can take server %s yet: %s", rec.Name, info.Fault), ReasonNoValidHost))
+	}
 	switch ServerErrorPolicy(info.Status, rec.Recreates) {
 	case ServerRecreate:
 		workflow.GetLogger(ctx).Warn("server is in ERROR; deleting it to boot it again", "server", rec.Name, "fault", info.Fault, "recreates", rec.Recreates)
@@ -306,6 +336,24 @@ func (b *serverBuild) associateFloatingIP(ctx workflow.Context, rec *serverRecor
 	}
 	rec.FloatingIP = &fip
 	return nil
+}
+
+// ChangeNoValidHostWaits is the GetVersion change after which a server Nova found no host for waits and
+// is booted again later, in place of being recreated at once.
+const ChangeNoValidHostWaits = "server-no-valid-host-waits"
+
+// ChangeRetryLaterKeeps is the GetVersion change after which a build failing to be retried later (a
+// reference not found yet) keeps its record for the next try in place of removing what it created.
+const ChangeRetryLaterKeeps = "server-retry-later-keeps"
+
+// ReasonNoValidHost is the failure of a server no compute could take (yet).
+const ReasonNoValidHost = "NoValidHost"
+
+// NoComputeYet reports whether a server ended in ERROR because the scheduler found no compute for it
+// (Nova's "No valid host was found"): a capacity matter that computes joining later resolve, not a
+// fault of the server.
+func NoComputeYet(info openstack.ServerInfo) bool {
+	return info.Status == openstack.ServerError && strings.Contains(info.Fault, "No valid host was found")
 }
 
 // ServerPolicyAction is what to do with a server after waiting for it.

@@ -36,6 +36,7 @@ type fakeCloud struct {
 	resolve  func(openstack.ResolveServerInput) error
 	create   func(openstack.ServerInput) error
 	states   []string // states WaitServer reports, in turn; ACTIVE when spent
+	fault    string   // the fault of a server in ERROR (Nova's "No valid host was found." when unset)
 	sweeps   int
 	finalize int
 }
@@ -98,7 +99,10 @@ func (c *fakeCloud) install(env *testsuite.TestWorkflowEnvironment) {
 			}
 			info := &openstack.ServerInfo{ID: in.ID, Status: st, Addresses: []openstack.Address{{Type: "InternalIP", Address: "10.0.0.5"}}}
 			if st == openstack.ServerError {
-				info.Fault = "No valid host was found."
+				info.Fault = c.fault
+				if info.Fault == "" {
+					info.Fault = "No valid host was found."
+				}
 			}
 			return info, nil
 		})
@@ -325,19 +329,44 @@ func TestQuotaAtBootRemovesThePortsAlreadyCreated(t *testing.T) {
 func TestServerInErrorIsBootedAgainThenGivenUp(t *testing.T) {
 	h := newHarness(t, serverSpec("m1.tiny", 1))
 	h.cloud.states = []string{openstack.ServerError, openstack.ServerError, openstack.ServerError}
+	h.cloud.fault = "Build of instance aborted: image could not be converted"
 	h.at(time.Minute, func() {
 		c := h.ready()
 		require.Equal(t, openstack.ErrServerFailed, c.Reason)
-		require.Contains(t, c.Message, "No valid host was found.")
+		require.Contains(t, c.Message, "Build of instance aborted")
 		require.Zero(t, h.cloud.leftovers())
 		require.Equal(t, MaxServerRecreates+1, strings.Count(strings.Join(h.cloud.log, "\n"), "create server web"))
 	})
 	h.run(KindOpenStackServer, 2*time.Minute)
 }
 
+// A server no compute can take yet (computes still joining their cell) is deleted and booted again
+// after a back-off, as often as it takes, without spending a recreate; its ports stay for the next boot.
+func TestNoValidHostWaitsForComputesThenBecomesReady(t *testing.T) {
+	h := newHarness(t, serverSpec("m1.tiny", 1))
+	h.cloud.states = []string{openstack.ServerError, openstack.ServerError, openstack.ServerError, openstack.ServerError}
+	h.at(15*time.Second, func() {
+		c := h.ready()
+		require.Equal(t, metav1.ConditionFalse, c.Status)
+		require.Equal(t, ReasonNoValidHost, c.Reason)
+		require.Contains(t, c.Message, "no compute can take server web yet: No valid host was found.")
+		require.Contains(t, c.Message, "tried again by itself at")
+		require.Len(t, h.cloud.ports, 1, "the port stays for the next boot")
+		require.Empty(t, h.cloud.servers, "the server in ERROR is gone")
+	})
+	h.at(10*time.Minute, func() {
+		require.Equal(t, metav1.ConditionTrue, h.ready().Status)
+		require.Len(t, h.cloud.servers, 1)
+		require.Len(t, h.cloud.ports, 1, "one port throughout")
+		require.Equal(t, 5, strings.Count(strings.Join(h.cloud.log, "\n"), "create server web"), "four boots without a host, then one on a compute: more than MaxServerRecreates")
+	})
+	h.run(KindOpenStackServer, 11*time.Minute)
+}
+
 func TestServerInErrorOnceIsReplacedAndBecomesReady(t *testing.T) {
 	h := newHarness(t, serverSpec("m1.tiny", 1))
 	h.cloud.states = []string{openstack.ServerError}
+	h.cloud.fault = "Build of instance aborted: image could not be converted"
 	h.at(time.Minute, func() {
 		require.Equal(t, metav1.ConditionTrue, h.ready().Status)
 		require.Len(t, h.cloud.servers, 1)
