@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
+	"strings"
 
 	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/hypervisors"
 	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/services"
@@ -146,4 +148,36 @@ func (o *OpenStack) DeleteComputeService(ctx context.Context, in ComputeHostInpu
 		}
 	}
 	return nil
+}
+
+// ErrInstancesOnHost is the retryable error of WaitHostEmpty while instances remain on the host.
+const ErrInstancesOnHost = "InstancesOnHost"
+
+// WaitHostEmpty succeeds once Nova lists no instance on the host (any project), and fails retryably
+// before, naming them: a compute being removed keeps nova-compute running until its instances are
+// deleted or moved (an instance deleted after nova-compute stopped waits in "deleting" for a process
+// that never comes back, and Nova refuses to delete a compute service that hosts instances). A region
+// with no compute API has no instance anywhere.
+func (o *OpenStack) WaitHostEmpty(ctx context.Context, in ComputeHostInput) error {
+	c, err := o.clientsFor(ctx, in.Cloud.Identity())
+	if errors.Is(err, errNoComputeAPI) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	list, err := serversOn(ctx, gopherCompute{c.compute}, in.Host)
+	if err != nil {
+		return err
+	}
+	if len(list) == 0 {
+		return nil
+	}
+	names := make([]string, 0, len(list))
+	for _, s := range list {
+		names = append(names, fmt.Sprintf("%s (%s, %s)", s.Name, s.ID, s.Status))
+	}
+	sort.Strings(names)
+	return temporal.NewApplicationError(fmt.Sprintf("%d instance(s) still on %s, waiting for them to be deleted or moved: %s",
+		len(list), in.Host, strings.Join(names, ", ")), ErrInstancesOnHost)
 }

@@ -47,6 +47,10 @@ const ComputeRegistrationTimeout = 10 * time.Minute
 // deadline starts (runs recorded before it went straight to the registration).
 const ChangeWaitComputeAPI = "nova-compute-wait-compute-api"
 
+// ChangeTeardownWaitsForInstances is the GetVersion change after which a compute being removed waits
+// for its instances to go before nova-compute stops (runs recorded before it stopped it at once).
+const ChangeTeardownWaitsForInstances = "nova-compute-teardown-waits-for-instances"
+
 // ChangeNoUpcalls is the GetVersion change after which a compute of a cell without API database access
 // is configured without the server-group check upcall (runs recorded before it kept the configuration,
 // and so the install hash, they had).
@@ -193,6 +197,23 @@ func (k *novaComputeKind) verify(ctx workflow.Context, lc *object.Lifecycle, hos
 	_ = lc.SetField(ctx, "hypervisorHostname", reg.HypervisorHostname)
 	lc.SetCondition(ctx, metav1.Condition{Type: k.condition(), Status: metav1.ConditionTrue, Reason: "Registered",
 		Message: fmt.Sprintf("nova-compute on %s is up in Nova (service %s, hypervisor %s) in cell %s", host, reg.ServiceID, reg.HypervisorHostname, k.spec.CellName)})
+	return nil
+}
+
+// waitHostEmpty holds the removal while Nova lists instances on the host, saying which, with no
+// deadline: a person (or the objects being deleted with it) decides where they go.
+func (k *novaComputeKind) waitHostEmpty(ctx workflow.Context, lc *object.Lifecycle, rec *edpmServiceRecord) error {
+	cloud := openstack.CloudSecret{Namespace: lc.Ref.Namespace, Name: openstack.DefaultCloudsSecret, ComputeRegion: rec.ComputeRegion}
+	lc.ShowStep(ctx, "wait for the instances on "+rec.Host+" to go")
+	lc.SetCondition(ctx, metav1.Condition{Type: k.condition(), Status: metav1.ConditionFalse, Reason: ReasonWaitingForInstances,
+		Message: fmt.Sprintf("removing nova-compute from %s once Nova lists no instance on it (delete or move them)", rec.Host)})
+	octx := object.OnOpenStack(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: time.Minute,
+		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: 2 * time.Second, BackoffCoefficient: 2, MaximumInterval: 15 * time.Second},
+	})
+	if err := workflow.ExecuteActivity(octx, osActs.WaitHostEmpty, openstack.ComputeHostInput{Cloud: cloud, Host: rec.Host}).Get(ctx, nil); err != nil {
+		return fmt.Errorf("wait for the instances on %s: %w", rec.Host, err)
+	}
 	return nil
 }
 

@@ -85,6 +85,12 @@ type edpmServiceKind interface {
 	cleanup(ctx workflow.Context, lc *object.Lifecycle, rec *edpmServiceRecord) error
 }
 
+// hostEmptyWaiter is a kind whose services stop only once the host holds no workload (nova-compute:
+// its instances).
+type hostEmptyWaiter interface {
+	waitHostEmpty(ctx workflow.Context, lc *object.Lifecycle, rec *edpmServiceRecord) error
+}
+
 // edpmServiceRecord is what a service workflow remembers.
 type edpmServiceRecord struct {
 	Host string `json:"host,omitempty"`
@@ -240,6 +246,11 @@ func (r *edpmServiceReconciler) Teardown(ctx workflow.Context, lc *object.Lifecy
 	}
 	if r.rec.Installed == "" {
 		return nil
+	}
+	if w, ok := r.kind.(hostEmptyWaiter); ok && workflow.GetVersion(ctx, ChangeTeardownWaitsForInstances, workflow.DefaultVersion, 1) == 1 {
+		if err := w.waitHostEmpty(ctx, lc, &r.rec); err != nil {
+			return err
+		}
 	}
 	// The host may already be gone with its node: an unreachable host does not block the teardown.
 	rctx := object.OnAnsible(ctx, workflow.ActivityOptions{

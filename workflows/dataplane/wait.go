@@ -25,6 +25,7 @@ const (
 	ReasonWaitingForServices   = "WaitingForServices"
 	ReasonWaitingForCompute    = "WaitingForComputeRegistration"
 	ReasonWaitingForComputeAPI = "WaitingForComputeAPI"
+	ReasonWaitingForInstances  = "WaitingForInstances"
 	ReasonDeployHeld           = "DeployHeld"
 	ReasonSuperseded           = "Superseded"
 	ReasonStepFailed           = "StepFailed"
