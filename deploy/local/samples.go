@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
@@ -97,6 +98,8 @@ type SampleState struct {
 	Unserved bool
 	// Served is true once the bridge took the object on (it carries stackflow's finalizer).
 	Served bool
+	// UID is the object's UID while it exists.
+	UID string
 	// Ready is the Ready condition's status for the object's current generation ("" while none).
 	Ready   string
 	Phase   string
@@ -118,6 +121,7 @@ func SampleStates(ctx context.Context, dyn dynamic.Interface, objs []Applied, se
 		switch {
 		case err == nil:
 			st.Exists = true
+			st.UID = string(u.GetUID())
 			fillSampleState(&st, u)
 		case apierrors.IsNotFound(err):
 		default:
@@ -191,12 +195,25 @@ func PresentSamples(ctx context.Context, dyn dynamic.Interface, objs []Applied) 
 
 // DeleteSamples deletes the objects all at once, as `kubectl delete -f` does, and waits until every one
 // is gone: their workflows tear down what they made and remove their finalizers, so a worker and a bridge
-// must serve them meanwhile. The table is printed to w whenever it changes.
+// must serve them meanwhile. An object stackflow creates anew once deleted (the OpenstackNode of a
+// Kubernetes Node, spec-less) counts as gone once its UID changed. The table is printed to w whenever it
+// changes.
 func DeleteSamples(ctx context.Context, dyn dynamic.Interface, objs []Applied, w io.Writer, interval time.Duration) error {
-	for _, o := range objs {
-		if err := sampleResource(dyn, o).Delete(ctx, o.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("delete %s %s: %w", o.Kind, o.Name, err)
+	before, err := SampleStates(ctx, dyn, objs, func(string) bool { return true })
+	if err != nil {
+		return err
+	}
+	deleted := map[Applied]string{}
+	for _, st := range before {
+		if !st.Exists {
+			continue
 		}
+		uid := types.UID(st.UID)
+		err := sampleResource(dyn, st.Applied).Delete(ctx, st.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			return fmt.Errorf("delete %s %s: %w", st.Kind, st.Name, err)
+		}
+		deleted[st.Applied] = st.UID
 	}
 	var last string
 	for {
@@ -204,7 +221,7 @@ func DeleteSamples(ctx context.Context, dyn dynamic.Interface, objs []Applied, w
 		if err == nil {
 			var left []SampleState
 			for _, st := range states {
-				if st.Exists {
+				if st.Exists && st.UID == deleted[st.Applied] {
 					left = append(left, st)
 				}
 			}
