@@ -14,11 +14,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/servers"
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/stackflow/stackflow/bridge"
 	"github.com/stackflow/stackflow/deploy/describe"
@@ -28,6 +30,11 @@ import (
 )
 
 var env *e2e.Env
+
+var (
+	gvrServer  = schema.GroupVersionResource{Group: "infrastructure.cluster.x-k8s.io", Version: "v1alpha1", Resource: "openstackservers"}
+	gvrCluster = schema.GroupVersionResource{Group: "infrastructure.cluster.x-k8s.io", Version: "v1beta1", Resource: "openstackclusters"}
+)
 
 func TestMain(m *testing.M) {
 	os.Exit(mainErr(m))
@@ -103,6 +110,16 @@ func TestSamplesConvergeAndStayIdle(t *testing.T) {
 	})
 	t.Run("make run's hints work as printed", func(t *testing.T) { runHints(t) })
 
+	// The samples are one cloud: the server and the bastion run on the EDPM computes of the Nova the
+	// samples deployed, in its region, as make run prints.
+	var placed map[string]string
+	t.Run("the sample server and bastion run on the sample computes", func(t *testing.T) {
+		placed = requireOnSampleComputes(t)
+		hv, err := env.Stack.ServerHypervisor(ctx, env.Dyn, local.SampleNamespace, local.SampleServerName, local.SampleRegion)
+		require.NoError(t, err)
+		require.Equal(t, placed[local.SampleServerName], hv, "make run prints where the server runs")
+	})
+
 	// The documented update of the sample data plane, on the computes of the Nova the samples deployed.
 	t.Run("the documented update of the sample data plane", func(t *testing.T) {
 		update := updateSample(t)
@@ -112,6 +129,8 @@ func TestSamplesConvergeAndStayIdle(t *testing.T) {
 		states, err := local.WaitSamples(uctx, env.Dyn, update, bridge.IsServed, testWriter{t}, 5*time.Second)
 		require.NoError(t, err, "the update Ready:\n%s", table(states))
 		requireComputesUpdated(t, "RegionTwo", "2", "edpm-compute-0", "edpm-compute-1")
+		// Each compute was drained by live migration and its instances migrated back.
+		require.Equal(t, placed, requireOnSampleComputes(t), "the instances are back where they ran")
 	})
 
 	t.Run("an idle system stays idle", func(t *testing.T) {
@@ -243,6 +262,31 @@ func requireComputesUpdated(t *testing.T, region, version string, hosts ...strin
 		require.NoError(t, err, h)
 		require.Equal(t, []string{dataplane.VersionClass(version)}, classes, "%s reports version %s", h, version)
 	}
+}
+
+// requireOnSampleComputes requires the sample server and the sample cluster's bastion ACTIVE on
+// sample EDPM computes, read through the compute API of the samples' Nova, and returns their
+// hypervisors by instance name.
+func requireOnSampleComputes(t *testing.T) map[string]string {
+	t.Helper()
+	ctx := context.Background()
+	c, err := env.CloudIn(ctx, local.SampleRegion)
+	require.NoError(t, err)
+	srv, err := env.Dyn.Resource(gvrServer).Namespace(local.SampleNamespace).Get(ctx, local.SampleServerName, metav1.GetOptions{})
+	require.NoError(t, err)
+	cl, err := env.Dyn.Resource(gvrCluster).Namespace(local.SampleNamespace).Get(ctx, "sample-cluster", metav1.GetOptions{})
+	require.NoError(t, err)
+	out := map[string]string{}
+	for _, id := range []string{e2e.Str(srv, "status", "instanceID"), e2e.Str(cl, "status", "bastion", "id")} {
+		require.NotEmpty(t, id, "the status names the instance")
+		s, err := servers.Get(ctx, c.Compute, id).Extract()
+		require.NoError(t, err, "instance %s in region %s", id, local.SampleRegion)
+		require.Equal(t, "ACTIVE", s.Status, s.Name)
+		require.Contains(t, []string{"edpm-compute-0", "edpm-compute-1"}, s.HypervisorHostname, "%s runs on a sample compute", s.Name)
+		out[s.Name] = s.HypervisorHostname
+	}
+	t.Logf("instances on the sample computes: %v", out)
+	return out
 }
 
 // samplesOf reads deploy/samples without applying them.

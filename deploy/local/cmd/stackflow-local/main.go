@@ -145,6 +145,7 @@ func samples(ctx context.Context, state string, timeout time.Duration) error {
 			return err
 		}
 		fmt.Printf("\nall %d samples Ready in %s\n", len(objs), time.Since(start).Round(time.Second))
+		printServerHost(ctx, s, dyn)
 		return nil
 	}
 	// A terminal: the cloud's tree (kubectl stackflow describe -A) redrawn in place until every sample is
@@ -171,7 +172,20 @@ func samples(ctx context.Context, state string, timeout time.Duration) error {
 		return err
 	}
 	fmt.Printf("\nall %d samples Ready in %s (kubectl stackflow describe -A shows this tree again)\n", len(objs), time.Since(start).Round(time.Second))
+	printServerHost(ctx, s, dyn)
 	return nil
+}
+
+// printServerHost says where the sample server runs: on a compute the samples deployed, in the region
+// of the Nova they deployed.
+func printServerHost(ctx context.Context, s *local.Stack, dyn dynamic.Interface) {
+	hv, err := s.ServerHypervisor(ctx, dyn, local.SampleNamespace, local.SampleServerName, local.SampleRegion)
+	if err != nil {
+		fmt.Printf("%s: where it runs is unknown: %v\n", local.SampleServerName, err)
+		return
+	}
+	fmt.Printf("%s runs on hypervisor %s (region %s: openstack --os-region-name %s server show %s)\n",
+		local.SampleServerName, hv, local.SampleRegion, local.SampleRegion, local.SampleServerName)
 }
 
 // sampleClient is the stack and a dynamic client of its API server.
