@@ -280,16 +280,9 @@ func (b *serverBuild) bootServer(ctx workflow.Context, rec *serverRecord) (again
 	if NoComputeYet(info) && workflow.GetVersion(ctx, ChangeNoValidHostWaits, workflow.DefaultVersion, 1) == 1 {
 		// No compute can take it yet (computes still joining their cell): the server goes, the ports
 		// stay, and the build is tried again after a back-off without spending a recreate.
-		if err := b.save(ctx); err != nil {
+		if err := b.deleteErrored(ctx, rec, "delete server "+rec.Name+" (no host for it yet)"); err != nil {
 			return false, err
 		}
-		if err := b.lc.Step(ctx, "delete server "+rec.Name+" (no host for it yet)"); err != nil {
-			return false, err
-		}
-		if err := workflow.ExecuteActivity(octx, osActs.DeleteServer, openstack.ResourceRef{Identity: b.identity, ID: rec.ServerID}).Get(ctx, nil); err != nil {
-			return false, fmt.Errorf("delete server %s in ERROR: %w", rec.Name, err)
-		}
-		rec.ServerID = ""
 		if err := b.save(ctx); err != nil {
 			return false, err
 		}
@@ -298,16 +291,10 @@ func (b *serverBuild) bootServer(ctx workflow.Context, rec *serverRecord) (again
 	switch ServerErrorPolicy(info.Status, rec.Recreates) {
 	case ServerRecreate:
 		workflow.GetLogger(ctx).Warn("server is in ERROR; deleting it to boot it again", "server", rec.Name, "fault", info.Fault, "recreates", rec.Recreates)
-		if err := b.save(ctx); err != nil {
+		if err := b.deleteErrored(ctx, rec, "delete server "+rec.Name+" in ERROR"); err != nil {
 			return false, err
 		}
-		if err := b.lc.Step(ctx, "delete server "+rec.Name+" in ERROR"); err != nil {
-			return false, err
-		}
-		if err := workflow.ExecuteActivity(octx, osActs.DeleteServer, openstack.ResourceRef{Identity: b.identity, ID: rec.ServerID}).Get(ctx, nil); err != nil {
-			return false, fmt.Errorf("delete server %s in ERROR: %w", rec.Name, err)
-		}
-		rec.ServerID, rec.Recreates = "", rec.Recreates+1
+		rec.Recreates++
 		return true, b.save(ctx)
 	case ServerGiveUp:
 		_ = b.save(ctx)
@@ -318,6 +305,22 @@ func (b *serverBuild) bootServer(ctx workflow.Context, rec *serverRecord) (again
 		return false, temporal.NewNonRetryableApplicationError(msg, openstack.ErrServerFailed, nil)
 	}
 	return false, b.save(ctx)
+}
+
+// deleteErrored records the server's state, then deletes the server in ERROR (shown as step) and forgets
+// its ID; its ports and volumes stay for the next boot.
+func (b *serverBuild) deleteErrored(ctx workflow.Context, rec *serverRecord, step string) error {
+	if err := b.save(ctx); err != nil {
+		return err
+	}
+	if err := b.lc.Step(ctx, step); err != nil {
+		return err
+	}
+	if err := workflow.ExecuteActivity(OpenStackActivity(ctx), osActs.DeleteServer, openstack.ResourceRef{Identity: b.identity, ID: rec.ServerID}).Get(ctx, nil); err != nil {
+		return fmt.Errorf("delete server %s in ERROR: %w", rec.Name, err)
+	}
+	rec.ServerID = ""
+	return nil
 }
 
 // associateFloatingIP gives the server its floating IP (on its first port) when the spec asks for one.
