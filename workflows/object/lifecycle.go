@@ -436,7 +436,6 @@ func (lc *Lifecycle) reconcile(ctx workflow.Context, r Reconciler) error {
 	err = r.Reconcile(rctx, lc, obj)
 	switch {
 	case err == nil:
-		lc.state.AutoRetry = nil
 		lc.state.Observed = obj.Generation
 		lc.state.Step = ""
 		lc.SetPhase(ctx, lifecycle.PhaseReady)
@@ -450,7 +449,6 @@ func (lc *Lifecycle) reconcile(ctx workflow.Context, r Reconciler) error {
 	}
 	lc.state.Failed = obj.Generation
 	msg := FailureMessage(err)
-	lc.state.AutoRetry = nil
 	if IsRetryLater(err) {
 		n := 1
 		if prev := lc.autoRetried; prev != nil && lc.prevFailed == obj.Generation {
