@@ -89,7 +89,7 @@ unit:
 HISTORY_REPORT := $(BIN)/history-sizes.txt
 ## e2e: the end-to-end packages against the real local stack (make run's samples removed first), their
 ## history sizes, then `down` proven clean (tests/teardown)
-e2e:
+e2e: images
 	$(LOCAL) up
 	@# make run's samples use the same hosts and cloud: removed first, as a user would (their teardown runs)
 	@bash deploy/local/scripts/delete-samples.sh

@@ -27,6 +27,7 @@ require (
 	k8s.io/apimachinery v0.34.2
 	k8s.io/cli-runtime v0.34.2
 	k8s.io/client-go v0.34.2
+	k8s.io/cri-api v0.34.2
 	sigs.k8s.io/yaml v1.6.0
 )
 

@@ -3,7 +3,8 @@
 //
 //	stackflow-bridge  the bridge, on a base of CA certificates and netbase;
 //	stackflow-worker  the worker (its playbooks are embedded in the binary), on a base of python3,
-//	                  ansible-core and openssh-client with their dependencies.
+//	                  ansible-core and openssh-client with their dependencies;
+//	stackflow-pause   the sandbox image of the local stack's real node (built by the stack itself).
 //
 // Why this and not ko, buildah or apko: ko and buildah start FROM a base image pulled from a registry, and
 // apko assembles Alpine/Wolfi packages; the machines that build stackflow reach Debian's package archive
@@ -65,6 +66,9 @@ var specs = map[string]spec{
 		name: "stackflow-worker", pkg: "./worker/cmd/stackflow-worker",
 		debs: []string{"python3", "ansible-core", "openssh-client", "ca-certificates", "netbase", "dash", "libc-bin"}, closure: true, shell: true,
 		env: []string{"ANSIBLE_LOCAL_TEMP=/tmp/ansible", "ANSIBLE_HOME=/tmp/ansible", "PYTHONDONTWRITEBYTECODE=1"},
+	},
+	"stackflow-pause": {
+		name: "stackflow-pause", pkg: "./deploy/local/cmd/stackflow-pause",
 	},
 }
 
@@ -212,6 +216,9 @@ func build(s spec, repo, outDir, cache, version string) (result, error) {
 // their paths, sorted. apt resolves against an empty package status, so nothing installed on the
 // building machine is assumed present in the image.
 func download(s spec, dir string) ([]string, error) {
+	if len(s.debs) == 0 {
+		return nil, nil
+	}
 	if err := os.MkdirAll(filepath.Join(dir, "partial"), 0o755); err != nil {
 		return nil, err
 	}
@@ -438,20 +445,23 @@ func tarOf(entries []entry) ([]byte, error) {
 // systemLayer writes what maintainer scripts would have made: users, the CA bundle, /tmp, the shell link,
 // and the package list.
 func systemLayer(base layer, packages []string, shell bool) ([]byte, error) {
-	bundle, err := caBundle(base)
-	if err != nil {
-		return nil, err
-	}
 	entries := []entry{
 		{name: "etc/passwd", mode: 0o644, data: []byte("root:x:0:0:root:/root:/usr/sbin/nologin\nnonroot:x:65532:65532:nonroot:/tmp:/usr/sbin/nologin\n")},
 		{name: "etc/group", mode: 0o644, data: []byte("root:x:0:\nnonroot:x:65532:\n")},
 		{name: "etc/nsswitch.conf", mode: 0o644, data: []byte("passwd: files\ngroup: files\nhosts: files dns\n")},
-		{name: "etc/ssl/certs", dir: true, mode: 0o755},
-		{name: "etc/ssl/certs/ca-certificates.crt", mode: 0o644, data: bundle},
 		{name: "tmp", dir: true, mode: 0o1777},
 		{name: "usr/local/bin", dir: true, mode: 0o755},
 		{name: "usr/share/stackflow", dir: true, mode: 0o755},
 		{name: "usr/share/stackflow/packages.txt", mode: 0o644, data: []byte(strings.Join(packages, "\n") + "\n")},
+	}
+	if len(packages) > 0 {
+		// An image without Debian packages (the pause image) talks to nobody over TLS.
+		bundle, err := caBundle(base)
+		if err != nil {
+			return nil, err
+		}
+		entries = append(entries, entry{name: "etc/ssl/certs", dir: true, mode: 0o755},
+			entry{name: "etc/ssl/certs/ca-certificates.crt", mode: 0o644, data: bundle})
 	}
 	if shell {
 		entries = append(entries, entry{name: "usr/bin/sh", link: "dash", mode: 0o777})

@@ -47,8 +47,9 @@ var kwokStages = []string{
 	"stage/pod/fast/pod-delete.yaml",
 }
 
-// upKubernetes starts etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok, writes the
-// admin kubeconfig, creates the kwok nodes and applies the project's CRDs and admission policies.
+// upKubernetes starts etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok and the real
+// node (containerd and a kubelet), writes the admin kubeconfig, creates the kwok nodes and applies the
+// project's CRDs and admission policies.
 func (s *Stack) upKubernetes(ctx context.Context) error {
 	start := time.Now()
 	bins := map[string]string{}
@@ -58,6 +59,7 @@ func (s *Stack) upKubernetes(ctx context.Context) error {
 		{procController, "KUBERNETES_VERSION"},
 		{procScheduler, "KUBERNETES_VERSION"},
 		{"kubectl", "KUBERNETES_VERSION"},
+		{procKubelet, "KUBERNETES_VERSION"},
 		{procKwok, "KWOK_VERSION"},
 	} {
 		p, err := s.Tool(t.name, t.key)
@@ -126,6 +128,11 @@ func (s *Stack) upKubernetes(ctx context.Context) error {
 		return err
 	}
 	cold = cold || started
+	started, err = s.upRealNode(ctx, bins[procKubelet], creds.nodeToken)
+	if err != nil {
+		return err
+	}
+	cold = cold || started
 	var manifests []string
 	for _, dir := range []string{"crds", "admission"} {
 		if d := filepath.Join(s.RepoRoot, "deploy", dir); isDir(d) {
@@ -147,8 +154,8 @@ func (s *Stack) upKubernetes(ctx context.Context) error {
 	if cold {
 		kind = "cold"
 	}
-	s.Logf("kubernetes: ready in %s (%s start), %d kwok nodes, KUBECONFIG=%s",
-		time.Since(start).Round(100*time.Millisecond), kind, len(kwokNodes), s.Kubeconfig)
+	s.Logf("kubernetes: ready in %s (%s start), %d kwok nodes and the real node %s, KUBECONFIG=%s",
+		time.Since(start).Round(100*time.Millisecond), kind, len(kwokNodes), RealNode, s.Kubeconfig)
 	return nil
 }
 
@@ -212,8 +219,14 @@ func (s *Stack) startAPIServer(ctx context.Context, bin string, creds kubeCreden
 		"--service-account-key-file", creds.saPublic,
 		"--service-account-signing-key-file", creds.saPrivate,
 		"--service-account-issuer", "https://kubernetes.default.svc.cluster.local",
-		"--authorization-mode", "RBAC",
+		// Node + NodeRestriction confine the real node's kubelet to its own Node and pods.
+		"--authorization-mode", "Node,RBAC",
+		"--enable-admission-plugins", "NodeRestriction",
 		"--token-auth-file", creds.tokenFile,
+		// The API server reaches kubelets (logs, exec) at their InternalIP with a client certificate.
+		"--kubelet-client-certificate", s.kubeletClientCert(),
+		"--kubelet-client-key", s.kubeletClientKey(),
+		"--kubelet-preferred-address-types", "InternalIP",
 		"--service-cluster-ip-range", ServiceClusterIPRange,
 		"--allow-privileged=true",
 		"--profiling=false",

@@ -93,15 +93,26 @@ func TestAPIServerCAVerifiesLoopbackOnly(t *testing.T) {
 	require.Error(t, err)
 }
 
-func TestAdminTokenGeneratedOnce(t *testing.T) {
+func TestTokensGeneratedOnceEach(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "tokens.csv")
-	first, err := ensureAdminToken(file)
+	first, err := ensureToken(file, adminUser, "system:masters")
 	require.NoError(t, err)
 	require.Len(t, first, 48)
-	again, err := ensureAdminToken(file)
+	again, err := ensureToken(file, adminUser, "system:masters")
 	require.NoError(t, err)
 	require.Equal(t, first, again)
+	node, err := ensureToken(file, nodeUser, "system:nodes")
+	require.NoError(t, err)
+	require.NotEqual(t, first, node)
 	b, err := os.ReadFile(file)
 	require.NoError(t, err)
-	require.Equal(t, first+","+adminUser+","+adminUser+",\"system:masters\"\n", string(b))
+	require.Equal(t, first+","+adminUser+","+adminUser+",\"system:masters\"\n"+
+		node+","+nodeUser+","+nodeUser+",\"system:nodes\"\n", string(b))
+	// A second call for the node keeps both lines as they are.
+	again, err = ensureToken(file, nodeUser, "system:nodes")
+	require.NoError(t, err)
+	require.Equal(t, node, again)
+	b2, err := os.ReadFile(file)
+	require.NoError(t, err)
+	require.Equal(t, string(b), string(b2))
 }

@@ -24,6 +24,7 @@ type kubeCredentials struct {
 	saPrivate, saPublic string // service-account signing key pair (PEM)
 	tokenFile           string // the API server's static token file
 	token               string // the admin token (group system:masters)
+	nodeToken           string // the real node's kubelet (group system:nodes)
 }
 
 // adminUser is the identity of the admin token.
@@ -38,12 +39,15 @@ func (s *Stack) ensureKubeCredentials() (kubeCredentials, error) {
 	if err := ensureServiceAccountKey(c.saPrivate, c.saPublic); err != nil {
 		return c, err
 	}
-	tok, err := ensureAdminToken(c.tokenFile)
+	tok, err := ensureToken(c.tokenFile, adminUser, "system:masters")
 	if err != nil {
 		return c, err
 	}
 	c.token = tok
-	return c, nil
+	if c.nodeToken, err = ensureToken(c.tokenFile, nodeUser, "system:nodes"); err != nil {
+		return c, err
+	}
+	return c, s.ensureKubeletClientPKI()
 }
 
 // ensureServiceAccountKey writes an RSA key pair for signing service-account tokens unless both files exist.
@@ -69,22 +73,21 @@ func ensureServiceAccountKey(private, public string) error {
 	return nil
 }
 
-// ensureAdminToken returns the admin token from the API server's token file, creating the file with a
-// random token in group system:masters the first time.
-func ensureAdminToken(file string) (string, error) {
-	if b, err := os.ReadFile(file); err == nil {
-		recs, err := csv.NewReader(strings.NewReader(string(b))).ReadAll()
-		if err != nil {
-			return "", fmt.Errorf("read token file %s: %w", file, err)
-		}
-		for _, r := range recs {
-			if len(r) >= 2 && r[1] == adminUser {
-				return r[0], nil
-			}
-		}
-		return "", fmt.Errorf("token file %s has no %s token", file, adminUser)
-	} else if !errors.Is(err, os.ErrNotExist) {
+// ensureToken returns user's token from the API server's token file, adding a random token in group
+// to the file the first time (the API server reads the file when it starts).
+func ensureToken(file, user, group string) (string, error) {
+	b, err := os.ReadFile(file)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return "", fmt.Errorf("read token file %s: %w", file, err)
+	}
+	recs, err := csv.NewReader(strings.NewReader(string(b))).ReadAll()
+	if err != nil {
+		return "", fmt.Errorf("read token file %s: %w", file, err)
+	}
+	for _, r := range recs {
+		if len(r) >= 2 && r[1] == user {
+			return r[0], nil
+		}
 	}
 	raw := make([]byte, 24)
 	if _, err := rand.Read(raw); err != nil {
@@ -92,8 +95,8 @@ func ensureAdminToken(file string) (string, error) {
 	}
 	tok := hex.EncodeToString(raw)
 	// Format: token,user,uid,"group1,group2".
-	line := fmt.Sprintf("%s,%s,%s,\"system:masters\"\n", tok, adminUser, adminUser)
-	if err := writeFileAtomic(file, []byte(line), 0o600); err != nil {
+	b = append(b, fmt.Sprintf("%s,%s,%s,\"%s\"\n", tok, user, user, group)...)
+	if err := writeFileAtomic(file, b, 0o600); err != nil {
 		return "", fmt.Errorf("write token file %s: %w", file, err)
 	}
 	return tok, nil

@@ -307,8 +307,9 @@ func Up(ctx context.Context, opts Options) (*Stack, error) {
 		return nil, err
 	}
 	start := time.Now()
-	// The hosts' bridge comes first: OpenStack's services bind to its gateway address.
-	if s.Has(Hosts) || s.Has(OpenStack) {
+	// The hosts' bridge comes first: OpenStack's services bind to its gateway address, and the real
+	// node's kubelet serves there.
+	if s.Has(Hosts) || s.Has(OpenStack) || s.Has(Kubernetes) {
 		if err := s.locked("network", func() error { return s.ensureHostNetwork(ctx) }); err != nil {
 			return s, err
 		}
@@ -429,6 +430,10 @@ func Down(ctx context.Context, opts Options) error {
 	var errs []error
 	// Reverse start order, so clients stop before the servers they use.
 	if err := s.downHosts(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	// The real node first: its pods stop through containerd, which must still run.
+	if err := s.downRealNode(ctx); err != nil {
 		errs = append(errs, err)
 	}
 	for name := range s.StartedPIDs() {

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the local stack needs: OpenStack's libraries (no service packages, so no
-# prompts and no init scripts), MariaDB, RabbitMQ, Ansible and sshd. Idempotent: exits at once when every
+# prompts and no init scripts), MariaDB, RabbitMQ, Ansible, sshd, and containerd, runc and the CNI plugins
+# of the real node. Idempotent: exits at once when every
 # package is present. The api-paste.ini files come from the *-common packages, unpacked into the cache
 # without installing them.
 set -euo pipefail
@@ -10,6 +11,7 @@ pkgs=(
   python3-cinder python3-pymysql python3-openstackclient python3-ironicclient
   rabbitmq-server mariadb-server uwsgi-core uwsgi-plugin-python3
   ansible-core openssh-server openssh-client iproute2 util-linux procps curl qemu-utils
+  containerd runc containernetworking-plugins
 )
 common=(nova-common neutron-common glance-common cinder-common ironic-common)
 
