@@ -59,7 +59,7 @@ func TestRealNodeRunsContainers(t *testing.T) {
 			// python as PID 1 has no SIGTERM handler: a short grace period keeps the deletion quick.
 			TerminationGracePeriodSeconds: &grace,
 			NodeSelector:                  map[string]string{local.RealNodeLabel: "true"},
-			Tolerations:  []corev1.Toleration{{Key: local.RealNodeTaint.Key, Operator: corev1.TolerationOpEqual, Value: local.RealNodeTaint.Value, Effect: local.RealNodeTaint.Effect}},
+			Tolerations:                   []corev1.Toleration{{Key: local.RealNodeTaint.Key, Operator: corev1.TolerationOpEqual, Value: local.RealNodeTaint.Value, Effect: local.RealNodeTaint.Effect}},
 			Containers: []corev1.Container{{
 				Name: "web", Image: local.ImageRef("stackflow-worker"), ImagePullPolicy: corev1.PullNever,
 				// The liveness probe asks for /tmp/alive, which each start of the container writes again. The
