@@ -206,6 +206,9 @@ type PlaybookInput struct {
 	// PlaybooksVersion, when set, is the playbooks' version the run requires: a worker carrying other
 	// playbooks refuses it (ErrPlaybooksVersion).
 	PlaybooksVersion string `json:"playbooksVersion,omitempty"`
+	// Check runs the playbook in check mode with diffs (--check --diff): the host is left as it is and
+	// the result lists what a real run would change (PlaybookResult.Changes).
+	Check bool `json:"check,omitempty"`
 }
 
 // PlaybookResult summarizes a successful run.
@@ -225,6 +228,11 @@ type PlaybookResult struct {
 	PlaybooksVersion string `json:"playbooksVersion,omitempty"`
 	// Outputs are the values the playbook reported: facts named stackflow_out_<name>, by name.
 	Outputs map[string]string `json:"outputs,omitempty"`
+	// Check is set for a check-mode run; Changes are then the tasks that would change the host, their
+	// diffs bounded to MaxCheckBytes (ChangesTruncated says some were left out) and Secret values redacted.
+	Check            bool         `json:"check,omitempty"`
+	Changes          []TaskChange `json:"changes,omitempty"`
+	ChangesTruncated bool         `json:"changesTruncated,omitempty"`
 }
 
 // PlaybookProgress is what a running playbook heartbeats.
@@ -284,7 +292,7 @@ func (a *Ansible) RunPlaybook(ctx context.Context, in PlaybookInput) (*PlaybookR
 	info := activityInfo(ctx)
 	extra["stackflow_step"] = in.Step
 	extra["stackflow_run"] = info
-	files, err := a.renderFiles(ctx, in, dir)
+	files, secretValues, err := a.renderFiles(ctx, in, dir)
 	if err != nil {
 		return nil, err
 	}
@@ -322,6 +330,12 @@ func (a *Ansible) RunPlaybook(ctx context.Context, in PlaybookInput) (*PlaybookR
 		res.Ok, res.Changed, res.Skipped = st.Ok, st.Changed, st.Skipped
 	}
 	res.Outputs = PlaybookOutputs(in.Host, parsed)
+	if in.Check {
+		res.Check = true
+		if res.Changes, res.ChangesTruncated, err = CheckChanges(in.Host, stdout, secretValues, MaxCheckBytes); err != nil {
+			return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("check-mode run of %s on %s: %v", in.Playbook, in.Host, err), ErrAnsible, err)
+		}
+	}
 	return res, nil
 }
 
@@ -453,8 +467,8 @@ func InventoryHostVars(inventory []byte, host string) (map[string]any, error) {
 }
 
 // renderFiles renders in.Files into dir (mode 0600) with their Secret options filled in, and returns
-// them as the playbooks' stackflow_files.
-func (a *Ansible) renderFiles(ctx context.Context, in PlaybookInput, dir string) ([]map[string]string, error) {
+// them as the playbooks' stackflow_files, with the Secret values it read (a check-mode diff hides them).
+func (a *Ansible) renderFiles(ctx context.Context, in PlaybookInput, dir string) ([]map[string]string, []string, error) {
 	secrets := map[string]string{}
 	for _, f := range in.Files {
 		for _, so := range f.SecretOptions {
@@ -464,7 +478,7 @@ func (a *Ansible) renderFiles(ctx context.Context, in PlaybookInput, dir string)
 			}
 			v, err := a.secretValue(ctx, in.Namespace, so.Secret, so.Key)
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			secrets[k] = v
 		}
@@ -473,15 +487,19 @@ func (a *Ansible) renderFiles(ctx context.Context, in PlaybookInput, dir string)
 	for i, f := range in.Files {
 		content, err := oslo.RenderConfigFile(f, secrets)
 		if err != nil {
-			return nil, temporal.NewNonRetryableApplicationError(err.Error(), ErrSecretMissing, err)
+			return nil, nil, temporal.NewNonRetryableApplicationError(err.Error(), ErrSecretMissing, err)
 		}
 		src := filepath.Join(dir, fmt.Sprintf("file-%d", i))
 		if err := os.WriteFile(src, []byte(content), 0o600); err != nil {
-			return nil, fmt.Errorf("write %s: %w", f.Dest, err)
+			return nil, nil, fmt.Errorf("write %s: %w", f.Dest, err)
 		}
 		out = append(out, map[string]string{"src": src, "dest": f.Dest, "mode": "0640"})
 	}
-	return out, nil
+	values := make([]string, 0, len(secrets))
+	for _, v := range secrets {
+		values = append(values, v)
+	}
+	return out, values, nil
 }
 
 // secretValue reads one key of a Secret. A missing Secret or key is a permanent SecretMissing error
@@ -513,6 +531,8 @@ func (a *Ansible) execute(ctx context.Context, in PlaybookInput, dir, playbookPa
 		PrivateKey:    keyFile,
 		ExtraVarsFile: []string{"@" + varsFile},
 		Timeout:       30,
+		Check:         in.Check,
+		Diff:          in.Check,
 		SSHCommonArgs: fmt.Sprintf("-o StrictHostKeyChecking=accept-new -o UserKnownHostsFile=%s -o IdentitiesOnly=yes -o ConnectTimeout=15 -o ServerAliveInterval=15", known),
 	}
 	binary := a.Binary

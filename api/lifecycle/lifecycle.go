@@ -42,6 +42,9 @@ const (
 	QueryStatus = "status"
 	// UpdateApprove opens a gate where a workflow has one; its validator refuses when none is waiting.
 	UpdateApprove = "approve"
+	// UpdatePreview returns what a reconcile of the object as it is now would change, changing nothing,
+	// where the kind can tell (Helm rollouts: manifest diffs; data-plane services: a check-mode run).
+	UpdatePreview = "preview"
 )
 
 // Finalizer is added by the bridge to every object it serves and removed by the workflow, last.

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"crypto/sha256"
 	"fmt"
 	"os"
 	"os/exec"
@@ -186,4 +187,38 @@ func ReadFile(t testing.TB, path string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// HostSnapshot is every file under the host's dirs (relative to its root) with its mode and the SHA-256
+// of its content: two equal snapshots mean those trees are byte-for-byte the same.
+func HostSnapshot(t testing.TB, h local.TestHost, dirs ...string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for _, d := range dirs {
+		root := filepath.Join(h.Root, d)
+		err := filepath.WalkDir(root, func(p string, e os.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			info, err := e.Info()
+			if err != nil {
+				return err
+			}
+			rel, _ := filepath.Rel(h.Root, p)
+			if e.IsDir() {
+				out[rel+"/"] = info.Mode().String()
+				return nil
+			}
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			out[rel] = fmt.Sprintf("%s %x", info.Mode(), sha256.Sum256(b))
+			return nil
+		})
+		if err != nil && !os.IsNotExist(err) {
+			t.Fatalf("snapshot of %s on %s: %v", d, h.Name, err)
+		}
+	}
+	return out
 }

@@ -14,14 +14,17 @@ import (
 	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/hypervisors"
 	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/services"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/stackflow/stackflow/activities/ansible"
 	"github.com/stackflow/stackflow/api/lifecycle"
 	"github.com/stackflow/stackflow/deploy/describe"
 	"github.com/stackflow/stackflow/deploy/local"
 	"github.com/stackflow/stackflow/tests/e2e"
+	"github.com/stackflow/stackflow/workflows/dataplane"
 )
 
 // customConfig is what the tests put in customServiceConfig: debug on (the generated file says off),
@@ -568,6 +571,8 @@ spec:
 	require.Contains(t, c1.Message, "cell2")
 	require.Empty(t, e2e.HostFile(h1, "etc/nova/nova.conf.d/01-nova.conf"))
 
+	requirePreviewChangesNothing(t, h0, hostA, nec0)
+
 	// Progress is searchable in Temporal by host and cell.
 	ids := workflowsWith(t, fmt.Sprintf(`StackflowHost = %q AND StackflowCell = "cell1"`, hostA))
 	require.Contains(t, ids, workflowID("NovaExternalCompute", gvrNEC, nec0))
@@ -586,4 +591,64 @@ spec:
 	require.NoError(t, err)
 	require.Empty(t, svcs, "the compute service of %s is gone from Nova", hostA)
 	t.Logf("scenario done in %.0fs", time.Since(start).Seconds())
+}
+
+// requirePreviewChangesNothing is the preview flow on a deployed compute: pause its workflow, edit
+// customServiceConfig, ask for a preview — a check-mode run of the nova-compute playbook that names the
+// custom file's new line and the restart a real run would do, with no Secret value in it — then revert the
+// edit and resume. The host is byte-for-byte what it was throughout, and nova-compute never restarted.
+func requirePreviewChangesNothing(t *testing.T, h local.TestHost, host string, nec *unstructured.Unstructured) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	id := workflowID("NovaExternalCompute", gvrNEC, nec)
+	dirs := []string{"etc", "var/lib/edpm", "var/log/stackflow", "run/stackflow"}
+	before := e2e.HostSnapshot(t, h, dirs...)
+	require.NotEmpty(t, before["etc/nova/nova.conf.d/99-nova-custom.conf"])
+	pid := e2e.HostFile(h, "run/stackflow/nova-compute.pid")
+	require.NotEmpty(t, pid)
+
+	patch := func(custom string) {
+		b, _ := json.Marshal(map[string]any{"spec": map[string]any{"customServiceConfig": custom}})
+		_, err := env.Dyn.Resource(gvrNEC).Namespace(ns).Patch(ctx, nec.GetName(), types.MergePatchType, b, metav1.PatchOptions{})
+		require.NoError(t, err)
+	}
+	require.NoError(t, env.Temporal.SignalWorkflow(ctx, id, "", lifecycle.SignalPause, nil))
+	patch(customConfig + "max_concurrent_builds = 3\n")
+	t0 := time.Now()
+	h2, err := env.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: id, UpdateName: lifecycle.UpdatePreview,
+		WaitForStage: client.WorkflowUpdateStageCompleted})
+	require.NoError(t, err)
+	var p dataplane.ServicePreview
+	require.NoError(t, h2.Get(ctx, &p))
+	t.Logf("preview of %s in %.1fs: %+v", nec.GetName(), time.Since(t0).Seconds(), p.Changes)
+	require.False(t, p.UpToDate, "the edit is not what is installed")
+	require.Equal(t, host, p.Host)
+	var install, restart *ansible.TaskChange
+	for i, c := range p.Changes {
+		switch {
+		case c.Task == "Install configuration files":
+			install = &p.Changes[i]
+		case strings.Contains(c.Task, "would be (re)started"):
+			restart = &p.Changes[i]
+		}
+	}
+	require.NotNil(t, install, "the custom file would change: %+v", p.Changes)
+	require.Equal(t, []string{"/etc/nova/nova.conf.d/99-nova-custom.conf"}, install.Items, "only the custom file")
+	require.Contains(t, install.Diff, "+max_concurrent_builds = 3")
+	require.NotNil(t, restart, "nova-compute would restart: %+v", p.Changes)
+	// Nothing of the generated file, which holds the cell's transport URL (a Secret's value).
+	raw, _ := json.Marshal(p)
+	require.NotContains(t, string(raw), "transport_url")
+	require.Equal(t, before, e2e.HostSnapshot(t, h, dirs...), "a preview changes nothing on the host")
+
+	patch(customConfig)
+	gen := get(t, gvrNEC, nec.GetName()).GetGeneration()
+	require.NoError(t, env.Temporal.SignalWorkflow(ctx, id, "", lifecycle.SignalResume, nil))
+	e2e.WaitFor(t, nec.GetName()+" Ready at the reverted generation", 3*time.Minute, func() (bool, string) {
+		n := get(t, gvrNEC, nec.GetName())
+		c := e2e.Condition(n, lifecycle.ConditionReady)
+		return c != nil && c.Status == metav1.ConditionTrue && e2e.Str(n, "status", "observedGeneration") == fmt.Sprint(gen), e2e.Summary(n)
+	})
+	require.Equal(t, before, e2e.HostSnapshot(t, h, dirs...), "the reverted edit never reached the host")
+	require.Equal(t, pid, e2e.HostFile(h, "run/stackflow/nova-compute.pid"), "nova-compute was not restarted")
 }

@@ -24,7 +24,7 @@ import (
 const DefaultReleaseNamespace = "openstack"
 
 // UpdatePreview is the update that returns what a rollout would change, without applying anything.
-const UpdatePreview = "preview"
+const UpdatePreview = lifecycle.UpdatePreview
 
 // ConditionComponentsReady is True when every enabled component's release is deployed and Ready.
 const ConditionComponentsReady = "ComponentsReady"

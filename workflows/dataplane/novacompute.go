@@ -63,6 +63,7 @@ type novaComputeKind struct {
 	opts NovaComputeOptions
 }
 
+func (k *novaComputeKind) fresh() edpmServiceKind { return &novaComputeKind{} }
 func (k *novaComputeKind) step() string           { return StepNovaCompute }
 func (k *novaComputeKind) playbook() string       { return "nova-compute.yml" }
 func (k *novaComputeKind) removePlaybook() string { return "nova-compute-remove.yml" }
@@ -89,7 +90,9 @@ func (k *novaComputeKind) validate() error {
 // waitDependencies waits for the NovaCell and its two Secrets, naming what is missing.
 func (k *novaComputeKind) waitDependencies(ctx workflow.Context, lc *object.Lifecycle, gen int64) error {
 	k.ns = lc.Ref.Namespace
-	_ = workflow.UpsertTypedSearchAttributes(ctx, lifecycle.SACell.ValueSet(k.spec.CellName))
+	if !isPreview(ctx) {
+		_ = workflow.UpsertTypedSearchAttributes(ctx, lifecycle.SACell.ValueSet(k.spec.CellName))
+	}
 	err := waitUntil(ctx, lc, gen, k.condition(), func(ctx workflow.Context) (bool, string, string, error) {
 		var cells []kube.ListedObject
 		if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kubeActs.ListObjects, kube.ListInput{Ref: NovaCellRef(lc.Ref.Namespace, "")}).Get(ctx, &cells); err != nil {

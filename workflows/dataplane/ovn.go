@@ -35,6 +35,7 @@ type ovnMetadataKind struct {
 	spec neutronv1beta1.OVNMetadataAgentSpec
 }
 
+func (k *ovnMetadataKind) fresh() edpmServiceKind { return &ovnMetadataKind{} }
 func (k *ovnMetadataKind) step() string           { return StepOVNMetadataAgent }
 func (k *ovnMetadataKind) playbook() string       { return "ovn-metadata-agent.yml" }
 func (k *ovnMetadataKind) removePlaybook() string { return "ovn-metadata-agent-remove.yml" }

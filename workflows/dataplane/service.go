@@ -64,6 +64,8 @@ func (s edpmServiceSpec) hostVars() map[string]json.RawMessage {
 
 // edpmServiceKind plugs one kind into the runner.
 type edpmServiceKind interface {
+	// fresh returns a new kind of the same type, for a preview beside the running reconcile.
+	fresh() edpmServiceKind
 	// step and playbooks name the service's step and its deploy and removal playbooks.
 	step() string
 	playbook() string
@@ -210,6 +212,82 @@ func (r *edpmServiceReconciler) Reconcile(ctx workflow.Context, lc *object.Lifec
 	}
 	_ = lc.SetField(ctx, "deployed", true)
 	return nil
+}
+
+// ServicePreview is what the preview update of a data-plane service returns: what a reconcile of the
+// object as it is now would change on its host, from a check-mode run of the service's playbook.
+type ServicePreview struct {
+	Host       string `json:"host"`
+	Step       string `json:"step"`
+	Playbook   string `json:"playbook"`
+	Generation int64  `json:"generation"`
+	// UpToDate is true when the configuration is the one last installed: a reconcile would run no
+	// playbook (Changes then shows only drift on the host: what was changed there by hand).
+	UpToDate bool `json:"upToDate"`
+	// Changes are the tasks that would change the host, with diffs (Secret values redacted).
+	Changes   []ansible.TaskChange `json:"changes"`
+	Truncated bool                 `json:"truncated,omitempty"`
+}
+
+// Preview runs the service's playbook in check mode (--check --diff) with the object's spec as it is in
+// the API now, and returns what would change on the host, changing nothing. With the workflow paused,
+// an edit shows what it would do before resume applies it. It does not wait: a dependency that is not
+// ready (the node's host, its cell, the SSH key) is an error naming it.
+func (r *edpmServiceReconciler) Preview(ctx workflow.Context, lc *object.Lifecycle) (any, error) {
+	ctx = previewing(ctx)
+	var obj kube.Object
+	if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kubeActs.GetObject, lc.Ref).Get(ctx, &obj); err != nil {
+		return nil, fmt.Errorf("read %s: %w", lc.Ref, err)
+	}
+	if !obj.Exists {
+		return nil, fmt.Errorf("%s does not exist", lc.Ref)
+	}
+	p := &edpmServiceReconciler{kind: r.kind.fresh()}
+	if err := p.kind.decode(obj.Spec); err != nil {
+		return nil, fmt.Errorf("spec of %s: %w", lc.Ref, err)
+	}
+	spec := p.kind.common()
+	if spec.CustomServiceConfig != "" {
+		if _, err := oslo.ParseServiceConfig(spec.CustomServiceConfig); err != nil {
+			return nil, fmt.Errorf("customServiceConfig is not an oslo.config INI snippet: %w", err)
+		}
+	}
+	if err := p.kind.validate(); err != nil {
+		return nil, err
+	}
+	if !spec.Deploy {
+		return nil, fmt.Errorf("spec.deploy is false: nothing would be deployed")
+	}
+	gen, cond := obj.Generation, p.kind.condition()
+	host, err := p.nodeHost(ctx, lc, gen, spec.DataplaneNodeName)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.kind.waitDependencies(ctx, lc, gen); err != nil {
+		return nil, err
+	}
+	if err := waitSecret(ctx, lc, gen, cond, lc.Ref.Namespace, spec.SSHKeySecretName, ansible.SSHKeySecretKey); err != nil {
+		return nil, err
+	}
+	files, err := p.kind.files(host)
+	if err != nil {
+		return nil, err
+	}
+	in := ansible.PlaybookInput{
+		Namespace: lc.Ref.Namespace, Host: host, Step: p.kind.step(), Playbook: p.kind.playbook(),
+		InventoryConfigMap: spec.InventoryConfigMapName, HostVars: spec.hostVars(), SSHKeySecret: spec.SSHKeySecretName, Files: files,
+	}
+	out := ServicePreview{Host: host, Step: in.Step, Playbook: in.Playbook, Generation: gen, UpToDate: installHash(in) == r.rec.Installed}
+	in.Check = true
+	var res ansible.PlaybookResult
+	if err := workflow.ExecuteActivity(AnsibleActivity(ctx), ansibleActs.RunPlaybook, in).Get(ctx, &res); err != nil {
+		return nil, fmt.Errorf("check-mode run of %s on host %s: %w", in.Playbook, host, err)
+	}
+	out.Changes, out.Truncated = res.Changes, res.ChangesTruncated
+	if out.Changes == nil {
+		out.Changes = []ansible.TaskChange{}
+	}
+	return out, nil
 }
 
 // nodeHost reads the node's hostName (the inventory host), waiting while the node does not exist.

@@ -125,6 +125,9 @@ func waitUntil(ctx workflow.Context, lc *object.Lifecycle, gen int64, condType s
 		if ready {
 			return nil
 		}
+		if isPreview(ctx) {
+			return fmt.Errorf("not ready: %s", msg)
+		}
 		if msg != shown {
 			lc.SetCondition(ctx, metav1.Condition{Type: condType, Status: metav1.ConditionFalse, Reason: reason, Message: msg})
 			if err := lc.Step(ctx, "waiting: "+msg); err != nil {
@@ -217,3 +220,12 @@ func isSpecError(err error) bool {
 func specError(reason string, err error) error {
 	return temporal.NewNonRetryableApplicationError(err.Error(), reason, err)
 }
+
+// previewKey marks the context of a preview, which never waits (waitUntil returns what is missing).
+type previewKey struct{}
+
+func previewing(ctx workflow.Context) workflow.Context {
+	return workflow.WithValue(ctx, previewKey{}, true)
+}
+
+func isPreview(ctx workflow.Context) bool { v, _ := ctx.Value(previewKey{}).(bool); return v }

@@ -49,6 +49,13 @@ type Restorer interface {
 	Restore(lc *Lifecycle) error
 }
 
+// Previewer is implemented by reconcilers that can tell what a reconcile of the object as it is now would
+// change without changing anything; Run serves it as the preview update (lifecycle.UpdatePreview). It
+// runs beside the reconcile loop, so it must keep to state of its own (no lc status writes).
+type Previewer interface {
+	Preview(ctx workflow.Context, lc *Lifecycle) (any, error)
+}
+
 // Compensator is implemented by reconcilers that must undo partial work when the workflow is cancelled.
 // It runs on a disconnected context, so cancellation cannot interrupt it.
 type Compensator interface {
@@ -231,6 +238,11 @@ func Run(ctx workflow.Context, in Input, r Reconciler, opts Options) error {
 	}
 	if err := lc.setupHandlers(ctx); err != nil {
 		return err
+	}
+	if p, ok := r.(Previewer); ok {
+		if err := lc.setupPreview(ctx, p); err != nil {
+			return err
+		}
 	}
 	lc.markDirty(ctx)
 	workflow.Go(ctx, lc.statusWriter)

@@ -107,6 +107,18 @@ func (lc *Lifecycle) setupHandlers(ctx workflow.Context) error {
 		}})
 }
 
+// setupPreview serves the preview update. An update, not a query: a preview runs activities.
+func (lc *Lifecycle) setupPreview(ctx workflow.Context, p Previewer) error {
+	return workflow.SetUpdateHandlerWithOptions(ctx, lifecycle.UpdatePreview,
+		func(ctx workflow.Context) (any, error) { return p.Preview(ctx, lc) },
+		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context) error {
+			if lc.state.Deleting {
+				return fmt.Errorf("%s is being deleted: nothing to preview", lc.Ref)
+			}
+			return nil
+		}})
+}
+
 // receiveSignals turns signals into state changes in a workflow goroutine, so they are taken at once even
 // while a reconcile runs (a delete cancels it; a pause holds it at its next step).
 func (lc *Lifecycle) receiveSignals(ctx workflow.Context) {

@@ -1,0 +1,173 @@
+package dataplane
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/mock"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/stackflow/stackflow/activities/ansible"
+	"github.com/stackflow/stackflow/activities/kube"
+	dataplanev1beta1 "github.com/stackflow/stackflow/api/dataplane/v1beta1"
+	"github.com/stackflow/stackflow/api/lifecycle"
+	neutronv1beta1 "github.com/stackflow/stackflow/api/neutron/v1beta1"
+	"github.com/stackflow/stackflow/workflows/object"
+	"github.com/stackflow/stackflow/workflows/object/objecttest"
+)
+
+// agentWorld is an OVNMetadataAgent's world under test: its spec (generation gen) as the API holds it,
+// the playbook runs (real and check-mode) and the status writes.
+type agentWorld struct {
+	mu           sync.Mutex
+	spec         neutronv1beta1.OVNMetadataAgentSpec
+	gen          int64
+	runs, checks []ansible.PlaybookInput
+	statusWrites int
+}
+
+func (w *agentWorld) edit(gen int64, custom string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.gen, w.spec.CustomServiceConfig = gen, custom
+}
+
+func newAgentEnv(t *testing.T, w *agentWorld) *testsuite.TestWorkflowEnvironment {
+	var ts testsuite.WorkflowTestSuite
+	env := ts.NewTestWorkflowEnvironment()
+	env.RegisterActivity(&kube.Kube{})
+	env.RegisterActivity(&ansible.Ansible{})
+	env.RegisterWorkflowWithOptions(OVNMetadataAgentWorkflow, workflow.RegisterOptions{Name: "OVNMetadataAgent"})
+	w.spec, w.gen = neutronv1beta1.OVNMetadataAgentSpec{DataplaneNodeName: "n1", SSHKeySecretName: "key", InventoryConfigMapName: "n1-inventory", Deploy: true}, 1
+	nodeSpec, err := json.Marshal(node("n1", nil, nil).Spec)
+	require.NoError(t, err)
+	env.OnActivity(kubeActs.GetObject, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, ref lifecycle.ObjectRef) (*kube.Object, error) {
+			if ref.Kind == "OpenStackDataPlaneNode" {
+				return &kube.Object{Exists: true, Generation: 1, Spec: nodeSpec}, nil
+			}
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			b, _ := json.Marshal(w.spec)
+			return &kube.Object{Exists: true, Generation: w.gen, Spec: b}, nil
+		})
+	env.OnActivity(kubeActs.GetObjectStatus, mock.Anything, mock.Anything).Return(&kube.ObjectStatus{Exists: true, Generation: 1, ObservedGeneration: 1,
+		Conditions: []metav1.Condition{{Type: dataplanev1beta1.ConditionInfrastructureReady, Status: metav1.ConditionTrue}}}, nil)
+	env.OnActivity(kubeActs.CheckSecret, mock.Anything, mock.Anything).Return(&kube.SecretPresence{Exists: true}, nil)
+	env.OnActivity(kubeActs.PatchStatus, mock.Anything, mock.Anything).Return(func(context.Context, kube.StatusPatch) error {
+		w.statusWrites++
+		return nil
+	})
+	env.OnActivity(kubeActs.RemoveFinalizer, mock.Anything, mock.Anything).Return(nil)
+	env.OnActivity(ansibleActs.RunPlaybook, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in ansible.PlaybookInput) (*ansible.PlaybookResult, error) {
+			if in.Check {
+				w.checks = append(w.checks, in)
+				return &ansible.PlaybookResult{Check: true, Changed: 1, Changes: []ansible.TaskChange{{Task: "Install configuration files", Items: []string{OVNMetadataCustomFile}, Diff: "+debug = True\n"}}}, nil
+			}
+			w.runs = append(w.runs, in)
+			return &ansible.PlaybookResult{Ok: 3}, nil
+		})
+	return env
+}
+
+// The preview update of a data-plane service runs its playbook in check mode with the spec as it is in
+// the API (an edit the workflow has not acted on, as while it is paused), says whether that is what it
+// installed, and returns the changes; it writes no status and runs nothing for real.
+func TestServicePreviewRunsACheckModePlaybookOfTheCurrentSpec(t *testing.T) {
+	w := &agentWorld{}
+	env := newAgentEnv(t, w)
+	chain := objecttest.New(env)
+	preview := func(id string, want func(ServicePreview)) {
+		require.NoError(t, chain.Update(lifecycle.UpdatePreview, id, &testsuite.TestUpdateCallback{
+			OnReject: func(err error) { t.Errorf("preview rejected: %v", err) },
+			OnAccept: func() {},
+			OnComplete: func(v any, err error) {
+				require.NoError(t, err)
+				b, _ := json.Marshal(v)
+				var p ServicePreview
+				require.NoError(t, json.Unmarshal(b, &p))
+				want(p)
+			},
+		}))
+	}
+	env.RegisterDelayedCallback(func() { require.NoError(t, chain.Signal(lifecycle.SignalSpec, lifecycle.SpecSignal{Generation: 1})) }, time.Second)
+	var writesBefore int
+	env.RegisterDelayedCallback(func() {
+		require.Len(t, w.runs, 1, "deployed once")
+		writesBefore = w.statusWrites
+		// The spec as deployed: nothing to install, the host is compared with it all the same.
+		preview("first", func(p ServicePreview) {
+			require.True(t, p.UpToDate)
+			require.Equal(t, StepOVNMetadataAgent, p.Step)
+			require.Equal(t, "n1", p.Host)
+		})
+	}, time.Minute)
+	env.RegisterDelayedCallback(func() {
+		// An edit the workflow has not been told of (its spec signal held back, as while paused).
+		w.mu.Lock()
+		w.spec.CustomServiceConfig = "[DEFAULT]\ndebug = True\n"
+		w.mu.Unlock()
+		preview("second", func(p ServicePreview) {
+			require.False(t, p.UpToDate, "the edit is not what was installed (runs %d, checks %d)", len(w.runs), len(w.checks))
+			require.Len(t, p.Changes, 1)
+			require.Equal(t, "+debug = True\n", p.Changes[0].Diff)
+		})
+	}, 2*time.Minute)
+	env.RegisterDelayedCallback(func() {
+		require.Len(t, w.runs, 1, "a preview runs nothing for real")
+		require.Len(t, w.checks, 2)
+		for _, c := range w.checks {
+			require.Equal(t, w.runs[0].Host, c.Host)
+			require.Equal(t, w.runs[0].Playbook, c.Playbook)
+		}
+		require.Len(t, w.checks[0].Files, len(w.runs[0].Files), "the deployed spec's files")
+		require.Len(t, w.checks[1].Files, len(w.runs[0].Files)+1, "the edit's custom file too")
+		require.Equal(t, writesBefore, w.statusWrites, "a preview writes no status")
+		require.NoError(t, chain.Signal(lifecycle.SignalDelete, lifecycle.DeleteSignal{}))
+	}, 3*time.Minute)
+	chain.Execute("OVNMetadataAgent", object.Input{ObjectRef: lifecycle.ObjectRef{Kind: "OVNMetadataAgent", Namespace: "openstack", Name: "n1", UID: "u1"}})
+	require.True(t, env.IsWorkflowCompleted())
+	require.NoError(t, env.GetWorkflowError())
+}
+
+// The preview flow: pause, edit, preview, revert, resume. A paused workflow starts no reconcile, so the
+// edit never reaches the host, and resume reconciles the newest generation, which is what is installed.
+func TestServiceEditRevertedWhilePausedNeverRuns(t *testing.T) {
+	w := &agentWorld{}
+	env := newAgentEnv(t, w)
+	chain := objecttest.New(env)
+	env.RegisterDelayedCallback(func() { require.NoError(t, chain.Signal(lifecycle.SignalSpec, lifecycle.SpecSignal{Generation: 1})) }, time.Second)
+	env.RegisterDelayedCallback(func() {
+		require.Len(t, w.runs, 1)
+		require.NoError(t, chain.Signal(lifecycle.SignalPause, nil))
+		w.edit(2, "[DEFAULT]\ndebug = True\n")
+		require.NoError(t, chain.Signal(lifecycle.SignalSpec, lifecycle.SpecSignal{Generation: 2}))
+	}, time.Minute)
+	env.RegisterDelayedCallback(func() {
+		st, err := chain.Status()
+		require.NoError(t, err)
+		require.EqualValues(t, 1, st.ObservedGeneration, "paused: generation 2 is not acted on")
+		require.Len(t, w.runs, 1)
+		w.edit(3, "")
+		require.NoError(t, chain.Signal(lifecycle.SignalSpec, lifecycle.SpecSignal{Generation: 3}))
+		require.NoError(t, chain.Signal(lifecycle.SignalResume, nil))
+	}, 2*time.Minute)
+	env.RegisterDelayedCallback(func() {
+		st, err := chain.Status()
+		require.NoError(t, err)
+		require.Equal(t, lifecycle.PhaseReady, st.Phase)
+		require.EqualValues(t, 3, st.ObservedGeneration)
+		require.Len(t, w.runs, 1, "generation 2 never ran; 3 is what was installed")
+		require.NoError(t, chain.Signal(lifecycle.SignalDelete, lifecycle.DeleteSignal{}))
+	}, 3*time.Minute)
+	chain.Execute("OVNMetadataAgent", object.Input{ObjectRef: lifecycle.ObjectRef{Kind: "OVNMetadataAgent", Namespace: "openstack", Name: "n1", UID: "u1"}})
+	require.True(t, env.IsWorkflowCompleted())
+	require.NoError(t, env.GetWorkflowError())
+}
