@@ -70,6 +70,9 @@ func TestRealNodeRunsContainers(t *testing.T) {
 					ReadOnlyRootFilesystem: &yes, AllowPrivilegeEscalation: &no},
 				Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{
 					corev1.ResourceMemory: resource.MustParse("96Mi"), corev1.ResourceCPU: resource.MustParse("500m")}},
+				// Liveness counts only once the start-up probe passed: a first liveness probe before the server
+				// listens would otherwise restart the container at once.
+				StartupProbe:   &corev1.Probe{ProbeHandler: probe("/").ProbeHandler, PeriodSeconds: 1, FailureThreshold: 30},
 				ReadinessProbe: probe("/"),
 				LivenessProbe:  probe("/alive"),
 				VolumeMounts:   []corev1.VolumeMount{{Name: "tmp", MountPath: "/tmp"}},
@@ -123,10 +126,14 @@ func TestRealNodeRunsContainers(t *testing.T) {
 	}, 30*time.Second, time.Second, "probe requests in kubectl logs: %s", out)
 
 	// A failing liveness probe restarts the container; the new start is Ready again.
+	cur, err := cs.CoreV1().Pods(ns).Get(ctx, "web", metav1.GetOptions{})
+	require.NoError(t, err)
+	before := cur.Status.ContainerStatuses[0].RestartCount
+	require.Zero(t, before, "no restart before the liveness file goes")
 	out, err = py("import os; os.remove('/tmp/alive')")
 	require.NoError(t, err, out)
 	t1 := time.Now()
-	ready(1)
+	ready(before + 1)
 	t.Logf("container restarted and Ready %s after its liveness file went", time.Since(t1).Round(100*time.Millisecond))
 	out, err = run("logs", "web", "--previous")
 	require.NoError(t, err, out)
