@@ -83,6 +83,9 @@ type ServiceStateInput struct {
 	Enabled bool        `json:"enabled"`
 	// Reason is the disabled reason Nova shows (disabling only).
 	Reason string `json:"reason,omitempty"`
+	// IfRegistered makes a host Nova does not know (or a region with no compute API) no error when
+	// disabling: a compute being removed may never have registered.
+	IfRegistered bool `json:"ifRegistered,omitempty"`
 }
 
 // SetComputeService enables or disables the host's nova-compute service (a service already in that
@@ -90,12 +93,15 @@ type ServiceStateInput struct {
 // the ones a drain must move.
 func (o *OpenStack) SetComputeService(ctx context.Context, in ServiceStateInput) ([]string, error) {
 	c, err := o.clientsFor(ctx, in.Cloud.Identity())
+	if in.IfRegistered && errors.Is(err, errNoComputeAPI) {
+		return nil, nil
+	}
 	if err != nil {
 		return nil, err
 	}
 	svc, err := computeService(ctx, c.compute, in.Host)
-	if in.Enabled && isPermanentNotFound(err) {
-		// A host Nova does not know (any more) is not disabled.
+	if (in.Enabled || in.IfRegistered) && isPermanentNotFound(err) {
+		// A host Nova does not know (any more) is not disabled, and has no instance to move.
 		return nil, nil
 	}
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/gophercloud/gophercloud/v2"
 	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/hypervisors"
 	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/services"
 	"github.com/gophercloud/gophercloud/v2/openstack/placement/v1/resourceproviders"
@@ -147,7 +148,163 @@ func (o *OpenStack) DeleteComputeService(ctx context.Context, in ComputeHostInpu
 			return classifyOS("delete compute service of "+in.Host, err)
 		}
 	}
+	return deleteProvider(ctx, c, in.Host)
+}
+
+// deleteProvider removes the host's resource provider from placement if Nova left it (Nova deletes it
+// with the service unless allocations remain; a provider left behind would block a later compute of the
+// same name, see providerCheck).
+func deleteProvider(ctx context.Context, c *osClients, name string) error {
+	pl, err := c.placementAPI()
+	if err != nil {
+		return err
+	}
+	return removeProvider(ctx, gopherPlacement{pl: pl, nova: gopherCompute{c.compute}}, name)
+}
+
+// providerAPI is what removing a compute's resource provider asks Placement, and Nova of the consumers.
+type providerAPI interface {
+	// Providers are the UUIDs of the providers named name.
+	Providers(ctx context.Context, name string) ([]string, error)
+	// Consumers are the consumers holding allocations against the provider.
+	Consumers(ctx context.Context, provider string) ([]string, error)
+	DeleteProvider(ctx context.Context, provider string) error
+	// DeleteAllocations deletes every allocation of the consumer.
+	DeleteAllocations(ctx context.Context, consumer string) error
+	// ServerExists says whether Nova has an instance of that ID.
+	ServerExists(ctx context.Context, id string) (bool, error)
+}
+
+// removeProvider deletes the providers named name. Once the host's compute service is gone and no
+// instance is on it, allocations still held against its provider are stale (an instance deleted, or a
+// migration that ended, while its allocations stayed): those of consumers Nova knows no instance of are
+// deleted first. An existing instance's are not touched: the error names it and a retry decides later.
+func removeProvider(ctx context.Context, api providerAPI, name string) error {
+	rps, err := api.Providers(ctx, name)
+	if err != nil {
+		return classifyOS("list resource providers named "+name, err)
+	}
+	for _, rp := range rps {
+		consumers, err := api.Consumers(ctx, rp)
+		if err != nil && !isNotFound(err) {
+			return classifyOS("allocations of resource provider "+name, err)
+		}
+		var live []string
+		for _, c := range consumers {
+			exists, err := api.ServerExists(ctx, c)
+			if err != nil {
+				return classifyOS("instance "+c, err)
+			}
+			if exists {
+				live = append(live, c)
+				continue
+			}
+			if err := api.DeleteAllocations(ctx, c); err != nil && !isNotFound(err) {
+				return classifyOS("delete stale allocations of consumer "+c, err)
+			}
+			logInfo(ctx, "deleted stale allocations on a removed compute's provider", "provider", name, "consumer", c)
+		}
+		if len(live) > 0 {
+			sort.Strings(live)
+			return temporal.NewApplicationError(fmt.Sprintf("resource provider %s (%s) still holds allocations of instances %s", name, rp, strings.Join(live, ", ")), ErrInstancesOnHost)
+		}
+		if err := api.DeleteProvider(ctx, rp); err != nil && !isNotFound(err) {
+			return classifyOS("delete resource provider "+name, err)
+		}
+		logInfo(ctx, "deleted the resource provider Nova left", "provider", name, "uuid", rp)
+	}
 	return nil
+}
+
+// logInfo logs through the activity's logger when called in an activity (not in a unit test).
+func logInfo(ctx context.Context, msg string, kv ...any) {
+	if activity.IsActivity(ctx) {
+		activity.GetLogger(ctx).Info(msg, kv...)
+	}
+}
+
+// gopherPlacement is providerAPI with gophercloud.
+type gopherPlacement struct {
+	pl   *gophercloud.ServiceClient
+	nova computeAPI
+}
+
+func (g gopherPlacement) Providers(ctx context.Context, name string) ([]string, error) {
+	pages, err := resourceproviders.List(g.pl, resourceproviders.ListOpts{Name: name}).AllPages(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rps, err := resourceproviders.ExtractResourceProviders(pages)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, 0, len(rps))
+	for _, rp := range rps {
+		out = append(out, rp.UUID)
+	}
+	return out, nil
+}
+
+func (g gopherPlacement) Consumers(ctx context.Context, provider string) ([]string, error) {
+	a, err := resourceproviders.GetAllocations(ctx, g.pl, provider).Extract()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, 0, len(a.Allocations))
+	for c := range a.Allocations {
+		out = append(out, c)
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+func (g gopherPlacement) DeleteProvider(ctx context.Context, provider string) error {
+	return resourceproviders.Delete(ctx, g.pl, provider).ExtractErr()
+}
+
+func (g gopherPlacement) DeleteAllocations(ctx context.Context, consumer string) error {
+	resp, err := g.pl.Delete(ctx, g.pl.ServiceURL("allocations", consumer), &gophercloud.RequestOpts{OkCodes: []int{204}})
+	_, _, err = gophercloud.ParseResponse(resp, err)
+	return err
+}
+
+func (g gopherPlacement) ServerExists(ctx context.Context, id string) (bool, error) {
+	_, err := g.nova.GetServer(ctx, id)
+	if isNotFound(err) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// DeleteServersOnHost deletes every instance Nova lists on the host (every project) and returns their
+// IDs, sorted; instances already gone are not an error. A compute being removed under an approved (or
+// Skip) drain failure uses it: its instances go with it. It does not wait: WaitHostEmpty does.
+func (o *OpenStack) DeleteServersOnHost(ctx context.Context, in ComputeHostInput) ([]string, error) {
+	c, err := o.clientsFor(ctx, in.Cloud.Identity())
+	if errors.Is(err, errNoComputeAPI) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	nova := gopherCompute{c.compute}
+	return deleteServersOn(ctx, nova, in.Host)
+}
+
+func deleteServersOn(ctx context.Context, nova computeAPI, host string) ([]string, error) {
+	list, err := serversOn(ctx, nova, host)
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]string, 0, len(list))
+	for _, s := range list {
+		if err := nova.DeleteServer(ctx, s.ID); err != nil && !isNotFound(err) {
+			return nil, classifyOS("delete server "+s.ID+" on "+host, err)
+		}
+		ids = append(ids, s.ID)
+	}
+	sort.Strings(ids)
+	return ids, nil
 }
 
 // ErrInstancesOnHost is the retryable error of WaitHostEmpty while instances remain on the host.

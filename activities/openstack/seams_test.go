@@ -3,9 +3,11 @@ package openstack
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/gophercloud/gophercloud/v2"
 	"github.com/gophercloud/gophercloud/v2/openstack/blockstorage/v3/volumes"
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/extensions/layer3/floatingips"
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/ports"
@@ -177,6 +179,105 @@ func TestSweepByMarker(t *testing.T) {
 			again, err := sweep(context.Background(), f, f, cinder, tc.in, time.Millisecond)
 			require.NoError(t, err)
 			require.Zero(t, again.Found(), "a second sweep finds nothing")
+		})
+	}
+}
+
+// A compute removed under an approved drain failure deletes what is on its host, and only that; asked
+// again (a retried activity) while they are being deleted, or after, it deletes nothing twice and fails
+// on nothing.
+func TestDeleteServersOnHost(t *testing.T) {
+	f := newFakeCloud()
+	f.server("vm-b", "h1", "SHUTOFF")
+	f.server("vm-a", "h1", "ACTIVE")
+	f.server("vm-c", "h2", "ACTIVE")
+	ctx := context.Background()
+	gone, err := deleteServersOn(ctx, f, "h1")
+	require.NoError(t, err)
+	require.Equal(t, []string{"vm-a", "vm-b"}, gone)
+	require.Equal(t, []string{"delete server vm-a", "delete server vm-b"}, f.calls)
+	f.tick()
+	again, err := deleteServersOn(ctx, f, "h1")
+	require.NoError(t, err)
+	require.Empty(t, again)
+	require.Len(t, f.calls, 2, "nothing deleted twice")
+	require.Contains(t, f.servers, "vm-c", "another host's instance stays")
+}
+
+// fakePlacement is providerAPI in memory: providers by name with their consumers, and the instances
+// Nova has.
+type fakePlacement struct {
+	providers map[string][]string // name → UUIDs
+	consumers map[string][]string // provider UUID → consumers
+	servers   map[string]bool
+	calls     []string
+}
+
+func (f *fakePlacement) Providers(_ context.Context, name string) ([]string, error) {
+	return f.providers[name], nil
+}
+
+func (f *fakePlacement) Consumers(_ context.Context, rp string) ([]string, error) {
+	return slices.Clone(f.consumers[rp]), nil
+}
+
+func (f *fakePlacement) DeleteProvider(_ context.Context, rp string) error {
+	if len(f.consumers[rp]) > 0 {
+		return gophercloud.ErrUnexpectedResponseCode{Actual: 409, Body: []byte(`{"errors":[{"detail":"has allocations"}]}`)}
+	}
+	f.calls = append(f.calls, "delete provider "+rp)
+	for name, ids := range f.providers {
+		f.providers[name] = slices.DeleteFunc(ids, func(id string) bool { return id == rp })
+	}
+	return nil
+}
+
+func (f *fakePlacement) DeleteAllocations(_ context.Context, c string) error {
+	f.calls = append(f.calls, "delete allocations "+c)
+	for rp, cs := range f.consumers {
+		f.consumers[rp] = slices.DeleteFunc(cs, func(x string) bool { return x == c })
+	}
+	return nil
+}
+
+func (f *fakePlacement) ServerExists(_ context.Context, id string) (bool, error) {
+	return f.servers[id], nil
+}
+
+// A removed compute's resource provider goes, with the allocations of consumers Nova knows no instance
+// of (stale); an existing instance's allocations keep it, and the error names the instance.
+func TestRemoveProvider(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		consumers []string
+		servers   map[string]bool
+		wantErr   string
+		wantCalls []string
+	}{
+		{name: "Nova deleted it already", wantCalls: nil},
+		{name: "left without allocations", consumers: []string{}, wantCalls: []string{"delete provider rp-1"}},
+		{name: "stale allocations of a deleted instance and an ended migration", consumers: []string{"mig-1", "vm-gone"},
+			wantCalls: []string{"delete allocations mig-1", "delete allocations vm-gone", "delete provider rp-1"}},
+		{name: "an existing instance's allocations keep it", consumers: []string{"vm-live", "vm-gone"}, servers: map[string]bool{"vm-live": true},
+			wantErr: "still holds allocations of instances vm-live", wantCalls: []string{"delete allocations vm-gone"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &fakePlacement{providers: map[string][]string{}, consumers: map[string][]string{}, servers: tc.servers}
+			if tc.consumers != nil {
+				f.providers["h1"] = []string{"rp-1"}
+				f.consumers["rp-1"] = tc.consumers
+			}
+			f.providers["h2"] = []string{"rp-2"}
+			err := removeProvider(context.Background(), f, "h1")
+			if tc.wantErr != "" {
+				require.ErrorContains(t, err, tc.wantErr)
+			} else {
+				require.NoError(t, err)
+				require.Empty(t, f.providers["h1"])
+				require.NoError(t, removeProvider(context.Background(), f, "h1"), "a second removal finds nothing")
+			}
+			require.Equal(t, tc.wantCalls, f.calls)
+			require.Equal(t, []string{"rp-2"}, f.providers["h2"], "another host's provider stays")
 		})
 	}
 }

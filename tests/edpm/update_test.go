@@ -10,8 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gophercloud/gophercloud/v2"
 	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/servers"
 	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/services"
+	"github.com/gophercloud/gophercloud/v2/openstack/placement/v1/resourceproviders"
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
 	sdkpb "go.temporal.io/api/sdk/v1"
@@ -55,7 +57,7 @@ format = %(asctime)s %(process)d %(levelname)s %(name)s %(message)s
 // nova-compute's configuration on one host (its configuration layer names a logging configuration the
 // site put on the first host only): that node is rolled back to its checkpoint (the previous layer, old
 // version running, enabled), the update fails naming it and why, and a retry once the file is there
-// updates that node only.
+// updates that node only. Then both computes are removed (scaleIn).
 func TestRollingUpdateOfComputes(t *testing.T) {
 	start := time.Now()
 	ctx := context.Background()
@@ -290,7 +292,102 @@ spec:
 		require.Equal(t, []string{"CUSTOM_STACKFLOW_NOVA_COMPUTE_3"}, versionClasses(t, cc, h), h)
 	}
 	requireAllEnabledAndHome(t, cc, home, hostA, hostB)
+	t.Logf("updates done at %.0fs", time.Since(start).Seconds())
+
+	scaleIn(t, cc, w, hostA, hostB, h1, s1, s2, s3)
 	t.Logf("scenario done in %.0fs", time.Since(start).Seconds())
+}
+
+// scaleIn removes the two computes of the rolling update as an operator scales in. upd-1 goes first
+// with s3 on it: disabled in Nova, s3 live-migrated to upd-0 (the worker killed with SIGKILL during the
+// drain), then nova-compute stopped and its files removed from the host, and its service, hypervisor and
+// resource provider gone from Nova and Placement. upd-0 goes next with every server on it and nowhere to
+// move them: under onDrainFailure Stop it stays, running them, with a condition naming them, until a
+// person approves the gate "remove" with the temporal CLI; then they are deleted with it.
+func scaleIn(t *testing.T, cc *e2e.Cloud, w *e2e.Proc, hostA, hostB string, h1 local.TestHost, s1, s2, s3 string) {
+	ctx := context.Background()
+	patch := []byte(`{"spec":{"removal":{"drainTimeout":"3m","onDrainFailure":"Stop"}}}`)
+	_, err := env.Dyn.Resource(gvrNEC).Namespace(ns).Patch(ctx, "upd-1", types.MergePatchType, patch, metav1.PatchOptions{})
+	require.NoError(t, err)
+	necB := workflowID("NovaExternalCompute", gvrNEC, get(t, gvrNEC, "upd-1"))
+	require.NoError(t, env.Dyn.Resource(gvrNode).Namespace(ns).Delete(ctx, "upd-1", metav1.DeleteOptions{}))
+	migrating := false
+	e2e.WaitFor(t, "upd-1's compute draining", 5*time.Minute, func() (bool, string) {
+		s, err := servers.Get(ctx, cc.Compute, s3).Extract()
+		require.NoError(t, err)
+		migrating = s.TaskState == "migrating"
+		return migrating || s.Host == hostA, e2e.Summary(get(t, gvrNEC, "upd-1"))
+	})
+	svcB := computeService(t, cc, hostB)
+	require.Equal(t, "disabled", svcB.Status, "a compute being removed takes no new instance")
+	require.Equal(t, "stackflow: removing NovaExternalCompute/"+ns+"/upd-1", svcB.DisabledReason)
+	w.Kill9()
+	time.Sleep(2 * time.Second)
+	w.Start()
+	e2e.WaitFor(t, "node upd-1 and its compute gone", 5*time.Minute, func() (bool, string) {
+		return get(t, gvrNode, "upd-1") == nil && get(t, gvrNEC, "upd-1") == nil, e2e.Summary(get(t, gvrNEC, "upd-1"))
+	})
+	s, err := servers.Get(ctx, cc.Compute, s3).Extract()
+	require.NoError(t, err, "s3 survives its compute's removal")
+	require.Equal(t, "ACTIVE", s.Status)
+	require.Equal(t, hostA, s.Host, "s3 was live-migrated to the compute that stays")
+	if migrating {
+		require.Greater(t, activityAttempts(t, necB, "MigrateServers"), 1, "the drain went on in a new attempt after the crash")
+	}
+	requireComputeGone(t, cc, hostB)
+	e2e.RequireRemoved(t, h1, "nova-compute")
+
+	// upd-0 with every server and nowhere to go: held until a person approves.
+	necA := workflowID("NovaExternalCompute", gvrNEC, get(t, gvrNEC, "upd-0"))
+	require.NoError(t, env.Dyn.Resource(gvrNode).Namespace(ns).Delete(ctx, "upd-0", metav1.DeleteOptions{}))
+	var held string
+	e2e.WaitFor(t, "upd-0's removal held on its instances", 5*time.Minute, func() (bool, string) {
+		nec := get(t, gvrNEC, "upd-0")
+		c := e2e.Condition(nec, "ComputeDeployed")
+		if c != nil {
+			held = c.Message
+		}
+		return c != nil && c.Reason == "DrainFailed", e2e.Summary(nec)
+	})
+	for _, id := range []string{s1, s2, s3} {
+		require.Contains(t, held, id, "the condition names every instance that could not move")
+		require.Equal(t, hostA, serverHost(t, cc, id), "held: the instances stay where they run")
+	}
+	require.Contains(t, held, `gate "remove"`)
+	require.Equal(t, "disabled", computeService(t, cc, hostA).Status)
+	for _, c := range clis(t) {
+		if c.update != nil {
+			c.run(t, c.update(necA, lifecycle.UpdateApprove, `{"gate":"remove"}`))
+		}
+	}
+	e2e.WaitFor(t, "node upd-0 and its compute gone", 5*time.Minute, func() (bool, string) {
+		return get(t, gvrNode, "upd-0") == nil && get(t, gvrNEC, "upd-0") == nil, e2e.Summary(get(t, gvrNEC, "upd-0"))
+	})
+	for _, id := range []string{s1, s2, s3} {
+		_, err := servers.Get(ctx, cc.Compute, id).Extract()
+		require.True(t, gophercloud.ResponseCodeIs(err, 404), "%s was deleted with its compute once approved (%v)", id, err)
+	}
+	requireComputeGone(t, cc, hostA)
+}
+
+// requireComputeGone checks that Nova lists no compute service or hypervisor on host and Placement no
+// resource provider of that name.
+func requireComputeGone(t *testing.T, cc *e2e.Cloud, host string) {
+	t.Helper()
+	ctx := context.Background()
+	pages, err := services.List(cc.Compute, services.ListOpts{Binary: "nova-compute", Host: host}).AllPages(ctx)
+	require.NoError(t, err)
+	svcs, err := services.ExtractServices(pages)
+	require.NoError(t, err)
+	require.Empty(t, svcs, "no compute service left on %s", host)
+	_, err = cc.VersionClasses(ctx, host)
+	require.Error(t, err, "no hypervisor left for %s", host)
+	require.True(t, strings.Contains(err.Error(), "no hypervisor "+host) || gophercloud.ResponseCodeIs(err, 404), "no hypervisor left for %s: %v", host, err)
+	rpages, err := resourceproviders.List(cc.Placement, resourceproviders.ListOpts{Name: host}).AllPages(ctx)
+	require.NoError(t, err)
+	rps, err := resourceproviders.ExtractResourceProviders(rpages)
+	require.NoError(t, err)
+	require.Empty(t, rps, "no resource provider left for %s", host)
 }
 
 // canarySample is what Nova showed once while the canary was updating.

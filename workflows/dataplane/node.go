@@ -759,11 +759,11 @@ func deleteAndWait(ctx workflow.Context, ref lifecycle.ObjectRef) error {
 	if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kubeActs.DeleteObject, ref).Get(ctx, nil); err != nil {
 		return fmt.Errorf("delete %s: %w", ref, err)
 	}
+	// No overall deadline: a compute's removal may wait for a person (its drain policy Stop), and its own
+	// condition says why.
 	wctx := object.OnKube(ctx, workflow.ActivityOptions{
-
-		StartToCloseTimeout:    15 * time.Second,
-		ScheduleToCloseTimeout: 30 * time.Minute,
-		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 1.5, MaximumInterval: 10 * time.Second},
+		StartToCloseTimeout: 15 * time.Second,
+		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 1.5, MaximumInterval: 10 * time.Second},
 	})
 	if err := workflow.ExecuteActivity(wctx, kubeActs.WaitDeleted, ref).Get(ctx, nil); err != nil {
 		return fmt.Errorf("wait for %s to go: %w", ref, err)

@@ -2,7 +2,9 @@ package dataplane
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"sort"
 	"strings"
 	"time"
 
@@ -203,10 +205,28 @@ func (k *novaComputeKind) verify(ctx workflow.Context, lc *object.Lifecycle, hos
 	return nil
 }
 
-// waitHostEmpty holds the removal while Nova lists instances on the host, saying which, with no
-// deadline: a person (or the objects being deleted with it) decides where they go.
+// ChangeRemovalDrains is the GetVersion change after which a compute being removed is disabled in Nova
+// and its instances are live-migrated away under spec.removal before anything waits for them (runs
+// recorded before it only waited for them to go).
+const ChangeRemovalDrains = "nova-compute-removal-drains"
+
+// GateRemove is the gate a person approves to remove a compute whose instances could not move: they are
+// deleted with it.
+const GateRemove = "remove"
+
+// ReasonDraining is the compute's condition while its instances are live-migrated away before removal.
+const ReasonDraining = "Draining"
+
+// waitHostEmpty empties the host before nova-compute stops: disabled in Nova, its instances live-migrated
+// away (spec.removal says how long and what then), and then held while Nova still lists instances on it,
+// saying which, with no deadline (the objects being deleted with it, or a person, decide where they go).
 func (k *novaComputeKind) waitHostEmpty(ctx workflow.Context, lc *object.Lifecycle, rec *edpmServiceRecord) error {
 	cloud := openstack.CloudSecret{Namespace: lc.Ref.Namespace, Name: openstack.DefaultCloudsSecret, ComputeRegion: rec.ComputeRegion}
+	if workflow.GetVersion(ctx, ChangeRemovalDrains, workflow.DefaultVersion, 1) == 1 {
+		if err := k.drainForRemoval(ctx, lc, cloud, rec.Host); err != nil {
+			return err
+		}
+	}
 	lc.ShowStep(ctx, "wait for the instances on "+rec.Host+" to go")
 	lc.SetCondition(ctx, metav1.Condition{Type: k.condition(), Status: metav1.ConditionFalse, Reason: ReasonWaitingForInstances,
 		Message: fmt.Sprintf("removing nova-compute from %s once Nova lists no instance on it (delete or move them)", rec.Host)})
@@ -231,4 +251,108 @@ func (k *novaComputeKind) cleanup(ctx workflow.Context, lc *object.Lifecycle, re
 		return fmt.Errorf("delete compute service of %s: %w", rec.Host, err)
 	}
 	return nil
+}
+
+// removal reads spec.removal from the object as the API server holds it now: a teardown may run in a
+// run that never decoded the spec, and the policy may have been set just before the deletion.
+func (k *novaComputeKind) removal(ctx workflow.Context, lc *object.Lifecycle) (time.Duration, string, error) {
+	var obj kube.Object
+	if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kubeActs.GetObject, lc.Ref).Get(ctx, &obj); err != nil {
+		return 0, "", fmt.Errorf("read %s: %w", lc.Ref, err)
+	}
+	var spec novav1beta1.NovaExternalComputeSpec
+	if len(obj.Spec) > 0 {
+		if err := json.Unmarshal(obj.Spec, &spec); err != nil {
+			return 0, "", temporal.NewNonRetryableApplicationError(fmt.Sprintf("spec of %s: %v", lc.Ref, err), lifecycle.ReasonInvalidSpec, err)
+		}
+	}
+	d, p := spec.Removal.Policy()
+	return d, p, nil
+}
+
+// drainForRemoval disables the host's compute in Nova and live-migrates its instances away (the
+// scheduler picks where; the update's drain, retried safely after a crash). When they cannot all move in
+// time, spec.removal.onDrainFailure decides: Stop holds the removal, naming them, until they are gone
+// or a person approves GateRemove (then they are deleted); Skip deletes them at once; Fail fails the
+// teardown (the retry signal tries again). A host Nova does not know has nothing to drain.
+func (k *novaComputeKind) drainForRemoval(ctx workflow.Context, lc *object.Lifecycle, cloud openstack.CloudSecret, host string) error {
+	timeout, policy, err := k.removal(ctx, lc)
+	if err != nil {
+		return err
+	}
+	reason := fmt.Sprintf("stackflow: removing %s", lc.Ref)
+	lc.ShowStep(ctx, "removal · disable nova-compute on "+host+" in Nova")
+	var on []string
+	if err := workflow.ExecuteActivity(novaActivity(ctx, 10*time.Minute), osActs.SetComputeService, openstack.ServiceStateInput{
+		Cloud: cloud, Host: host, Enabled: false, Reason: reason, IfRegistered: true}).Get(ctx, &on); err != nil {
+		return fmt.Errorf("disable the compute service of %s: %w", host, err)
+	}
+	if len(on) == 0 {
+		return nil
+	}
+	lc.ShowStep(ctx, fmt.Sprintf("removal · live-migrate %d instance(s) off %s (within %s)", len(on), host, timeout))
+	lc.SetCondition(ctx, metav1.Condition{Type: k.condition(), Status: metav1.ConditionFalse, Reason: ReasonDraining,
+		Message: fmt.Sprintf("disabled in Nova (%q); live-migrating %d instance(s) away within %s: %s", reason, len(on), timeout, strings.Join(on, ", "))})
+	var res openstack.MigrateResult
+	err = workflow.ExecuteActivity(migrateActivity(ctx, timeout), osActs.MigrateServers, openstack.MigrateInput{
+		Cloud: cloud, From: host, Deadline: workflow.Now(ctx).Add(timeout)}).Get(ctx, &res)
+	if err == nil {
+		lc.SetCondition(ctx, metav1.Condition{Type: k.condition(), Status: metav1.ConditionFalse, Reason: ReasonDraining,
+			Message: fmt.Sprintf("%d instance(s) live-migrated away from %s: %s", len(res.Moved), host, movedList(res.Moved))})
+		return nil
+	}
+	var app *temporal.ApplicationError
+	if !errors.As(err, &app) || app.Type() != openstack.ErrDrainFailed {
+		return fmt.Errorf("drain %s: %w", host, err)
+	}
+	why := object.FailureMessage(err)
+	switch policy {
+	case novav1beta1.RemovalFail:
+		msg := why + "; onDrainFailure is Fail: the compute stays, disabled, until its instances are moved or deleted and the retry signal is sent"
+		lc.SetCondition(ctx, metav1.Condition{Type: k.condition(), Status: metav1.ConditionFalse, Reason: dataplanev1beta1.ReasonDrainFailed, Message: msg})
+		return temporal.NewNonRetryableApplicationError(msg, dataplanev1beta1.ReasonDrainFailed, err)
+	case novav1beta1.RemovalSkip:
+		return k.deleteInstances(ctx, lc, cloud, host, why+"; onDrainFailure is Skip")
+	}
+	lc.ShowStep(ctx, fmt.Sprintf("removal · held: instances on %s could not move (approve gate %q to delete them with the compute)", host, GateRemove))
+	lc.SetCondition(ctx, metav1.Condition{Type: k.condition(), Status: metav1.ConditionFalse, Reason: dataplanev1beta1.ReasonDrainFailed,
+		Message: fmt.Sprintf("%s. onDrainFailure is Stop: the compute stays, running them, until they are moved or deleted, or until a person approves the gate %q (temporal workflow update execute --name approve --input '{\"gate\":\"%s\"}'), which deletes them with the compute",
+			why, GateRemove, GateRemove)})
+	by, err := lc.ApproveOr(ctx, GateRemove, time.Minute, func(ctx workflow.Context) (bool, error) {
+		var st openstack.ComputeNodeState
+		if err := workflow.ExecuteActivity(novaActivity(ctx, 10*time.Minute), osActs.ComputeNodeState, openstack.ComputeHostInput{Cloud: cloud, Host: host}).Get(ctx, &st); err != nil {
+			return false, fmt.Errorf("instances on %s: %w", host, err)
+		}
+		return len(st.Servers) == 0, nil
+	})
+	if err != nil || by == "" {
+		return err
+	}
+	return k.deleteInstances(ctx, lc, cloud, host, fmt.Sprintf("gate %q approved by %s", GateRemove, by))
+}
+
+// deleteInstances deletes what is left on the host, saying why in the condition first.
+func (k *novaComputeKind) deleteInstances(ctx workflow.Context, lc *object.Lifecycle, cloud openstack.CloudSecret, host, why string) error {
+	lc.ShowStep(ctx, "removal · delete the instances left on "+host)
+	var gone []string
+	if err := workflow.ExecuteActivity(novaActivity(ctx, 10*time.Minute), osActs.DeleteServersOnHost, openstack.ComputeHostInput{Cloud: cloud, Host: host}).Get(ctx, &gone); err != nil {
+		return fmt.Errorf("delete the instances on %s: %w", host, err)
+	}
+	lc.SetCondition(ctx, metav1.Condition{Type: k.condition(), Status: metav1.ConditionFalse, Reason: dataplanev1beta1.ReasonDrainFailed,
+		Message: fmt.Sprintf("%s: deleting the %d instance(s) left on %s with the compute: %s", why, len(gone), host, strings.Join(gone, ", "))})
+	return nil
+}
+
+// movedList is "id → host" for each moved instance, sorted by ID.
+func movedList(moved map[string]string) string {
+	ids := make([]string, 0, len(moved))
+	for id := range moved {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	out := make([]string, 0, len(ids))
+	for _, id := range ids {
+		out = append(out, id+" → "+moved[id])
+	}
+	return strings.Join(out, ", ")
 }

@@ -2,6 +2,7 @@ package object
 
 import (
 	"fmt"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -80,6 +81,26 @@ func (lc *Lifecycle) Gate(ctx workflow.Context, gate string) error {
 	lc.SetCondition(ctx, metav1.Condition{Type: "Approved", Status: metav1.ConditionTrue, Reason: "Approved",
 		Message: fmt.Sprintf("gate %q approved by %s", gate, lc.approved[gate])})
 	return nil
+}
+
+// ApproveOr waits, unlike Gate also in a teardown (removing a compute may need a person's word), until
+// a person approves gate or done reports true, asking done every poll. It returns who approved, or ""
+// when done ended the wait.
+func (lc *Lifecycle) ApproveOr(ctx workflow.Context, gate string, poll time.Duration, done func(ctx workflow.Context) (bool, error)) (string, error) {
+	lc.gates[gate] = true
+	defer delete(lc.gates, gate)
+	for {
+		if by, ok := lc.approved[gate]; ok {
+			return by, nil
+		}
+		ok, err := done(ctx)
+		if err != nil || ok {
+			return "", err
+		}
+		if _, err := workflow.AwaitWithTimeout(ctx, poll, func() bool { _, ok := lc.approved[gate]; return ok }); err != nil {
+			return "", err
+		}
+	}
 }
 
 func (lc *Lifecycle) setupHandlers(ctx workflow.Context) error {

@@ -1,6 +1,8 @@
 package v1beta1
 
 import (
+	"time"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/stackflow/stackflow/api/lifecycle"
@@ -76,6 +78,51 @@ type NovaExternalComputeSpec struct {
 	// +optional
 	// +kubebuilder:default=true
 	Deploy bool `json:"deploy"`
+	// Removal is how the compute leaves when it is deleted (with its data-plane node, or alone): it is
+	// disabled in Nova, its instances are live-migrated away, then its services stop. The node sets
+	// none of it: it is the user's to set, like customServiceConfig.
+	// +optional
+	// +kubebuilder:default={}
+	Removal ComputeRemoval `json:"removal,omitempty"`
+}
+
+// ComputeRemoval is how a compute's instances leave it before it is removed.
+type ComputeRemoval struct {
+	// DrainTimeout bounds the live migration of all the compute's instances.
+	// +optional
+	// +kubebuilder:default="5m"
+	DrainTimeout *metav1.Duration `json:"drainTimeout,omitempty"`
+	// OnDrainFailure says what happens when instances cannot all be moved in time: Stop (the compute
+	// stays, running its instances, with a condition naming them, until they are moved or deleted or a
+	// person approves the gate "remove", which deletes them with the compute), Skip (they are deleted
+	// with the compute at once) or Fail (the teardown fails; the retry signal tries again).
+	// +optional
+	// +kubebuilder:default=Stop
+	// +kubebuilder:validation:Enum=Stop;Skip;Fail
+	OnDrainFailure string `json:"onDrainFailure,omitempty"`
+}
+
+// Policies of ComputeRemoval.OnDrainFailure.
+const (
+	RemovalStop = "Stop"
+	RemovalSkip = "Skip"
+	RemovalFail = "Fail"
+)
+
+// DefaultRemovalDrainTimeout is ComputeRemoval.DrainTimeout when unset.
+const DefaultRemovalDrainTimeout = 5 * time.Minute
+
+// Policy returns the drain timeout and the failure policy, defaults filled in.
+func (r ComputeRemoval) Policy() (time.Duration, string) {
+	d := DefaultRemovalDrainTimeout
+	if r.DrainTimeout != nil && r.DrainTimeout.Duration > 0 {
+		d = r.DrainTimeout.Duration
+	}
+	p := r.OnDrainFailure
+	if p == "" {
+		p = RemovalStop
+	}
+	return d, p
 }
 
 // NovaExternalComputeStatus is the state of a NovaExternalCompute.
