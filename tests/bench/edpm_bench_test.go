@@ -3,32 +3,24 @@ package bench
 import (
 	"context"
 	"fmt"
-	"net"
-	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/stackflow/stackflow/activities/ansible"
 	"github.com/stackflow/stackflow/api/lifecycle"
-	"github.com/stackflow/stackflow/deploy/local"
 	"github.com/stackflow/stackflow/tests/e2e"
 	sim "github.com/stackflow/stackflow/tests/makespan"
 	"github.com/stackflow/stackflow/workflows/dataplane"
@@ -74,90 +66,16 @@ func BenchmarkEDPMPipelining(b *testing.B) {
 	defer cancel()
 	hosts := 20
 	fmt.Sscanf(os.Getenv("STACKFLOW_HOSTS"), "%d", &hosts)
-	st, err := local.Up(ctx, local.Options{Components: []string{local.Kubernetes, local.Temporal, local.OpenStack, local.Hosts}, HostCount: hosts})
-	if err != nil {
+	r := edpmRigUp(ctx, b, hosts, "eb")
+	defer r.close()
+	st, dir, dyn, tc, ns := r.st, r.dir, r.dyn, r.tc, r.ns
+	if _, err := r.start("stackflow-worker", "--namespace", edpmBenchNamespace, "--identity", r.run+"-worker", "--stop-timeout", "5s"); err != nil {
 		b.Fatal(err)
 	}
-	if len(st.TestHosts) < hosts {
-		b.Fatalf("the stack has %d test hosts, %d wanted", len(st.TestHosts), hosts)
-	}
-	dir := b.TempDir()
-	for _, pkg := range []string{"./bridge/cmd/stackflow-bridge", "./worker/cmd/stackflow-worker"} {
-		cmd := exec.CommandContext(ctx, "go", "build", "-o", dir+string(filepath.Separator), pkg)
-		cmd.Dir, cmd.Stdout, cmd.Stderr = st.RepoRoot, os.Stderr, os.Stderr
-		if err := cmd.Run(); err != nil {
-			b.Fatalf("build %s: %v", pkg, err)
-		}
-	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", st.Kubeconfig)
-	if err != nil {
+	if _, err := r.startBridge(); err != nil {
 		b.Fatal(err)
 	}
-	kc, dyn := kubernetes.NewForConfigOrDie(cfg), dynamic.NewForConfigOrDie(cfg)
-	if err := e2e.EnsureTemporalNamespace(ctx, st, edpmBenchNamespace); err != nil {
-		b.Fatal(err)
-	}
-	tc, err := e2e.Dial(ctx, st, edpmBenchNamespace)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer tc.Close()
-	copts, err := st.TemporalOptions(edpmBenchNamespace).ClientOptions()
-	if err != nil {
-		b.Fatal(err)
-	}
-	if copts.DataConverter != nil {
-		edpmBenchDC = copts.DataConverter
-	}
-	run := fmt.Sprintf("eb%05x", time.Now().UnixNano()&0xfffff)
-	ns := "edpm-" + run
-	if _, err := kc.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		b.Fatal(err)
-	}
-	key, err := kc.CoreV1().Secrets(local.SystemNamespace).Get(ctx, "edpm-ssh-key", metav1.GetOptions{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	if _, err := kc.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "edpm-ssh-key"}, Data: key.Data}, metav1.CreateOptions{}); err != nil {
-		b.Fatal(err)
-	}
-
-	stopWorker, err := edpmBenchStart(st, filepath.Join(dir, "stackflow-worker"), filepath.Join(dir, "worker.log"),
-		"--namespace", edpmBenchNamespace, "--identity", run+"-worker", "--stop-timeout", "5s")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer stopWorker()
-	stopBridge, err := edpmBenchStart(st, filepath.Join(dir, "stackflow-bridge"), filepath.Join(dir, "bridge.log"),
-		"--namespace", edpmBenchNamespace, "--identity", run+"-bridge",
-		"--kinds", "OpenStackDataPlane,OpenStackDataPlaneRole,OpenStackDataPlaneNode,NovaExternalCompute,OVNMetadataAgent",
-		"--leader-election-name", run+"-bridge")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer stopBridge()
-
-	gvrRole := schema.GroupVersionResource{Group: "dataplane.openstack.org", Version: "v1beta1", Resource: "openstackdataplaneroles"}
-	gvrNode := schema.GroupVersionResource{Group: "dataplane.openstack.org", Version: "v1beta1", Resource: "openstackdataplanenodes"}
-	gvrDP := schema.GroupVersionResource{Group: "dataplane.openstack.org", Version: "v1beta1", Resource: "openstackdataplanes"}
-	var created []func()
-	defer func() {
-		for i := len(created) - 1; i >= 0; i-- {
-			created[i]()
-		}
-		_ = kc.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{})
-	}()
-	mk := func(gvr schema.GroupVersionResource, obj map[string]any) *unstructured.Unstructured {
-		u := &unstructured.Unstructured{Object: obj}
-		u.SetNamespace(ns)
-		out, err := dyn.Resource(gvr).Namespace(ns).Create(ctx, u, metav1.CreateOptions{})
-		if err != nil {
-			b.Fatalf("create %s: %v", u.GetName(), err)
-		}
-		created = append(created, func() { edpmBenchDelete(dyn, gvr, ns, out.GetName()) })
-		return out
-	}
-
+	mk := r.mk
 	for i := 0; i < b.N; i++ {
 		for _, h := range st.TestHosts[:hosts] {
 			_ = os.Remove(filepath.Join(h.Root, "var", "log", "stackflow", "edpm-steps.log"))
@@ -222,10 +140,7 @@ func BenchmarkEDPMPipelining(b *testing.B) {
 		for n := range durations {
 			fmt.Printf("  node %02d: %v\n", n, edpmBenchRound(durations[n]))
 		}
-		for j := len(created) - 1; j >= 0; j-- {
-			created[j]()
-		}
-		created = nil
+		r.deleteCreated()
 	}
 }
 
@@ -350,50 +265,6 @@ func edpmBenchDelete(dyn dynamic.Interface, gvr schema.GroupVersionResource, ns,
 			return
 		}
 	}
-}
-
-// edpmBenchStart starts a stackflow binary with a free metrics port and waits until it is healthy.
-func edpmBenchStart(st *local.Stack, path, log string, args ...string) (func(), error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	metrics := ln.Addr().String()
-	ln.Close()
-	f, err := os.Create(log)
-	if err != nil {
-		return nil, err
-	}
-	cmd := exec.Command(path, append([]string{"--metrics-address", metrics}, args...)...)
-	cmd.Env = append(append(os.Environ(), "KUBECONFIG="+st.Kubeconfig, "STACKFLOW_KNOWN_HOSTS="+st.Path(local.HostsKnownHosts)),
-		st.TemporalEnv(edpmBenchNamespace)...)
-	cmd.Stdout, cmd.Stderr = f, f
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		f.Close()
-		return nil, err
-	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done); f.Close() }()
-	stop := func() {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			<-done
-		}
-	}
-	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
-		if resp, err := http.Get("http://" + metrics + "/healthz"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return stop, nil
-			}
-		}
-	}
-	stop()
-	return nil, fmt.Errorf("%s not healthy: %s", path, edpmBenchTail(log, 20))
 }
 
 func edpmBenchTail(path string, n int) string {
