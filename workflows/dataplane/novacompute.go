@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
 	"strings"
 	"time"
 
@@ -345,13 +344,8 @@ func (k *novaComputeKind) deleteInstances(ctx workflow.Context, lc *object.Lifec
 
 // movedList is "id → host" for each moved instance, sorted by ID.
 func movedList(moved map[string]string) string {
-	ids := make([]string, 0, len(moved))
-	for id := range moved {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
-	out := make([]string, 0, len(ids))
-	for _, id := range ids {
+	out := make([]string, 0, len(moved))
+	for _, id := range workflow.DeterministicKeys(moved) {
 		out = append(out, id+" → "+moved[id])
 	}
 	return strings.Join(out, ", ")
