@@ -476,7 +476,11 @@ func (r *dataPlaneReconciler) writeStatus(ctx workflow.Context, lc *object.Lifec
 	_ = lc.SetField(ctx, "nodes", len(r.rec.Nodes))
 	_ = lc.SetField(ctx, "readyNodes", plan.Succeeded)
 	_ = lc.SetField(ctx, "failedNodes", failed)
+	states, omitted := BoundNodeStates(states, MaxNodeStates)
 	_ = lc.SetField(ctx, "nodeStates", states)
+	if ok, _ := lc.Field("nodeStatesOmitted", new(int)); ok || omitted > 0 {
+		_ = lc.SetField(ctx, "nodeStatesOmitted", omitted)
+	}
 	if plan.BudgetExceeded {
 		lc.SetCondition(ctx, metav1.Condition{Type: "Admitting", Status: metav1.ConditionFalse, Reason: dataplanev1beta1.ReasonMaxFailuresReached,
 			Message: fmt.Sprintf("%d node(s) failed, more than the budget of %d: no new node is admitted", plan.Failed, policy.MaxFailed)})

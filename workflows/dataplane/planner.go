@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	dataplanev1beta1 "github.com/stackflow/stackflow/api/dataplane/v1beta1"
 	"github.com/stackflow/stackflow/api/lifecycle"
 )
 
@@ -121,6 +122,28 @@ func PlanEDPMRollout(nodes []EDPMNode, p EDPMPolicy, paused, deploy bool) EDPMPl
 // SortEDPMNodes orders nodes by name, the order the planner admits them in.
 func SortEDPMNodes(nodes []EDPMNode) {
 	slices.SortFunc(nodes, func(a, b EDPMNode) int { return strings.Compare(a.Name, b.Name) })
+}
+
+// MaxNodeStates bounds a data plane's status.nodeStates: every write of a change sends the whole list,
+// so unbounded it made a 500-node rollout's status writes (and the data plane's history) grow with the
+// square of the node count.
+const MaxNodeStates = 50
+
+// BoundNodeStates keeps at most max states, the ones a person looks for first: failed, then stopped,
+// running, pending, held, and succeeded last, each group by name; it returns how many it left out.
+func BoundNodeStates(states []dataplanev1beta1.DataPlaneNodeState, max int) ([]dataplanev1beta1.DataPlaneNodeState, int) {
+	if len(states) <= max {
+		return states, 0
+	}
+	rank := map[string]int{EDPMFailed: 0, EDPMStopped: 1, EDPMRunning: 2, EDPMPending: 3, EDPMHeld: 4, EDPMSucceeded: 5}
+	out := slices.Clone(states)
+	slices.SortStableFunc(out, func(a, b dataplanev1beta1.DataPlaneNodeState) int {
+		if ra, rb := rank[a.State], rank[b.State]; ra != rb {
+			return ra - rb
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	return out[:max], len(states) - max
 }
 
 // SelectEDPMRetry returns the failed (or stopped) nodes a retry request covers: all of them when the

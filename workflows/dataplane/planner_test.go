@@ -4,6 +4,9 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
+	dataplanev1beta1 "github.com/stackflow/stackflow/api/dataplane/v1beta1"
 	"github.com/stackflow/stackflow/api/lifecycle"
 )
 
@@ -113,6 +116,36 @@ func TestSelectEDPMRetry(t *testing.T) {
 			if got := SelectEDPMRetry(ns, tt.sig); !slices.Equal(got, tt.want) {
 				t.Errorf("SelectEDPMRetry = %v, want %v", got, tt.want)
 			}
+		})
+	}
+}
+
+// A large data plane's status lists the nodes a person looks for first, at most max of them, and counts
+// the rest; a small one lists every node as it is.
+func TestBoundNodeStates(t *testing.T) {
+	st := func(name, state string) dataplanev1beta1.DataPlaneNodeState {
+		return dataplanev1beta1.DataPlaneNodeState{Name: name, State: state}
+	}
+	all := []dataplanev1beta1.DataPlaneNodeState{st("a", EDPMSucceeded), st("b", EDPMRunning), st("c", EDPMFailed), st("d", EDPMPending), st("e", EDPMSucceeded), st("f", EDPMRunning)}
+	for _, tc := range []struct {
+		name    string
+		max     int
+		want    []string
+		omitted int
+	}{
+		{name: "small: all, as they were", max: 10, want: []string{"a", "b", "c", "d", "e", "f"}},
+		{name: "failed, running, pending first", max: 4, want: []string{"c", "b", "f", "d"}, omitted: 2},
+		{name: "succeeded last, by name", max: 5, want: []string{"c", "b", "f", "d", "a"}, omitted: 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, omitted := BoundNodeStates(all, tc.max)
+			var names []string
+			for _, s := range got {
+				names = append(names, s.Name)
+			}
+			require.Equal(t, tc.want, names)
+			require.Equal(t, tc.omitted, omitted)
+			require.Equal(t, "a", all[0].Name, "the input is left as it was")
 		})
 	}
 }

@@ -60,11 +60,16 @@ type OpenStackDataPlaneStatus struct {
 	// +optional
 	// +listType=set
 	FailedNodes []string `json:"failedNodes,omitempty"`
-	// NodeStates is where each node's pipeline is: state, phase, step, last message, admissions.
+	// NodeStates is where each node's pipeline is: state, phase, step, last message, admissions. It
+	// lists at most 50 nodes, failed, stopped, running and pending ones first (succeeded ones last); the
+	// rest are counted in NodeStatesOmitted (each node's own status has all of it).
 	// +optional
 	// +listType=map
 	// +listMapKey=name
 	NodeStates []DataPlaneNodeState `json:"nodeStates,omitempty"`
+	// NodeStatesOmitted is how many nodes NodeStates leaves out.
+	// +optional
+	NodeStatesOmitted int32 `json:"nodeStatesOmitted,omitempty"`
 }
 
 // DataPlaneNodeState is one node's pipeline as its data plane sees it.
