@@ -43,7 +43,8 @@ func BenchmarkEDPMScale(b *testing.B) {
 	defer cancel()
 	r := edpmRigUp(ctx, b, 2, "es")
 	defer r.close()
-	if _, err := r.startBridge(); err != nil {
+	bridge, err := r.startBridge()
+	if err != nil {
 		b.Fatal(err)
 	}
 	real, err := r.start("stackflow-worker", "--namespace", edpmBenchNamespace, "--identity", r.run+"-worker-real", "--stop-timeout", "5s")
@@ -96,16 +97,15 @@ func BenchmarkEDPMScale(b *testing.B) {
 	}
 
 	// The scale run: the real worker without the Ansible queue, the simulated one serving it.
-	if _, err := r.start("stackflow-worker", "--namespace", edpmBenchNamespace, "--identity", r.run+"-worker",
-		"--queues", strings.Join([]string{lifecycle.WorkflowQueue, lifecycle.KubeQueue, lifecycle.OpenStackQueue}, ","), "--stop-timeout", "5s"); err != nil {
+	worker, err := r.start("stackflow-worker", "--namespace", edpmBenchNamespace, "--identity", r.run+"-worker",
+		"--queues", strings.Join([]string{lifecycle.WorkflowQueue, lifecycle.KubeQueue, lifecycle.OpenStackQueue}, ","), "--stop-timeout", "5s")
+	if err != nil {
 		b.Fatal(err)
 	}
-	worker := r.procs[len(r.procs)-1]
 	simw, err := r.start("simansible", "--namespace", edpmBenchNamespace, "--identity", r.run+"-simansible", "--durations", strings.Join(durs, ","))
 	if err != nil {
 		b.Fatal(err)
 	}
-	bridge := r.procs[0]
 	for i := 0; i < b.N; i++ {
 		name := fmt.Sprintf("s%d", i)
 		role(name)

@@ -45,18 +45,11 @@ func newAgentEnv(t *testing.T, w *agentWorld) *testsuite.TestWorkflowEnvironment
 	env.RegisterActivity(&ansible.Ansible{})
 	env.RegisterWorkflowWithOptions(OVNMetadataAgentWorkflow, workflow.RegisterOptions{Name: "OVNMetadataAgent"})
 	w.spec, w.gen = neutronv1beta1.OVNMetadataAgentSpec{DataplaneNodeName: "n1", SSHKeySecretName: "key", InventoryConfigMapName: "n1-inventory", Deploy: true}, 1
-	nodeSpec, err := json.Marshal(node("n1", nil, nil).Spec)
-	require.NoError(t, err)
-	env.OnActivity(kubeActs.GetObject, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, ref lifecycle.ObjectRef) (*kube.Object, error) {
-			if ref.Kind == "OpenStackDataPlaneNode" {
-				return &kube.Object{Exists: true, Generation: 1, Spec: nodeSpec}, nil
-			}
-			w.mu.Lock()
-			defer w.mu.Unlock()
-			b, _ := json.Marshal(w.spec)
-			return &kube.Object{Exists: true, Generation: w.gen, Spec: b}, nil
-		})
+	onGetObject(t, env, func() (any, int64) {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return w.spec, w.gen
+	})
 	env.OnActivity(kubeActs.GetObjectStatus, mock.Anything, mock.Anything).Return(&kube.ObjectStatus{Exists: true, Generation: 1, ObservedGeneration: 1,
 		Conditions: []metav1.Condition{{Type: dataplanev1beta1.ConditionInfrastructureReady, Status: metav1.ConditionTrue}}}, nil)
 	env.OnActivity(kubeActs.CheckSecret, mock.Anything, mock.Anything).Return(&kube.SecretPresence{Exists: true}, nil)
@@ -170,4 +163,20 @@ func TestServiceEditRevertedWhilePausedNeverRuns(t *testing.T) {
 	chain.Execute("OVNMetadataAgent", object.Input{ObjectRef: lifecycle.ObjectRef{Kind: "OVNMetadataAgent", Namespace: "openstack", Name: "n1", UID: "u1"}})
 	require.True(t, env.IsWorkflowCompleted())
 	require.NoError(t, env.GetWorkflowError())
+}
+
+// onGetObject answers GetObject for a service's tests: node n1's spec for the data-plane node, else the
+// service's own spec and generation as own returns them now.
+func onGetObject(t *testing.T, env *testsuite.TestWorkflowEnvironment, own func() (spec any, gen int64)) {
+	nodeSpec, err := json.Marshal(node("n1", nil, nil).Spec)
+	require.NoError(t, err)
+	env.OnActivity(kubeActs.GetObject, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, ref lifecycle.ObjectRef) (*kube.Object, error) {
+			if ref.Kind == "OpenStackDataPlaneNode" {
+				return &kube.Object{Exists: true, Generation: 1, Spec: nodeSpec}, nil
+			}
+			spec, gen := own()
+			b, err := json.Marshal(spec)
+			return &kube.Object{Exists: true, Generation: gen, Spec: b}, err
+		})
 }

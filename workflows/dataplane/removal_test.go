@@ -55,21 +55,14 @@ func newComputeEnv(t *testing.T, w *computeWorld) *testsuite.TestWorkflowEnviron
 	env.RegisterActivity(&ansible.Ansible{})
 	env.RegisterActivity(&openstack.OpenStack{})
 	env.RegisterWorkflowWithOptions(NovaExternalComputeWorkflow, workflow.RegisterOptions{Name: "NovaExternalCompute"})
-	nodeSpec, err := json.Marshal(node("n1", nil, nil).Spec)
-	require.NoError(t, err)
 	cellSpec, err := json.Marshal(novav1beta1.NovaCellSpec{CellName: "cell1", TransportURLSecret: "cell1-transport"})
 	require.NoError(t, err)
-	env.OnActivity(kubeActs.GetObject, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, ref lifecycle.ObjectRef) (*kube.Object, error) {
-			if ref.Kind == "OpenStackDataPlaneNode" {
-				return &kube.Object{Exists: true, Generation: 1, Spec: nodeSpec}, nil
-			}
-			w.mu.Lock()
-			defer w.mu.Unlock()
-			b, _ := json.Marshal(novav1beta1.NovaExternalComputeSpec{DataplaneNodeName: "n1", CellName: "cell1", SSHKeySecretName: "key",
-				InventoryConfigMapName: "n1-inventory", Deploy: true, Removal: w.removal})
-			return &kube.Object{Exists: true, Generation: 1, Spec: b}, nil
-		})
+	onGetObject(t, env, func() (any, int64) {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return novav1beta1.NovaExternalComputeSpec{DataplaneNodeName: "n1", CellName: "cell1", SSHKeySecretName: "key",
+			InventoryConfigMapName: "n1-inventory", Deploy: true, Removal: w.removal}, 1
+	})
 	env.OnActivity(kubeActs.ListObjects, mock.Anything, mock.Anything).Return(
 		[]kube.ListedObject{{Ref: NovaCellRef("openstack", "nova-cell1"), Object: kube.Object{Exists: true, Generation: 1, Spec: cellSpec}}}, nil)
 	env.OnActivity(kubeActs.GetObjectStatus, mock.Anything, mock.Anything).Return(&kube.ObjectStatus{Exists: true, Generation: 1, ObservedGeneration: 1,
