@@ -60,6 +60,7 @@ var Kinds = []Kind{
 	kind(dataplanev1beta1.SchemeGroupVersion, "OpenStackDataPlaneRole", dataplanev1beta1.OpenStackDataPlaneRoleResource, false),
 	kind(dataplanev1beta1.SchemeGroupVersion, "OpenStackDataPlaneNode", dataplanev1beta1.OpenStackDataPlaneNodeResource, false),
 	kind(dataplanev1beta1.SchemeGroupVersion, "OpenStackDataPlaneUpdate", dataplanev1beta1.OpenStackDataPlaneUpdateResource, false),
+	kind(dataplanev1beta1.SchemeGroupVersion, "OpenStackDataPlaneDeployment", dataplanev1beta1.OpenStackDataPlaneDeploymentResource, false),
 
 	kind(novav1beta1.SchemeGroupVersion, "Nova", novav1beta1.NovaResource, false),
 	kind(novav1beta1.SchemeGroupVersion, "NovaCell", novav1beta1.NovaCellResource, false),

@@ -209,6 +209,10 @@ type PlaybookInput struct {
 	// Check runs the playbook in check mode with diffs (--check --diff): the host is left as it is and
 	// the result lists what a real run would change (PlaybookResult.Changes).
 	Check bool `json:"check,omitempty"`
+	// Tags runs only the playbook's tasks with these tags (--tags; tasks tagged always run anyway);
+	// SkipTags skips the tasks with these (--skip-tags).
+	Tags     []string `json:"tags,omitempty"`
+	SkipTags []string `json:"skipTags,omitempty"`
 }
 
 // PlaybookResult summarizes a successful run.
@@ -533,6 +537,8 @@ func (a *Ansible) execute(ctx context.Context, in PlaybookInput, dir, playbookPa
 		Timeout:       30,
 		Check:         in.Check,
 		Diff:          in.Check,
+		Tags:          strings.Join(in.Tags, ","),
+		SkipTags:      strings.Join(in.SkipTags, ","),
 		SSHCommonArgs: fmt.Sprintf("-o StrictHostKeyChecking=accept-new -o UserKnownHostsFile=%s -o IdentitiesOnly=yes -o ConnectTimeout=15 -o ServerAliveInterval=15", known),
 	}
 	binary := a.Binary

@@ -91,7 +91,7 @@ func kindOf(s string) (string, error) {
 var shortNames = map[string]string{
 	"osknode": "OpenstackNode", "osknodes": "OpenstackNode", "occp": "OpenStackCloudConfigurationProfile",
 	"kscfg": "KupenstackConfiguration", "osdp": "OpenStackDataPlane", "osdprole": "OpenStackDataPlaneRole",
-	"osdpnode": "OpenStackDataPlaneNode", "osdpupdate": "OpenStackDataPlaneUpdate", "nec": "NovaExternalCompute",
+	"osdpnode": "OpenStackDataPlaneNode", "osdpupdate": "OpenStackDataPlaneUpdate", "osdpd": "OpenStackDataPlaneDeployment", "osdpdeployment": "OpenStackDataPlaneDeployment", "nec": "NovaExternalCompute",
 	"ovnmeta": "OVNMetadataAgent", "oss": "OpenStackServer", "osm": "OpenStackMachine", "osc": "OpenStackCluster",
 }
 

@@ -60,6 +60,7 @@ var rootOrder = []string{
 	"KupenstackConfiguration", "OpenStackCloudConfigurationProfile", "OpenstackNode",
 	"Nova", "NovaCell", "NovaAPI", "NovaScheduler", "NovaConductor", "NovaMetadata", "NovaNoVNCProxy",
 	"OpenStackDataPlane", "OpenStackDataPlaneRole", "OpenStackDataPlaneNode", "NovaExternalCompute", "OVNMetadataAgent", "OpenStackDataPlaneUpdate",
+	"OpenStackDataPlaneDeployment",
 	"OpenStackCluster", "OpenStackServer", "OpenStackMachine",
 }
 
@@ -164,6 +165,7 @@ func (b *builder) node(o *unstructured.Unstructured) *Node {
 		}))
 		b.adopt(n, b.find("OpenStackDataPlaneNode", ns, func(x *unstructured.Unstructured) bool { return slices.Contains(nodes, x.GetName()) }))
 		b.adopt(n, b.find("OpenStackDataPlaneUpdate", ns, func(u *unstructured.Unstructured) bool { return str(u, "spec", "dataPlane") == name }))
+		b.adopt(n, b.find("OpenStackDataPlaneDeployment", ns, func(u *unstructured.Unstructured) bool { return str(u, "spec", "dataPlane") == name }))
 	case "OpenStackDataPlaneRole":
 		b.adopt(n, b.find("OpenStackDataPlaneNode", ns, func(x *unstructured.Unstructured) bool { return str(x, "spec", "role") == name }))
 	case "OpenStackDataPlaneNode":

@@ -125,6 +125,16 @@ var refused = []change{
 	{name: "Nova cell template config not INI", kind: "Nova", patch: `spec: {cellTemplates: {cell1: {conductorServiceTemplate: {customServiceConfig: "debug: true"}}}}`,
 		want: []string{"spec.cellTemplates[cell1].conductorServiceTemplate.customServiceConfig", "[section] header"}},
 
+	// Limited runs.
+	{name: "limited run of an unknown service", kind: "OpenStackDataPlaneDeployment", patch: `spec: {services: [nova-api]}`,
+		want: []string{"spec.services[0]", "Unsupported value"}},
+	{name: "limited run tag with a comma", kind: "OpenStackDataPlaneDeployment", patch: `spec: {tags: ["config,restart"]}`,
+		want: []string{"spec.tags[0]", "should match"}},
+	{name: "limited run with no parallelism", kind: "OpenStackDataPlaneDeployment", patch: `spec: {maxParallel: 0}`,
+		want: []string{"spec.maxParallel", "greater than or equal to 1"}},
+	{name: "limited run changed after creation", kind: "OpenStackDataPlaneDeployment", update: true, patch: `spec: {nodes: [edpm-compute-1]}`,
+		want: []string{"spec", "immutable"}},
+
 	// Neutron.
 	{name: "metadata agent without node", kind: "OVNMetadataAgent", patch: `spec: {dataplaneNodeName: null}`,
 		want: []string{"spec.dataplaneNodeName", "Required value"}},

@@ -21,7 +21,7 @@ import (
 )
 
 // servedKinds are the kinds the tests' bridge serves.
-const servedKinds = "OpenStackDataPlane,OpenStackDataPlaneRole,OpenStackDataPlaneNode,NovaExternalCompute,OVNMetadataAgent,OpenStackDataPlaneUpdate"
+const servedKinds = "OpenStackDataPlane,OpenStackDataPlaneRole,OpenStackDataPlaneNode,NovaExternalCompute,OVNMetadataAgent,OpenStackDataPlaneUpdate,OpenStackDataPlaneDeployment"
 
 // NovaRegion is the region of the tests' Nova (the stack's own Nova is RegionOne, the samples' RegionTwo);
 // novaAPIPort is where its compute API listens (the stack's holds 8774, tests/nova's 18774).

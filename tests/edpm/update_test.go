@@ -294,6 +294,7 @@ spec:
 	requireAllEnabledAndHome(t, cc, home, hostA, hostB)
 	t.Logf("updates done at %.0fs", time.Since(start).Seconds())
 
+	limitedRuns(t, h0, h1)
 	scaleIn(t, cc, w, hostA, hostB, h1, s1, s2, s3)
 	t.Logf("scenario done in %.0fs", time.Since(start).Seconds())
 }

@@ -242,41 +242,11 @@ func (r *edpmServiceReconciler) Preview(ctx workflow.Context, lc *object.Lifecyc
 	if !obj.Exists {
 		return nil, fmt.Errorf("%s does not exist", lc.Ref)
 	}
-	p := &edpmServiceReconciler{kind: r.kind.fresh()}
-	if err := p.kind.decode(obj.Spec); err != nil {
-		return nil, fmt.Errorf("spec of %s: %w", lc.Ref, err)
-	}
-	spec := p.kind.common()
-	if spec.CustomServiceConfig != "" {
-		if _, err := oslo.ParseServiceConfig(spec.CustomServiceConfig); err != nil {
-			return nil, fmt.Errorf("customServiceConfig is not an oslo.config INI snippet: %w", err)
-		}
-	}
-	if err := p.kind.validate(); err != nil {
-		return nil, err
-	}
-	if !spec.Deploy {
-		return nil, fmt.Errorf("spec.deploy is false: nothing would be deployed")
-	}
-	gen, cond := obj.Generation, p.kind.condition()
-	host, err := p.nodeHost(ctx, lc, gen, spec.DataplaneNodeName)
+	in, err := servicePlaybook(ctx, lc, r.kind.fresh(), &obj)
 	if err != nil {
 		return nil, err
 	}
-	if err := p.kind.waitDependencies(ctx, lc, gen); err != nil {
-		return nil, err
-	}
-	if err := waitSecret(ctx, lc, gen, cond, lc.Ref.Namespace, spec.SSHKeySecretName, ansible.SSHKeySecretKey); err != nil {
-		return nil, err
-	}
-	files, err := p.kind.files(host)
-	if err != nil {
-		return nil, err
-	}
-	in := ansible.PlaybookInput{
-		Namespace: lc.Ref.Namespace, Host: host, Step: p.kind.step(), Playbook: p.kind.playbook(),
-		InventoryConfigMap: spec.InventoryConfigMapName, HostVars: spec.hostVars(), SSHKeySecret: spec.SSHKeySecretName, Files: files,
-	}
+	host, gen := in.Host, obj.Generation
 	out := ServicePreview{Host: host, Step: in.Step, Playbook: in.Playbook, Generation: gen, UpToDate: installHash(in) == r.rec.Installed}
 	in.Check = true
 	var res ansible.PlaybookResult
@@ -288,6 +258,48 @@ func (r *edpmServiceReconciler) Preview(ctx workflow.Context, lc *object.Lifecyc
 		out.Changes = []ansible.TaskChange{}
 	}
 	return out, nil
+}
+
+// servicePlaybook builds the playbook run a reconcile of the service obj (of kind) would make for its
+// spec as it is, without waiting: a dependency that is not ready (the node's host, the cell, the SSH
+// key) is an error naming it. lc serves the look-ups; only its namespace (the service's) matters.
+func servicePlaybook(ctx workflow.Context, lc *object.Lifecycle, kind edpmServiceKind, obj *kube.Object) (ansible.PlaybookInput, error) {
+	ctx = previewing(ctx)
+	p := &edpmServiceReconciler{kind: kind}
+	if err := p.kind.decode(obj.Spec); err != nil {
+		return ansible.PlaybookInput{}, fmt.Errorf("spec: %w", err)
+	}
+	spec := p.kind.common()
+	if spec.CustomServiceConfig != "" {
+		if _, err := oslo.ParseServiceConfig(spec.CustomServiceConfig); err != nil {
+			return ansible.PlaybookInput{}, fmt.Errorf("customServiceConfig is not an oslo.config INI snippet: %w", err)
+		}
+	}
+	if err := p.kind.validate(); err != nil {
+		return ansible.PlaybookInput{}, err
+	}
+	if !spec.Deploy {
+		return ansible.PlaybookInput{}, fmt.Errorf("spec.deploy is false: nothing would be deployed")
+	}
+	gen, cond := obj.Generation, p.kind.condition()
+	host, err := p.nodeHost(ctx, lc, gen, spec.DataplaneNodeName)
+	if err != nil {
+		return ansible.PlaybookInput{}, err
+	}
+	if err := p.kind.waitDependencies(ctx, lc, gen); err != nil {
+		return ansible.PlaybookInput{}, err
+	}
+	if err := waitSecret(ctx, lc, gen, cond, lc.Ref.Namespace, spec.SSHKeySecretName, ansible.SSHKeySecretKey); err != nil {
+		return ansible.PlaybookInput{}, err
+	}
+	files, err := p.kind.files(host)
+	if err != nil {
+		return ansible.PlaybookInput{}, err
+	}
+	return ansible.PlaybookInput{
+		Namespace: lc.Ref.Namespace, Host: host, Step: p.kind.step(), Playbook: p.kind.playbook(),
+		InventoryConfigMap: spec.InventoryConfigMapName, HostVars: spec.hostVars(), SSHKeySecret: spec.SSHKeySecretName, Files: files,
+	}, nil
 }
 
 // nodeHost reads the node's hostName (the inventory host), waiting while the node does not exist.

@@ -43,5 +43,7 @@ func Workflows() []object.Definition {
 		{Name: "OVNMetadataAgent", Fn: OVNMetadataAgentWorkflow, Versioning: workflow.VersioningBehaviorAutoUpgrade},
 		// Day 2: a rolling update of a data plane's compute nodes; it may hold at its gate for days.
 		{Name: "OpenStackDataPlaneUpdate", Fn: OpenStackDataPlaneUpdateWorkflow, Versioning: workflow.VersioningBehaviorAutoUpgrade},
+		// Day 2: a limited run of some steps on some nodes; short, but it may hold paused.
+		{Name: "OpenStackDataPlaneDeployment", Fn: OpenStackDataPlaneDeploymentWorkflow, Versioning: workflow.VersioningBehaviorAutoUpgrade},
 	}
 }

@@ -25,10 +25,11 @@ var (
 
 // Resource names of the kinds, as the API server serves them.
 const (
-	OpenStackDataPlaneResource       = "openstackdataplanes"
-	OpenStackDataPlaneRoleResource   = "openstackdataplaneroles"
-	OpenStackDataPlaneNodeResource   = "openstackdataplanenodes"
-	OpenStackDataPlaneUpdateResource = "openstackdataplaneupdates"
+	OpenStackDataPlaneResource           = "openstackdataplanes"
+	OpenStackDataPlaneRoleResource       = "openstackdataplaneroles"
+	OpenStackDataPlaneNodeResource       = "openstackdataplanenodes"
+	OpenStackDataPlaneUpdateResource     = "openstackdataplaneupdates"
+	OpenStackDataPlaneDeploymentResource = "openstackdataplanedeployments"
 )
 
 // Resource qualifies a resource name with this package's group.
@@ -42,6 +43,7 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 		&OpenStackDataPlaneRole{}, &OpenStackDataPlaneRoleList{},
 		&OpenStackDataPlaneNode{}, &OpenStackDataPlaneNodeList{},
 		&OpenStackDataPlaneUpdate{}, &OpenStackDataPlaneUpdateList{},
+		&OpenStackDataPlaneDeployment{}, &OpenStackDataPlaneDeploymentList{},
 	)
 	metav1.AddToGroupVersion(scheme, SchemeGroupVersion)
 	return nil
