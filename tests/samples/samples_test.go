@@ -133,6 +133,27 @@ func TestSamplesConvergeAndStayIdle(t *testing.T) {
 		require.Equal(t, placed, requireOnSampleComputes(t), "the instances are back where they ran")
 	})
 
+	// The documented limited run (tests/api/testdata's example): nova-compute's files put back on one
+	// sample compute with the tag config, without a restart.
+	t.Run("a limited run on the sample data plane", func(t *testing.T) {
+		h := env.Host(t, "edpm-compute-0")
+		pid := e2e.HostFile(h, "run/stackflow/nova-compute.pid")
+		require.NotEmpty(t, pid)
+		run, err := env.Stack.ApplyManifestObjects(ctx, filepath.Join(env.Stack.RepoRoot, "tests", "api", "testdata", "dataplane_v1beta1_openstackdataplanedeployment.yaml"))
+		require.NoError(t, err)
+		require.Len(t, run, 1)
+		applied = append(applied, run...)
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+		defer cancel()
+		states, err := local.WaitSamples(rctx, env.Dyn, run, bridge.IsServed, testWriter{t}, 2*time.Second)
+		require.NoError(t, err, "the run Ready:\n%s", table(states))
+		u, err := env.Dyn.Resource(run[0].GVR).Namespace(run[0].Namespace).Get(ctx, run[0].Name, metav1.GetOptions{})
+		require.NoError(t, err)
+		require.Equal(t, "True", string(e2e.Condition(u, "Ran").Status), e2e.CondString(e2e.Condition(u, "Ran")))
+		require.Contains(t, e2e.Str(u, "status", "nodeStates"), `"name":"nova-compute"`)
+		require.Equal(t, pid, e2e.HostFile(h, "run/stackflow/nova-compute.pid"), "the tag config restarts nothing")
+	})
+
 	t.Run("an idle system stays idle", func(t *testing.T) {
 		// The last object to settle (the update) may still be ending its run: the window starts once no
 		// open workflow has a task or an activity pending.
