@@ -1,7 +1,11 @@
 // Command simansible is a benchmark-only worker for the Ansible task queue: its RunPlaybook sleeps, per
 // host and step, a duration drawn from per-step times measured on real runs (given by -durations), and
 // reports success. It lets BenchmarkEDPMScale drive hundreds of data-plane nodes through the real bridge,
-// workflows, Temporal and API server without hundreds of hosts. Never part of a deployment.
+// workflows, Temporal and API server without hundreds of hosts. With -openstack it also serves the
+// OpenStack task queue's compute activities from an in-memory Nova (simnova.go): computes register
+// when their nova-compute playbook ran, report the version class the update playbook installed, and
+// hold no instances; BenchmarkEDPMUpdateScale updates hundreds of such computes. Never part of a
+// deployment.
 package main
 
 import (
@@ -35,6 +39,7 @@ func main() {
 	spread := flag.Float64("spread", 0.2, "each host's duration of a step is the measured one times 1±spread, fixed per host and step")
 	metrics := flag.String("metrics-address", "127.0.0.1:9466", "address of /healthz")
 	identity := flag.String("identity", "simansible", "worker identity")
+	withNova := flag.Bool("openstack", false, "also serve the OpenStack queue's compute activities from an in-memory Nova")
 	flag.String("stop-timeout", "", "accepted for the benchmark's launcher; unused")
 	flag.Parse()
 	steps, err := parseDurations(*durations)
@@ -51,13 +56,22 @@ func main() {
 		log.Fatal(err)
 	}
 	defer c.Close()
-	sim := &simulator{steps: steps, spread: *spread}
+	nova := newSimNova()
+	sim := &simulator{steps: steps, spread: *spread, nova: nova}
 	w := worker.New(c, lifecycle.AnsibleQueue, worker.Options{MaxConcurrentActivityExecutionSize: 10000})
 	w.RegisterActivityWithOptions(sim.RunPlaybook, activity.RegisterOptions{Name: "RunPlaybook"})
 	if err := w.Start(); err != nil {
 		log.Fatal(err)
 	}
 	defer w.Stop()
+	if *withNova {
+		ow := worker.New(c, lifecycle.OpenStackQueue, worker.Options{MaxConcurrentActivityExecutionSize: 10000})
+		nova.register(ow)
+		if err := ow.Start(); err != nil {
+			log.Fatal(err)
+		}
+		defer ow.Stop()
+	}
 	http.HandleFunc("/healthz", func(rw http.ResponseWriter, _ *http.Request) { _, _ = rw.Write([]byte("ok")) })
 	go func() { log.Fatal(http.ListenAndServe(*metrics, nil)) }()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
@@ -88,6 +102,7 @@ func parseDurations(s string) (map[string]time.Duration, error) {
 type simulator struct {
 	steps  map[string]time.Duration
 	spread float64
+	nova   *simNova
 }
 
 // duration is the step's measured time times 1±spread, the same for a host and step every time.
@@ -117,6 +132,7 @@ func (s *simulator) RunPlaybook(ctx context.Context, in ansible.PlaybookInput) (
 		case <-tick.C:
 			activity.RecordHeartbeat(ctx, ansible.PlaybookProgress{Host: in.Host, Step: in.Step, Seconds: time.Since(start).Seconds()})
 		case <-t.C:
+			s.nova.played(in)
 			return &ansible.PlaybookResult{Host: in.Host, Step: in.Step, Ok: 5, Changed: 2, Attempt: activity.GetInfo(ctx).Attempt,
 				Seconds: time.Since(start).Seconds(), Finished: time.Now()}, nil
 		}
