@@ -641,7 +641,9 @@ func (r *updateReconciler) writeStatus(ctx workflow.Context, lc *object.Lifecycl
 	_ = lc.SetField(ctx, "batch", plan.InFlight)
 	_ = lc.SetField(ctx, "gate", gate)
 	_ = lc.SetField(ctx, "playbooksVersion", r.rec.Playbooks)
+	states, omitted := BoundUpdateNodeStates(states, dataplanev1beta1.MaxUpdateNodeStates)
 	_ = lc.SetField(ctx, "nodeStates", states)
+	_ = lc.SetField(ctx, "nodeStatesOmitted", omitted)
 	if gate != "" {
 		lc.ShowStep(ctx, fmt.Sprintf("canary done (%d updated, %d failed): waiting for approval of gate %q", plan.Succeeded, plan.Failed, gate))
 	} else if len(plan.InFlight) > 0 {

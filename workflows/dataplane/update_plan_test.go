@@ -326,3 +326,38 @@ func TestDrainTargetsStayInTheRegion(t *testing.T) {
 	require.Equal(t, []string{"hb"}, r.drainTargets(&r.rec.Nodes[0]))
 	require.Empty(t, r.drainTargets(&r.rec.Nodes[2]), "no other node in RegionThree: Nova's scheduler chooses")
 }
+
+func TestBoundUpdateNodeStates(t *testing.T) {
+	states := func(list ...string) []dp.UpdateNodeState {
+		var out []dp.UpdateNodeState
+		for i, st := range list {
+			out = append(out, dp.UpdateNodeState{Name: fmt.Sprintf("n%d", i), State: st})
+		}
+		return out
+	}
+	ok, failed, pending, updating, skipped := dp.UpdateNodeSucceeded, dp.UpdateNodeFailed,
+		dp.UpdateNodePending, dp.UpdateNodeUpdating, dp.UpdateNodeSkipped
+	tests := []struct {
+		name    string
+		in      []dp.UpdateNodeState
+		max     int
+		want    []string
+		omitted int
+	}{
+		{name: "within the bound: as they are", in: states(ok, failed, pending), max: 3, want: []string{"n0", "n1", "n2"}},
+		{name: "failed, in flight and pending first, updated last", in: states(ok, ok, pending, updating, failed, skipped), max: 4,
+			want: []string{"n4", "n3", "n2", "n5"}, omitted: 2},
+		{name: "same state: the update's order", in: states(ok, pending, ok, pending, pending), max: 2, want: []string{"n1", "n3"}, omitted: 3},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, omitted := BoundUpdateNodeStates(tc.in, tc.max)
+			var names []string
+			for _, s := range got {
+				names = append(names, s.Name)
+			}
+			require.Equal(t, tc.want, names)
+			require.Equal(t, tc.omitted, omitted)
+		})
+	}
+}

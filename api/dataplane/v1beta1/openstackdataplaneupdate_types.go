@@ -166,12 +166,18 @@ type OpenStackDataPlaneUpdateStatus struct {
 	// PlaybooksVersion is the version of the playbooks the update runs.
 	// +optional
 	PlaybooksVersion string `json:"playbooksVersion,omitempty"`
-	// NodeStates is each node's progress.
+	// NodeStates is each node's progress: at most 50 nodes, failed, in-flight and pending ones first
+	// (updated ones last); the rest are counted in NodeStatesOmitted (the counts above cover every node).
 	// +optional
 	// +listType=map
 	// +listMapKey=name
 	NodeStates []UpdateNodeState `json:"nodeStates,omitempty"`
+	// +optional
+	NodeStatesOmitted int32 `json:"nodeStatesOmitted,omitempty"`
 }
+
+// MaxUpdateNodeStates bounds an update's status.nodeStates.
+const MaxUpdateNodeStates = 50
 
 // UpdateNodeState is one node's progress through the update.
 type UpdateNodeState struct {
