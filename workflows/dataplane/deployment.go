@@ -14,6 +14,7 @@ import (
 
 	"github.com/stackflow/stackflow/activities/ansible"
 	"github.com/stackflow/stackflow/activities/kube"
+	"github.com/stackflow/stackflow/api"
 	dataplanev1beta1 "github.com/stackflow/stackflow/api/dataplane/v1beta1"
 	"github.com/stackflow/stackflow/api/lifecycle"
 	"github.com/stackflow/stackflow/workflows/object"
@@ -300,6 +301,9 @@ func (r *runReconciler) runNode(ctx workflow.Context, lc *object.Lifecycle, n *d
 		return nil
 	}
 	cfg, err := r.settledNode(ctx, lc, n.Name)
+	if err == nil && workflow.GetVersion(ctx, ChangeRunWaitsForUpdates, workflow.DefaultVersion, 1) == 1 {
+		err = r.noUpdateInFlight(ctx, lc)
+	}
 	if err != nil {
 		return fail(object.FailureReason(err), err)
 	}
@@ -366,6 +370,34 @@ func (r *runReconciler) settledNode(ctx workflow.Context, lc *object.Lifecycle, 
 		return EDPMNodeConfig{}, errNotSettled("OpenStackDataPlaneNode "+name, st)
 	}
 	return readNodeConfig(ctx, lc.Ref.Namespace, name)
+}
+
+// ChangeRunWaitsForUpdates marks the limited run that refuses a node while an update of its data plane
+// is in progress (runs recorded before it did not look).
+const ChangeRunWaitsForUpdates = "run-refuses-during-update"
+
+// noUpdateInFlight fails with NodeNotSettled while an OpenStackDataPlaneUpdate of the run's data plane is
+// in progress (neither Ready nor Failed): it drains, restarts and rolls back the same hosts' nova-compute.
+func (r *runReconciler) noUpdateInFlight(ctx workflow.Context, lc *object.Lifecycle) error {
+	var updates []kube.ListedObject
+	if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kubeActs.ListObjects, kube.ListInput{Ref: api.Ref("OpenStackDataPlaneUpdate", lc.Ref.Namespace, "")}).Get(ctx, &updates); err != nil {
+		return fmt.Errorf("list updates in %s: %w", lc.Ref.Namespace, err)
+	}
+	for _, u := range updates {
+		var spec dataplanev1beta1.OpenStackDataPlaneUpdateSpec
+		if json.Unmarshal(u.Spec, &spec) != nil || spec.DataPlane != r.spec.DataPlane {
+			continue
+		}
+		var st kube.ObjectStatus
+		if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kubeActs.GetObjectStatus, kube.StatusInput{Ref: u.Ref}).Get(ctx, &st); err != nil {
+			return fmt.Errorf("read %s: %w", u.Ref, err)
+		}
+		if st.Exists && !st.Ready() && st.Phase != lifecycle.PhaseFailed {
+			return temporal.NewNonRetryableApplicationError(fmt.Sprintf("OpenStackDataPlaneUpdate %s of data plane %s is in progress (phase %s): a limited run waits for it to end; retry this run then",
+				u.Ref.Name, r.spec.DataPlane, firstNonEmpty(st.Phase, "not started")), dataplanev1beta1.ReasonNodeNotSettled, nil)
+		}
+	}
+	return nil
 }
 
 // readNodeConfig reads a node and its role as the API holds them and resolves the node's effective

@@ -164,6 +164,9 @@ type runWorld struct {
 	mu      sync.Mutex
 	settled map[string]bool
 	runs    []ansible.PlaybookInput
+	// updating is true while the data plane's update edpm-to-2 is in progress (other-to-2, of another
+	// data plane, always is).
+	updating bool
 }
 
 func (w *runWorld) ran() []string {
@@ -197,6 +200,11 @@ func newRunEnv(t *testing.T, w *runWorld, spec dataplanev1beta1.OpenStackDataPla
 			return roles, nil
 		case "NovaCell":
 			return cells, nil
+		case "OpenStackDataPlaneUpdate":
+			return []kube.ListedObject{
+				listed(t, "OpenStackDataPlaneUpdate", "edpm-to-2", nil, dataplanev1beta1.OpenStackDataPlaneUpdateSpec{DataPlane: "edpm"}, false),
+				listed(t, "OpenStackDataPlaneUpdate", "other-to-2", nil, dataplanev1beta1.OpenStackDataPlaneUpdateSpec{DataPlane: "other"}, false),
+			}, nil
 		}
 		return nil, fmt.Errorf("unexpected list of %s", in.Ref.Kind)
 	})
@@ -225,7 +233,8 @@ func newRunEnv(t *testing.T, w *runWorld, spec dataplanev1beta1.OpenStackDataPla
 		w.mu.Lock()
 		defer w.mu.Unlock()
 		st := &kube.ObjectStatus{Exists: true, Generation: 2, ObservedGeneration: 1, Phase: lifecycle.PhaseRunning}
-		if w.settled[in.Ref.Kind+"/"+in.Ref.Name] {
+		settled := w.settled[in.Ref.Kind+"/"+in.Ref.Name] || in.Ref.Name == "edpm-to-2" && !w.updating
+		if settled {
 			st.Generation, st.Phase = 1, lifecycle.PhaseReady
 			st.Conditions = []metav1.Condition{{Type: lifecycle.ConditionReady, Status: metav1.ConditionTrue}}
 			st.Fields = map[string]json.RawMessage{"deployed": json.RawMessage("true")}
@@ -350,4 +359,34 @@ func TestBoundDataPlanePreview(t *testing.T) {
 			require.Equal(t, tc.truncated, got.Nodes[2].Steps[0].Truncated)
 		})
 	}
+}
+
+// A limited run waits for no update, it refuses: while an update of its data plane is in progress (not
+// one of another data plane), every node fails with NodeNotSettled naming it and nothing runs.
+func TestLimitedRunRefusesDuringAnUpdate(t *testing.T) {
+	w := &runWorld{updating: true, settled: map[string]bool{"OpenStackDataPlaneNode/n1": true, "NovaExternalCompute/n1": true,
+		"OpenStackDataPlaneNode/n2": true, "NovaExternalCompute/n2": true}}
+	env := newRunEnv(t, w, dataplanev1beta1.OpenStackDataPlaneDeploymentSpec{DataPlane: "edpm", Services: []string{StepConfigureOS}})
+	chain := objecttest.New(env)
+	env.RegisterDelayedCallback(func() { require.NoError(t, chain.Signal(lifecycle.SignalSpec, lifecycle.SpecSignal{Generation: 1})) }, time.Second)
+	env.RegisterDelayedCallback(func() {
+		require.Empty(t, w.ran())
+		st, err := chain.Status()
+		require.NoError(t, err)
+		require.Equal(t, lifecycle.PhaseFailed, st.Phase)
+		b, _ := json.Marshal(st.Detail)
+		require.Contains(t, string(b), "OpenStackDataPlaneUpdate edpm-to-2 of data plane edpm is in progress")
+		require.NotContains(t, string(b), "other-to-2")
+		w.mu.Lock()
+		w.updating = false
+		w.mu.Unlock()
+		require.NoError(t, chain.Signal(lifecycle.SignalRetry, lifecycle.RetrySignal{}))
+	}, time.Minute)
+	env.RegisterDelayedCallback(func() {
+		require.ElementsMatch(t, []string{"n1 configure-os", "n2 configure-os"}, w.ran(), "once the update ended, a retry runs")
+		require.NoError(t, chain.Signal(lifecycle.SignalDelete, lifecycle.DeleteSignal{}))
+	}, 2*time.Minute)
+	chain.Execute("OpenStackDataPlaneDeployment", object.Input{ObjectRef: lifecycle.ObjectRef{Kind: "OpenStackDataPlaneDeployment", Namespace: "openstack", Name: "run-2", UID: "u2"}})
+	require.True(t, env.IsWorkflowCompleted())
+	require.NoError(t, env.GetWorkflowError())
 }
