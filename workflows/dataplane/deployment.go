@@ -116,22 +116,35 @@ func (r *runReconciler) resolve(ctx workflow.Context, lc *object.Lifecycle, gen 
 	if err := json.Unmarshal(dp.Spec, &dpSpec); err != nil {
 		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("spec of data plane %s: %v", r.spec.DataPlane, err), lifecycle.ReasonInvalidSpec, err)
 	}
-	nodesF := workflow.ExecuteActivity(object.KubeActivity(ctx), kubeActs.ListObjects, kube.ListInput{Ref: DataPlaneNodeRef(ns, "")})
-	rolesF := workflow.ExecuteActivity(object.KubeActivity(ctx), kubeActs.ListObjects, kube.ListInput{Ref: DataPlaneRoleRef(ns, "")})
-	var nodes, roles []kube.ListedObject
-	if err := nodesF.Get(ctx, &nodes); err != nil {
-		return fmt.Errorf("list nodes in %s: %w", ns, err)
-	}
-	if err := rolesF.Get(ctx, &roles); err != nil {
-		return fmt.Errorf("list roles in %s: %w", ns, err)
-	}
-	members, err := RunMembers(dpSpec, nodes, roles, r.spec.Nodes, r.spec.Services)
+	members, err := listMembers(ctx, ns, dpSpec, r.spec.Nodes, r.spec.Services)
 	if err != nil {
-		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s: data plane %s: %v", lc.Ref, r.spec.DataPlane, err), lifecycle.ReasonInvalidSpec, nil)
+		if errors.As(err, new(*EDPMSpecError)) {
+			return temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s: data plane %s: %v", lc.Ref, r.spec.DataPlane, err), lifecycle.ReasonInvalidSpec, nil)
+		}
+		return err
 	}
 	r.rec.Nodes = members
 	r.rec.Resolved = true
 	return nil
+}
+
+// listMembers lists the namespace's nodes and roles and chooses from them (RunMembers); a choice that
+// cannot be made is an *EDPMSpecError.
+func listMembers(ctx workflow.Context, ns string, dp dataplanev1beta1.OpenStackDataPlaneSpec, only, services []string) ([]dataplanev1beta1.RunNodeState, error) {
+	nodesF := workflow.ExecuteActivity(object.KubeActivity(ctx), kubeActs.ListObjects, kube.ListInput{Ref: DataPlaneNodeRef(ns, "")})
+	rolesF := workflow.ExecuteActivity(object.KubeActivity(ctx), kubeActs.ListObjects, kube.ListInput{Ref: DataPlaneRoleRef(ns, "")})
+	var nodes, roles []kube.ListedObject
+	if err := nodesF.Get(ctx, &nodes); err != nil {
+		return nil, fmt.Errorf("list nodes in %s: %w", ns, err)
+	}
+	if err := rolesF.Get(ctx, &roles); err != nil {
+		return nil, fmt.Errorf("list roles in %s: %w", ns, err)
+	}
+	members, err := RunMembers(dp, nodes, roles, only, services)
+	if err != nil {
+		return nil, &EDPMSpecError{err.Error()}
+	}
+	return members, nil
 }
 
 // RunMembers chooses what a limited run covers: the data plane's member nodes (by role or by name; not

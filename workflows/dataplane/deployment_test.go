@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -119,7 +120,7 @@ func TestSelectRunRetry(t *testing.T) {
 			require.Equal(t, tc.want, SelectRunRetry(nodes, tc.sig))
 			for _, n := range nodes {
 				again := n.State == pending
-				require.Equal(t, again, contains(tc.want, n.Name), n.Name)
+				require.Equal(t, again, slices.Contains(tc.want, n.Name), n.Name)
 				for _, s := range n.Steps {
 					if again {
 						require.NotEqual(t, failed, s.State, "%s/%s", n.Name, s.Name)
@@ -129,15 +130,6 @@ func TestSelectRunRetry(t *testing.T) {
 			require.Equal(t, ok, nodes[1].Steps[0].State, "a succeeded step stays done")
 		})
 	}
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
 
 func TestBoundRunNodeStates(t *testing.T) {

@@ -112,17 +112,7 @@ func (r *dataPlaneReconciler) Preview(ctx workflow.Context, lc *object.Lifecycle
 	if err := json.Unmarshal(dp.Spec, &spec); err != nil {
 		return nil, fmt.Errorf("spec of %s: %w", lc.Ref, err)
 	}
-	ns := lc.Ref.Namespace
-	nodesF := workflow.ExecuteActivity(object.KubeActivity(ctx), kubeActs.ListObjects, kube.ListInput{Ref: DataPlaneNodeRef(ns, "")})
-	rolesF := workflow.ExecuteActivity(object.KubeActivity(ctx), kubeActs.ListObjects, kube.ListInput{Ref: DataPlaneRoleRef(ns, "")})
-	var nodes, roles []kube.ListedObject
-	if err := nodesF.Get(ctx, &nodes); err != nil {
-		return nil, fmt.Errorf("list nodes in %s: %w", ns, err)
-	}
-	if err := rolesF.Get(ctx, &roles); err != nil {
-		return nil, fmt.Errorf("list roles in %s: %w", ns, err)
-	}
-	members, err := RunMembers(spec, nodes, roles, nil, nil)
+	members, err := listMembers(ctx, lc.Ref.Namespace, spec, nil, nil)
 	if err != nil {
 		return nil, err
 	}
