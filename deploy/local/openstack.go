@@ -5,7 +5,8 @@ package local
 //
 //	etc/<service>/      rendered configuration (mode 0600: it holds passwords)
 //	data/               MariaDB datadir, RabbitMQ mnesia, Glance images, Keystone keys, lock paths
-//	lib/python/         WSGI entry point, bootstrap script, the agentless ML2 mechanism driver
+//	lib/python/         WSGI entry point, bootstrap script
+//	ovn/                OVN's databases, northd and the local compute's chassis (openstack_ovn.go)
 //	markers/            one file per one-time step (schema migrations, cells, Keystone bootstrap)
 //	passwords.json      generated passwords, kept across down/up (0600)
 //	clouds.yaml         the admin cloud (CloudName) for clients on this machine
@@ -231,6 +232,7 @@ func (o *osEnv) bootstrapInput() []byte {
 			"url":      fmt.Sprintf("http://127.0.0.1:%d%s", port, path),
 			"internal": fmt.Sprintf("http://%s:%d%s", HostGateway, port, path)}
 	}
+	gatewayOnly := func(m map[string]string) map[string]string { m["url"] = m["internal"]; return m }
 	// shared marks a service of the whole site, listed in SharedRegions too.
 	shared := func(m map[string]string) map[string]string { m["shared"] = "true"; return m }
 	in := map[string]any{
@@ -242,7 +244,8 @@ func (o *osEnv) bootstrapInput() []byte {
 			svc("keystone", "identity", KeystonePort, "/v3"),
 			shared(svc("placement", "placement", PlacementPort, "")),
 			shared(svc("glance", "image", GlancePort, "")),
-			shared(svc("neutron", "network", NeutronPort, "")),
+			// neutron-server listens on the gateway only (one bind address, see apiNeutron).
+			shared(gatewayOnly(svc("neutron", "network", NeutronPort, ""))),
 			svc("nova", "compute", NovaPort, "/v2.1"),
 			svc("ironic", "baremetal", IronicPort, ""),
 			shared(svc("cinderv3", "volumev3", CinderPort, "/v3/%(project_id)s")),

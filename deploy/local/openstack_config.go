@@ -15,8 +15,7 @@ import (
 	"text/template"
 )
 
-// openStackFiles holds the configuration templates, the WSGI entry point, the bootstrap script and the
-// agentless ML2 mechanism driver (with its entry-points metadata).
+// openStackFiles holds the configuration templates, the WSGI entry point and the bootstrap script.
 //
 //go:embed all:openstack
 var openStackFiles embed.FS
@@ -121,6 +120,9 @@ func loadPasswords(file string) (map[string]string, error) {
 	}
 	return pw, nil
 }
+
+// NeutronPort is neutron-server's port, for its configuration.
+func (o *osEnv) NeutronPort() int { return NeutronPort }
 
 // DB is the SQLAlchemy URL of database db for MariaDB user user.
 func (o *osEnv) DB(user, db string) string {

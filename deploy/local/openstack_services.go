@@ -38,6 +38,8 @@ type api struct {
 	workers int
 	// path is fetched to decide readiness (an unauthenticated version document).
 	path string
+	// gatewayOnly: the API listens on the hosts' gateway only (see apiNeutron).
+	gatewayOnly bool
 }
 
 // startAPI starts an API under uwsgi on loopback and on the hosts' gateway. Connection: close, because
@@ -69,9 +71,11 @@ func (o *osEnv) startAPI(a api) (bool, error) {
 // waitAPI waits until the API answers on both addresses.
 func (o *osEnv) waitAPI(ctx context.Context, a api) error {
 	return o.s.WaitFor(ctx, a.proc+" ready", a.proc, 300*time.Millisecond, func(ctx context.Context) error {
-		return httpReady(ctx,
-			fmt.Sprintf("http://127.0.0.1:%d%s", a.port, a.path),
-			fmt.Sprintf("http://%s:%d%s", HostGateway, a.port, a.path))
+		gw := fmt.Sprintf("http://%s:%d%s", HostGateway, a.port, a.path)
+		if a.gatewayOnly {
+			return httpReady(ctx, gw)
+		}
+		return httpReady(ctx, fmt.Sprintf("http://127.0.0.1:%d%s", a.port, a.path), gw)
 	})
 }
 
@@ -85,10 +89,13 @@ var (
 	apiKeystone  = api{proc: "os-keystone", app: "keystone", port: KeystonePort, files: []string{"keystone/keystone.conf"}, workers: 2, path: "/v3"}
 	apiPlacement = api{proc: "os-placement", app: "placement", port: PlacementPort, files: []string{"placement/placement.conf"}, workers: 2, path: "/"}
 	apiGlance    = api{proc: "os-glance-api", app: "glance", port: GlancePort, files: []string{"glance/glance-api.conf"}, path: "/versions"}
-	apiNeutron   = api{proc: "os-neutron-api", app: "neutron", port: NeutronPort, files: []string{"neutron/neutron.conf", "neutron/ml2_conf.ini"}, path: "/"}
-	apiNova      = api{proc: "os-nova-api", app: "nova", port: NovaPort, files: []string{"nova/api-paste.ini", "nova/nova.conf"}, path: "/"}
-	apiIronic    = api{proc: "os-ironic-api", app: "ironic", port: IronicPort, files: []string{"ironic/ironic.conf"}, path: "/"}
-	apiCinder    = api{proc: "os-cinder-api", app: "cinder", port: CinderPort, files: []string{"cinder/cinder.conf"}, path: "/"}
+	// apiNeutron is neutron-server itself, not uwsgi: ML2/OVN opens its OVN connections in the workers
+	// neutron-server forks (API and OVN maintenance), which Zed's uwsgi application never starts. It has
+	// one bind address, the hosts' gateway, which this machine reaches too.
+	apiNeutron = api{proc: "os-neutron-server", app: "neutron", port: NeutronPort, files: []string{"neutron/neutron.conf", "neutron/ml2_conf.ini"}, path: "/", gatewayOnly: true}
+	apiNova    = api{proc: "os-nova-api", app: "nova", port: NovaPort, files: []string{"nova/api-paste.ini", "nova/nova.conf"}, path: "/"}
+	apiIronic  = api{proc: "os-ironic-api", app: "ironic", port: IronicPort, files: []string{"ironic/ironic.conf"}, path: "/"}
+	apiCinder  = api{proc: "os-cinder-api", app: "cinder", port: CinderPort, files: []string{"cinder/cinder.conf"}, path: "/"}
 )
 
 // upKeystone migrates and bootstraps Keystone once, starts it and registers the service users,
@@ -186,7 +193,10 @@ func (o *osEnv) upNeutron(ctx context.Context) (bool, error) {
 	}); err != nil {
 		return false, err
 	}
-	started, err := o.startAPI(apiNeutron)
+	if err := o.upOVN(ctx); err != nil {
+		return false, fmt.Errorf("ovn: %w", err)
+	}
+	started, err := o.startPy(apiNeutron.proc, "neutron.cmd.eventlet.server", "main", apiNeutron.files...)
 	if err != nil {
 		return false, err
 	}

@@ -7,6 +7,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os/exec"
+	"strings"
 	"testing"
 	"time"
 
@@ -21,6 +23,7 @@ import (
 	"github.com/gophercloud/gophercloud/v2/openstack/image/v2/images"
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/extensions/external"
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/extensions/layer3/floatingips"
+	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/extensions/portsbinding"
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/networks"
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/ports"
 	"github.com/stretchr/testify/require"
@@ -113,11 +116,34 @@ func TestOpenStackServerOnTenantPortWithFloatingIP(t *testing.T) {
 	})
 	waitServerActive(ctx, t, compute, server.ID)
 
-	// The port is now the server's, bound to the compute host by the stack's mechanism driver.
+	// The port is now the server's, bound by ML2/OVN to the chassis of the compute host.
+	var bound struct {
+		ports.Port
+		portsbinding.PortsBindingExt
+	}
+	require.NoError(t, ports.Get(ctx, network, port.ID).ExtractInto(&bound))
+	require.Equal(t, server.ID, bound.DeviceID)
+	require.Equal(t, local.LocalComputeHost, bound.HostID)
+	require.Equal(t, "ovs", bound.VIFType, "bound by ML2/OVN")
+	// Nova's fake driver plugs no VIF; a hypervisor would add the port to br-int with its iface-id, and
+	// then ovn-controller claims it on the chassis and Neutron reports it ACTIVE: done here as it would.
+	tap := "tap" + port.ID[:11]
+	_, err = st.OVSVsctl(ctx, "--", "add-port", "br-int", tap, "--", "set", "Interface", tap, "type=internal",
+		"external_ids:iface-id="+port.ID, "external_ids:attached-mac="+port.MACAddress, "external_ids:iface-status=active")
+	require.NoError(t, err)
+	t.Cleanup(func() { _, _ = st.OVSVsctl(context.Background(), "--if-exists", "del-port", "br-int", tap) })
+	eventually(t, "port "+port.ID+" ACTIVE once plugged on the chassis", time.Minute, time.Second, func() error {
+		p, err := ports.Get(ctx, network, port.ID).Extract()
+		if err != nil {
+			return err
+		}
+		if p.Status != "ACTIVE" {
+			return fmt.Errorf("port is %s", p.Status)
+		}
+		return nil
+	})
 	port, err = ports.Get(ctx, network, port.ID).Extract()
 	require.NoError(t, err)
-	require.Equal(t, server.ID, port.DeviceID)
-	require.Equal(t, "ACTIVE", port.Status, "port %s is not bound", port.ID)
 
 	fip, err := floatingips.Create(ctx, network, floatingips.CreateOpts{FloatingNetworkID: external.ID, PortID: port.ID}).Extract()
 	require.NoError(t, err)
@@ -131,6 +157,8 @@ func TestOpenStackServerOnTenantPortWithFloatingIP(t *testing.T) {
 	_, err = floatingips.Get(ctx, network, fip.ID).Extract()
 	require.True(t, gone(err), "floating IP %s still exists: %v", fip.ID, err)
 
+	_, err = st.OVSVsctl(ctx, "del-port", "br-int", tap)
+	require.NoError(t, err)
 	require.NoError(t, servers.Delete(ctx, compute, server.ID).ExtractErr())
 	eventually(t, "server "+server.ID+" deleted", 2*time.Minute, time.Second, func() error {
 		s, err := servers.Get(ctx, compute, server.ID).Extract()
@@ -274,6 +302,11 @@ func TestOpenStackReachableOnHostGateway(t *testing.T) {
 		resp.Body.Close()
 		require.Less(t, resp.StatusCode, 400, "%s: GET %s: %s", name, url, resp.Status)
 	}
+
+	// OVN's southbound database, which the hosts' ovn-controller and metadata agents join.
+	out, err := exec.Command("ovsdb-client", "--timeout=10", "list-dbs", local.OVNSouthbound).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	require.Contains(t, strings.Fields(string(out)), "OVN_Southbound")
 
 	// AMQP 0-9-1: after the protocol header the broker opens with a connection.start method frame.
 	conn, err := net.DialTimeout("tcp", net.JoinHostPort(local.HostGateway, fmt.Sprint(local.RabbitMQPort)), 5*time.Second)

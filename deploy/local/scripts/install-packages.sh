@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the local stack needs: OpenStack's libraries (no service packages, so no
-# prompts and no init scripts), MariaDB, RabbitMQ, Ansible, sshd, and containerd, runc and the CNI plugins
-# of the real node. Idempotent: exits at once when every
-# package is present. The api-paste.ini files come from the *-common packages, unpacked into the cache
-# without installing them.
+# prompts and no init scripts), MariaDB, RabbitMQ, Ansible, sshd, containerd, runc and the CNI plugins
+# of the real node, and OVN, Open vSwitch and haproxy (the cloud's network, on this machine and on the
+# test hosts). Idempotent: exits at once when every package is present. The api-paste.ini files come
+# from the *-common packages, unpacked into the cache without installing them.
 set -euo pipefail
 cache=${STACKFLOW_CACHE:-$HOME/.cache/stackflow}
 pkgs=(
@@ -12,6 +12,7 @@ pkgs=(
   rabbitmq-server mariadb-server uwsgi-core uwsgi-plugin-python3
   ansible-core openssh-server openssh-client iproute2 util-linux procps curl qemu-utils
   containerd runc containernetworking-plugins
+  ovn-central ovn-host openvswitch-switch haproxy
 )
 common=(nova-common neutron-common glance-common cinder-common ironic-common)
 

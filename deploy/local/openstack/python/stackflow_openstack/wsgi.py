@@ -29,12 +29,6 @@ def _load():
         os.environ["OS_GLANCE_CONFIG_DIR"] = os.path.dirname(FILES[0])
         from glance.common import wsgi_app
         return wsgi_app.init_app()
-    if APP == "neutron":
-        os.environ["OS_NEUTRON_CONFIG_DIR"] = os.path.dirname(FILES[0])
-        os.environ["OS_NEUTRON_CONFIG_FILES"] = ";".join(os.path.basename(f) for f in FILES)
-        sys.argv = [APP]
-        from neutron.cmd.eventlet.server import main_api_eventlet
-        return main_api_eventlet()
     if APP == "nova":
         os.environ["OS_NOVA_CONFIG_DIR"] = os.path.dirname(FILES[0])
         os.environ["OS_NOVA_CONFIG_FILES"] = ";".join(os.path.basename(f) for f in FILES)
