@@ -34,7 +34,8 @@ type ComputeRegistration struct {
 const ErrComputeNotRegistered = "ComputeNotRegistered"
 
 // WaitComputeRegistered succeeds once Nova lists an up nova-compute service on the host and its
-// hypervisor, and fails retryably before (saying which of the two is missing).
+// hypervisor, the host is mapped to its cell and its resource provider exists, and fails retryably before
+// (saying which is missing).
 func (o *OpenStack) WaitComputeRegistered(ctx context.Context, in ComputeHostInput) (*ComputeRegistration, error) {
 	c, err := o.clientsFor(ctx, in.Cloud.Identity())
 	if err != nil {
@@ -68,11 +69,30 @@ func (o *OpenStack) WaitComputeRegistered(ctx context.Context, in ComputeHostInp
 		for _, h := range hvs {
 			if h.HypervisorHostname == in.Host || h.Service.Host == in.Host {
 				reg.HypervisorID, reg.HypervisorHostname = h.ID, h.HypervisorHostname
+				if err := mappingCheck(ctx, c, reg, in.Host); err != nil {
+					return nil, err
+				}
 				return reg, providerCheck(ctx, c, reg)
 			}
 		}
 	}
 	return nil, temporal.NewApplicationError(fmt.Sprintf("nova-compute on host %s is up but Nova lists no hypervisor for it yet", in.Host), ErrComputeNotRegistered)
+}
+
+// mappingCheck makes sure the host is mapped to its cell (host discovery ran since it registered):
+// until then the scheduler may pick it from Placement and the boot fails with "Host … is not mapped to
+// any cell". The compute API says so only through a hypervisor shown with its servers (2.53+), which
+// looks the host's mapping up and answers 404 without one.
+func mappingCheck(ctx context.Context, c *osClients, reg *ComputeRegistration, host string) error {
+	var body map[string]any
+	_, err := c.compute.Get(ctx, c.compute.ServiceURL("os-hypervisors", reg.HypervisorID)+"?with_servers=true", &body, nil)
+	if isNotFound(err) {
+		return temporal.NewApplicationError(fmt.Sprintf("nova-compute on host %s is up but not mapped to a cell yet (waiting for host discovery)", host), ErrComputeNotRegistered)
+	}
+	if err != nil {
+		return classifyOS("show hypervisor "+reg.HypervisorID+" of "+host, err)
+	}
+	return nil
 }
 
 // providerCheck makes sure the hypervisor's resource provider (same UUID as the compute node) exists in

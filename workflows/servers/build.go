@@ -277,7 +277,14 @@ func (b *serverBuild) bootServer(ctx workflow.Context, rec *serverRecord) (again
 		return false, fmt.Errorf("wait for server %s: %w", rec.Name, err)
 	}
 	rec.State, rec.Fault, rec.Addresses = info.Status, info.Fault, info.Addresses
-	if NoComputeYet(info) && workflow.GetVersion(ctx, ChangeNoValidHostWaits, workflow.DefaultVersion, 1) == 1 {
+	wait := false
+	switch {
+	case NoComputeYet(info):
+		wait = workflow.GetVersion(ctx, ChangeNoValidHostWaits, workflow.DefaultVersion, 1) == 1
+	case HostNotMappedYet(info):
+		wait = workflow.GetVersion(ctx, ChangeUnmappedHostWaits, workflow.DefaultVersion, 1) == 1
+	}
+	if wait {
 		// No compute can take it yet (computes still joining their cell): the server goes, the ports
 		// stay, and the build is tried again after a back-off without spending a recreate.
 		if err := b.deleteErrored(ctx, rec, "delete server "+rec.Name+" (no host for it yet)"); err != nil {
@@ -345,6 +352,10 @@ func (b *serverBuild) associateFloatingIP(ctx workflow.Context, rec *serverRecor
 // is booted again later, in place of being recreated at once.
 const ChangeNoValidHostWaits = "server-no-valid-host-waits"
 
+// ChangeUnmappedHostWaits is the GetVersion change after which a server the scheduler placed on a
+// compute not yet mapped to its cell waits like one with no host (runs before it recreated it at once).
+const ChangeUnmappedHostWaits = "server-unmapped-host-waits"
+
 // ChangeRetryLaterKeeps is the GetVersion change after which a build failing to be retried later (a
 // reference not found yet) keeps its record for the next try in place of removing what it created.
 const ChangeRetryLaterKeeps = "server-retry-later-keeps"
@@ -357,6 +368,13 @@ const ReasonNoValidHost = "NoValidHost"
 // fault of the server.
 func NoComputeYet(info openstack.ServerInfo) bool {
 	return info.Status == openstack.ServerError && strings.Contains(info.Fault, "No valid host was found")
+}
+
+// HostNotMappedYet reports whether a server ended in ERROR because the scheduler chose a compute that
+// Placement lists but host discovery has not mapped to a cell yet (Nova's "Host … is not mapped to any
+// cell"): a compute still joining, which the next discovery resolves.
+func HostNotMappedYet(info openstack.ServerInfo) bool {
+	return info.Status == openstack.ServerError && strings.Contains(info.Fault, "is not mapped to any cell")
 }
 
 // ServerPolicyAction is what to do with a server after waiting for it.

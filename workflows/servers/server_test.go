@@ -363,6 +363,43 @@ func TestNoValidHostWaitsForComputesThenBecomesReady(t *testing.T) {
 	h.run(KindOpenStackServer, 11*time.Minute)
 }
 
+// A server the scheduler placed on a compute Placement lists before host discovery mapped it waits like
+// one with no host (the next discovery maps the compute), without spending a recreate.
+func TestUnmappedHostWaitsThenBecomesReady(t *testing.T) {
+	h := newHarness(t, serverSpec("m1.tiny", 1))
+	h.cloud.fault = "Host 'edpm-compute-0' is not mapped to any cell"
+	h.cloud.states = []string{openstack.ServerError, openstack.ServerError, openstack.ServerError, openstack.ServerError}
+	h.at(15*time.Second, func() {
+		c := h.ready()
+		require.Equal(t, metav1.ConditionFalse, c.Status)
+		require.Equal(t, ReasonNoValidHost, c.Reason)
+		require.Contains(t, c.Message, "is not mapped to any cell")
+	})
+	h.at(10*time.Minute, func() {
+		require.Equal(t, metav1.ConditionTrue, h.ready().Status)
+		require.Equal(t, 5, strings.Count(strings.Join(h.cloud.log, "\n"), "create server web"), "four boots on an unmapped compute, then one mapped: more than MaxServerRecreates")
+	})
+	h.run(KindOpenStackServer, 11*time.Minute)
+}
+
+// The faults of a compute still joining its cell, which wait, and of the server itself, which recreate.
+func TestComputeJoiningFaults(t *testing.T) {
+	for _, tc := range []struct {
+		fault                string
+		noHost, notMappedYet bool
+	}{
+		{"No valid host was found. There are not enough hosts available.", true, false},
+		{"Host 'edpm-compute-0' is not mapped to any cell", false, true},
+		{"Build of instance aborted: image could not be converted", false, false},
+	} {
+		info := openstack.ServerInfo{Status: openstack.ServerError, Fault: tc.fault}
+		require.Equal(t, tc.noHost, NoComputeYet(info), tc.fault)
+		require.Equal(t, tc.notMappedYet, HostNotMappedYet(info), tc.fault)
+		info.Status = openstack.ServerActive
+		require.False(t, NoComputeYet(info) || HostNotMappedYet(info), "an ACTIVE server waits for nothing")
+	}
+}
+
 func TestServerInErrorOnceIsReplacedAndBecomesReady(t *testing.T) {
 	h := newHarness(t, serverSpec("m1.tiny", 1))
 	h.cloud.states = []string{openstack.ServerError}
