@@ -2,7 +2,8 @@
 // worker binary, which writes them to a private directory at start, so a worker always runs the
 // playbooks of its own version.
 //
-// Phase 0 (infrastructure): bootstrap.yml, configure-network.yml, configure-os.yml.
+// Phase 0 (infrastructure): bootstrap.yml, configure-network.yml, configure-os.yml, and ovn.yml for nodes
+// that join an OVN southbound database (ovn-remove.yml when such a node is deleted).
 // Phase 1 (services): nova-compute.yml (and nova-compute-remove.yml on teardown), ovn-metadata-agent.yml
 // (and ovn-metadata-agent-remove.yml).
 // Updates (OpenStackDataPlaneUpdate): nova-compute-checkpoint.yml, nova-compute-update.yml,
@@ -19,6 +20,8 @@
 //	                                role or node adds to a step (site-specific preparation)
 //	edpm_sysctl                     map of sysctl settings written to the host's sysctl file
 //	edpm_python                     the Python running OpenStack services (default /usr/bin/python3)
+//	edpm_ovn_sb_connection          the OVN southbound database the host joins (ovn.yml, the metadata
+//	                                agent); edpm_ovn_encap_ip its tunnel address (default ansible_host)
 //	stackflow_checkpoint            the name of an update's checkpoint on the host
 //	stackflow_nova_version, stackflow_nova_version_class   the release an update installs and the
 //	                                Placement resource class nova-compute reports it as

@@ -29,6 +29,9 @@ var HostPrivatePaths = []string{
 	"/etc/stackflow", "/var/lib/stackflow", "/var/log/stackflow",
 	"/etc/edpm", "/var/lib/edpm",
 	"/run/stackflow",
+	// Open vSwitch and ovn-controller of the ovn step, at Debian's default paths.
+	"/etc/openvswitch", "/var/lib/openvswitch", "/var/log/openvswitch", "/run/openvswitch",
+	"/var/lib/ovn", "/var/log/ovn", "/run/ovn",
 }
 
 // Naming of the EDPM test hosts and their plumbing; index i is 0-based.

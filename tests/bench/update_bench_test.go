@@ -105,7 +105,7 @@ func BenchmarkDataPlaneUpdate(b *testing.B) {
 		return out
 	}
 	hosts := []string{env.Run + "-0", env.Run + "-1"}
-	apply(dp("openstackdataplaneroles"), `{apiVersion: dataplane.openstack.org/v1beta1, kind: OpenStackDataPlaneRole, metadata: {name: c, annotations: {nova.openstack.org/cell: cell1}}, spec: {dataPlane: c, preProvisioned: true, nodeTemplate: {ansibleUser: root, ansibleSSHPrivateKeySecret: edpm-ssh-key, managementNetwork: ctlplane}}}`)
+	apply(dp("openstackdataplaneroles"), `{apiVersion: dataplane.openstack.org/v1beta1, kind: OpenStackDataPlaneRole, metadata: {name: c, annotations: {nova.openstack.org/cell: cell1}}, spec: {dataPlane: c, preProvisioned: true, nodeTemplate: {ansibleUser: root, ansibleSSHPrivateKeySecret: edpm-ssh-key, managementNetwork: ctlplane, ansibleVars: {edpm_ovn_sb_connection: '`+local.OVNSouthbound+`'}}}}`)
 	apply(dp("openstackdataplanes"), `{apiVersion: dataplane.openstack.org/v1beta1, kind: OpenStackDataPlane, metadata: {name: c}, spec: {roles: [c], deploy: true, maxConcurrency: 2}}`)
 	for i, h := range env.Stack.TestHosts[:2] {
 		apply(dp("openstackdataplanenodes"), fmt.Sprintf(`{apiVersion: dataplane.openstack.org/v1beta1, kind: OpenStackDataPlaneNode, metadata: {name: c-%d}, spec: {role: c, hostName: %s, ansibleHost: %s, deploy: true}}`, i, hosts[i], h.Address))

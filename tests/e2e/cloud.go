@@ -19,6 +19,7 @@ import (
 	"github.com/gophercloud/gophercloud/v2/openstack/config"
 	"github.com/gophercloud/gophercloud/v2/openstack/config/clouds"
 	"github.com/gophercloud/gophercloud/v2/openstack/image/v2/images"
+	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/extensions/agents"
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/networks"
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/ports"
 	"github.com/gophercloud/gophercloud/v2/openstack/placement/v1/resourceproviders"
@@ -277,4 +278,38 @@ func (e *Env) removeLeakedServers() {
 			}
 		}
 	}
+}
+
+// NetworkAgents lists "type binary alive" for each Neutron agent on host, sorted: what
+// `openstack network agent list --host` shows.
+func (c *Cloud) NetworkAgents(ctx context.Context, host string) ([]string, error) {
+	all, err := osacts.ListAgents(ctx, c.Network, agents.ListOpts{Host: host})
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, a := range all {
+		if a.Host == host {
+			out = append(out, fmt.Sprintf("%s %s alive=%v", a.Type, a.Binary, a.Alive))
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// ChassisAgents are the Neutron agents of an OVN chassis with a metadata agent, alive, as NetworkAgents
+// lists them.
+var ChassisAgents = []string{"OVN Controller agent ovn-controller alive=true", "OVN Metadata agent neutron-ovn-metadata-agent alive=true"}
+
+// WaitNetworkAgents waits until Neutron lists exactly want on host (nothing when want is empty): Neutron
+// reports an agent alive only after its next liveness ping, seconds after it started.
+func (c *Cloud) WaitNetworkAgents(t testing.TB, host string, timeout time.Duration, want ...string) {
+	t.Helper()
+	WaitFor(t, fmt.Sprintf("Neutron agents of %s: %v", host, want), timeout, func() (bool, string) {
+		got, err := c.NetworkAgents(context.Background(), host)
+		if err != nil {
+			return false, err.Error()
+		}
+		return slices.Equal(got, want) || (len(want) == 0 && len(got) == 0), fmt.Sprint(got)
+	})
 }

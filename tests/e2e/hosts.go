@@ -47,16 +47,22 @@ var HostServices = []HostService{
 		Files: []string{"etc/neutron/neutron_ovn_metadata_agent.conf.d", "var/lib/neutron", "run/stackflow/ovn-metadata-agent.pid"}},
 }
 
+// OVNChassis is what a node's ovn step runs on its host and the node's deletion removes: Open vSwitch and
+// ovn-controller (deleting a node undoes its ovn step, unlike the rest of phase 0: the host leaves the
+// cloud's network).
+var OVNChassis = HostService{Name: "ovn-chassis", Match: "/run/openvswitch",
+	Files: []string{"etc/openvswitch/conf.db", "run/ovn/ovn-controller.pid", "run/openvswitch/ovsdb-server.pid", "run/openvswitch/ovs-vswitchd.pid", "var/lib/ovn", "var/lib/openvswitch"}}
+
 // hostRecords are what a test host keeps of phase 0 (which deleting a node leaves on the host, as on a
 // real one) and its own step log, the test's record of which playbooks ran: a host is re-imaged between
 // tests by clearing them.
-var hostRecords = []string{"etc/edpm", "var/lib/edpm", "var/log/stackflow", "var/log/nova", "var/log/neutron"}
+var hostRecords = []string{"etc/edpm", "var/lib/edpm", "var/log/stackflow", "var/log/nova", "var/log/neutron", "var/log/openvswitch", "var/log/ovn"}
 
 // Leftovers lists what of its services still runs or remains on the host: each a process (with its
 // PID) or a file that a teardown should have removed.
 func Leftovers(h local.TestHost, services ...HostService) []string {
 	if len(services) == 0 {
-		services = HostServices
+		services = append(slices.Clone(HostServices), OVNChassis)
 	}
 	var out []string
 	for _, pid := range netnsPIDs(h.Namespace) {
@@ -127,7 +133,7 @@ func netnsPIDs(netns string) []int {
 func RequireRemoved(t testing.TB, h local.TestHost, service ...string) {
 	t.Helper()
 	var want []HostService
-	for _, s := range HostServices {
+	for _, s := range append(slices.Clone(HostServices), OVNChassis) {
 		if slices.Contains(service, s.Name) {
 			want = append(want, s)
 		}

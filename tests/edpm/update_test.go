@@ -70,7 +70,9 @@ func TestRollingUpdateOfComputes(t *testing.T) {
 
 	// The computes join cell1 of the package's Nova: the update's every call about them (disable, drain,
 	// version, enable) goes to that Nova's region.
-	create(t, gvrRole, `
+	// They join the cloud's OVN too (the ovn step): Neutron binds the servers' ports, and moves them on
+	// live migration, only between chassis.
+	create(t, gvrRole, fmt.Sprintf(`
 apiVersion: dataplane.openstack.org/v1beta1
 kind: OpenStackDataPlaneRole
 metadata:
@@ -79,8 +81,12 @@ metadata:
 spec:
   dataPlane: upd
   preProvisioned: true
-  nodeTemplate: {ansibleUser: root, ansibleSSHPrivateKeySecret: edpm-ssh-key, managementNetwork: ctlplane}
-`)
+  nodeTemplate:
+    ansibleUser: root
+    ansibleSSHPrivateKeySecret: edpm-ssh-key
+    managementNetwork: ctlplane
+    ansibleVars: {edpm_ovn_sb_connection: %q}
+`, local.OVNSouthbound))
 	create(t, gvrDP, `
 apiVersion: dataplane.openstack.org/v1beta1
 kind: OpenStackDataPlane
@@ -304,9 +310,15 @@ spec:
 // drain), then nova-compute stopped and its files removed from the host, and its service, hypervisor and
 // resource provider gone from Nova and Placement. upd-0 goes next with every server on it and nowhere to
 // move them: under onDrainFailure Stop it stays, running them, with a condition naming them, until a
-// person approves the gate "remove" with the temporal CLI; then they are deleted with it.
+// person approves the gate "remove" with the temporal CLI; then they are deleted with it. Each node's
+// deletion also takes its host out of the cloud's OVN: ovn-controller and Open vSwitch stopped, and no
+// Neutron agent left on it.
 func scaleIn(t *testing.T, cc *e2e.Cloud, w *e2e.Proc, hostA, hostB string, h1 local.TestHost, s1, s2, s3 string) {
 	ctx := context.Background()
+	// Both hosts are chassis of the cloud's OVN (their ovn step); removing a node takes its chassis away.
+	controller := "OVN Controller agent ovn-controller alive=true"
+	cc.WaitNetworkAgents(t, hostA, 2*time.Minute, controller)
+	cc.WaitNetworkAgents(t, hostB, 2*time.Minute, controller)
 	patch := []byte(`{"spec":{"removal":{"drainTimeout":"3m","onDrainFailure":"Stop"}}}`)
 	_, err := env.Dyn.Resource(gvrNEC).Namespace(ns).Patch(ctx, "upd-1", types.MergePatchType, patch, metav1.PatchOptions{})
 	require.NoError(t, err)
@@ -336,7 +348,8 @@ func scaleIn(t *testing.T, cc *e2e.Cloud, w *e2e.Proc, hostA, hostB string, h1 l
 		require.Greater(t, activityAttempts(t, necB, "MigrateServers"), 1, "the drain went on in a new attempt after the crash")
 	}
 	requireComputeGone(t, cc, hostB)
-	e2e.RequireRemoved(t, h1, "nova-compute")
+	e2e.RequireRemoved(t, h1, "nova-compute", e2e.OVNChassis.Name)
+	cc.WaitNetworkAgents(t, hostB, time.Minute)
 
 	// upd-0 with every server and nowhere to go: held until a person approves.
 	necA := workflowID("NovaExternalCompute", gvrNEC, get(t, gvrNEC, "upd-0"))
@@ -369,6 +382,7 @@ func scaleIn(t *testing.T, cc *e2e.Cloud, w *e2e.Proc, hostA, hostB string, h1 l
 		require.True(t, gophercloud.ResponseCodeIs(err, 404), "%s was deleted with its compute once approved (%v)", id, err)
 	}
 	requireComputeGone(t, cc, hostA)
+	cc.WaitNetworkAgents(t, hostA, time.Minute)
 }
 
 // requireComputeGone checks that Nova lists no compute service or hypervisor on host and Placement no

@@ -103,7 +103,8 @@ func TestNovaControlPlane(t *testing.T) {
 	// The computes first: their phase 0 runs while the control plane comes up. The role puts its nodes
 	// in cell1; edpm-compute-1's own annotation puts it in cell2.
 	hostA, hostB := env.Run+"-compute-0", env.Run+"-compute-1"
-	create(t, gvrRole, `
+	// The hosts join the cloud's OVN (the ovn step): Neutron binds the server's port only on a chassis.
+	create(t, gvrRole, fmt.Sprintf(`
 apiVersion: dataplane.openstack.org/v1beta1
 kind: OpenStackDataPlaneRole
 metadata:
@@ -111,8 +112,12 @@ metadata:
   annotations: {nova.openstack.org/cell: cell1}
 spec:
   preProvisioned: true
-  nodeTemplate: {ansibleUser: root, ansibleSSHPrivateKeySecret: edpm-ssh-key, managementNetwork: ctlplane}
-`)
+  nodeTemplate:
+    ansibleUser: root
+    ansibleSSHPrivateKeySecret: edpm-ssh-key
+    managementNetwork: ctlplane
+    ansibleVars: {edpm_ovn_sb_connection: %q}
+`, local.OVNSouthbound))
 	create(t, gvrNode, fmt.Sprintf(`
 apiVersion: dataplane.openstack.org/v1beta1
 kind: OpenStackDataPlaneNode

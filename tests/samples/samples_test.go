@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/servers"
+	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/extensions/portsbinding"
+	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/ports"
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/workflowservice/v1"
@@ -120,6 +122,28 @@ func TestSamplesConvergeAndStayIdle(t *testing.T) {
 		require.Equal(t, placed[local.SampleServerName], hv, "make run prints where the server runs")
 	})
 
+	// The sample computes are chassis of the cloud's OVN, each with its metadata agent, both alive in
+	// Neutron; the server's port is bound by ML2/OVN to the chassis of the compute it runs on.
+	t.Run("the sample computes are OVN chassis with live metadata agents", func(t *testing.T) {
+		c, err := env.Cloud(ctx)
+		require.NoError(t, err)
+		for _, host := range []string{"edpm-compute-0", "edpm-compute-1"} {
+			c.WaitNetworkAgents(t, host, 2*time.Minute, e2e.ChassisAgents...)
+		}
+		srv, err := env.Dyn.Resource(gvrServer).Namespace(local.SampleNamespace).Get(ctx, local.SampleServerName, metav1.GetOptions{})
+		require.NoError(t, err)
+		var bound []struct {
+			ports.Port
+			portsbinding.PortsBindingExt
+		}
+		pages, err := ports.List(c.Network, ports.ListOpts{DeviceID: e2e.Str(srv, "status", "instanceID")}).AllPages(ctx)
+		require.NoError(t, err)
+		require.NoError(t, ports.ExtractPortsInto(pages, &bound))
+		require.Len(t, bound, 1, "the sample server's port")
+		require.Equal(t, placed[local.SampleServerName], bound[0].HostID, "bound to the server's compute")
+		require.Equal(t, "ovs", bound[0].VIFType, "bound by ML2/OVN to that host's chassis")
+	})
+
 	// The documented update of the sample data plane, on the computes of the Nova the samples deployed.
 	t.Run("the documented update of the sample data plane", func(t *testing.T) {
 		update := updateSample(t)
@@ -206,6 +230,15 @@ func TestSamplesConvergeAndStayIdle(t *testing.T) {
 			require.NoError(t, env.DeleteAndWait(dctx, o.GVR, o.Namespace, o.Name), "%s %s torn down", o.Kind, o.Name)
 		}
 		t.Logf("all samples deleted and torn down in %s", time.Since(start).Round(time.Second))
+		// Deleting the nodes took the hosts out of the cloud's network: no agent record left in Neutron,
+		// no Open vSwitch, ovn-controller or metadata agent on the hosts.
+		c, err := env.Cloud(ctx)
+		require.NoError(t, err)
+		for _, host := range []string{"edpm-compute-0", "edpm-compute-1"} {
+			c.WaitNetworkAgents(t, host, time.Minute)
+			e2e.RequireRemoved(t, env.Host(t, host), "ovn-metadata-agent", e2e.OVNChassis.Name)
+		}
+
 	})
 }
 

@@ -446,7 +446,15 @@ func readNodeConfig(ctx workflow.Context, ns, name string) (EDPMNodeConfig, erro
 	if err != nil {
 		return EDPMNodeConfig{}, specError(lifecycle.ReasonInvalidSpec, err)
 	}
+	gateOVNStep(ctx, &cfg)
 	return cfg, nil
+}
+
+// gateOVNStep keeps runs recorded before the ovn step without it.
+func gateOVNStep(ctx workflow.Context, cfg *EDPMNodeConfig) {
+	if cfg.OVNController && workflow.GetVersion(ctx, ChangeOVNStep, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		cfg.OVNController = false
+	}
 }
 
 // stepInput is the playbook run of one step, as the step's owner builds it. With settled, a service

@@ -10,10 +10,12 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/stackflow/stackflow/activities/ansible"
 	"github.com/stackflow/stackflow/activities/kube"
+	"github.com/stackflow/stackflow/activities/openstack"
 	dataplanev1beta1 "github.com/stackflow/stackflow/api/dataplane/v1beta1"
 	"github.com/stackflow/stackflow/api/lifecycle"
 	"github.com/stackflow/stackflow/workflows/object"
@@ -27,6 +29,11 @@ type heldNode struct {
 	succeeded int
 	// serviceReady says whether the node's service CR has deployed.
 	serviceReady bool
+	// roleVars are the role's Ansible variables; playbooks and agentDeletes record the node's playbook
+	// runs and its Neutron agent deletions.
+	roleVars     map[string]apiextensionsv1.JSON
+	playbooks    []string
+	agentDeletes []openstack.NetworkAgentInput
 }
 
 // run is one run of the node's workflow with the world of h: the data plane grants the first request
@@ -41,7 +48,11 @@ func (h *heldNode) run(t *testing.T, script func(env *testsuite.TestWorkflowEnvi
 	cell1 := map[string]string{dataplanev1beta1.NovaCellAnnotation: "cell1"}
 	nodeSpec, err := json.Marshal(node("n1", nil, nil).Spec)
 	require.NoError(t, err)
-	roleSpec, err := json.Marshal(role(cell1, nil).Spec)
+	roleSpec, err := json.Marshal(role(cell1, func(r *dataplanev1beta1.OpenStackDataPlaneRole) {
+		if h.roleVars != nil {
+			r.Spec.NodeTemplate.AnsibleVars = h.roleVars
+		}
+	}).Spec)
 	require.NoError(t, err)
 	dpRef := DataPlaneRef("openstack", "edpm")
 	dpRef.UID = "1234abcd-0000"
@@ -58,10 +69,21 @@ func (h *heldNode) run(t *testing.T, script func(env *testsuite.TestWorkflowEnvi
 	env.OnActivity(kubeActs.RemoveFinalizer, mock.Anything, mock.Anything).Return(nil)
 	env.OnActivity(kubeActs.ApplyObject, mock.Anything, mock.Anything).Return("uid-derived", nil)
 	env.OnActivity(kubeActs.DeleteObject, mock.Anything, mock.Anything).Return(nil)
+	env.OnActivity(kubeActs.WaitDeleted, mock.Anything, mock.Anything).Return(nil)
 	env.OnActivity(kubeActs.CheckSecret, mock.Anything, mock.Anything).Return(&kube.SecretPresence{Exists: true}, nil)
 	env.OnActivity(kubeActs.ListObjects, mock.Anything, mock.Anything).Return(
 		[]kube.ListedObject{{Ref: dpRef, Object: kube.Object{Exists: true, Generation: 1}}}, nil)
-	env.OnActivity(ansibleActs.RunPlaybook, mock.Anything, mock.Anything).Return(&ansible.PlaybookResult{Ok: 1}, nil)
+	env.RegisterActivity(&openstack.OpenStack{})
+	env.OnActivity(ansibleActs.RunPlaybook, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in ansible.PlaybookInput) (*ansible.PlaybookResult, error) {
+			h.playbooks = append(h.playbooks, in.Playbook)
+			return &ansible.PlaybookResult{Ok: 1}, nil
+		})
+	env.OnActivity(osActs.DeleteNetworkAgents, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in openstack.NetworkAgentInput) ([]openstack.NetworkAgent, error) {
+			h.agentDeletes = append(h.agentDeletes, in)
+			return nil, nil
+		})
 	env.OnActivity(kubeActs.GetObjectStatus, mock.Anything, mock.Anything).Return(
 		func(context.Context, kube.StatusInput) (*kube.ObjectStatus, error) {
 			if !h.serviceReady {
@@ -123,4 +145,28 @@ func TestNodeKeepsItsGrantThroughContinueAsNewInPhaseOne(t *testing.T) {
 	require.NoError(t, json.Unmarshal(settled.Carry.Data, &rec))
 	require.Nil(t, rec.Held, "a deployed node holds no grant")
 	require.EqualValues(t, 1, rec.DeployedGeneration)
+}
+
+// A node whose role names an OVN southbound database runs the ovn step after phase 0's playbooks; deleted,
+// it runs the ovn removal playbook after its service CRs are gone and deletes what Neutron still lists of
+// its host's agents.
+func TestNodeJoinsOVNAndLeavesItWhenDeleted(t *testing.T) {
+	h := &heldNode{serviceReady: true, roleVars: map[string]apiextensionsv1.JSON{OVNSouthboundVar: {Raw: []byte(`"tcp:198.51.100.1:6642"`)}}}
+	first := h.run(t, func(env *testsuite.TestWorkflowEnvironment) {
+		env.RegisterDelayedCallback(func() { env.SignalWorkflow(lifecycle.SignalSpec, lifecycle.SpecSignal{Generation: 1}) }, time.Second)
+	})
+	first.ExecuteWorkflow("OpenStackDataPlaneNode", object.Input{ObjectRef: DataPlaneNodeRef("openstack", "n1")})
+	next, ok := objecttest.Carried(first.GetWorkflowError())
+	require.True(t, ok, "the node deploys and its settled run continues as new: %v", first.GetWorkflowError())
+	require.Equal(t, []string{"bootstrap.yml", "configure-network.yml", "configure-os.yml", "ovn.yml"}, h.playbooks)
+	require.Empty(t, h.agentDeletes)
+
+	second := h.run(t, func(env *testsuite.TestWorkflowEnvironment) {
+		env.RegisterDelayedCallback(func() { env.SignalWorkflow(lifecycle.SignalDelete, nil) }, time.Second)
+	})
+	second.ExecuteWorkflow("OpenStackDataPlaneNode", next)
+	require.True(t, second.IsWorkflowCompleted())
+	require.NoError(t, second.GetWorkflowError())
+	require.Equal(t, "ovn-remove.yml", h.playbooks[len(h.playbooks)-1], "the chassis goes with the node")
+	require.Equal(t, []openstack.NetworkAgentInput{{Cloud: openstack.CloudSecret{Namespace: "openstack", Name: openstack.DefaultCloudsSecret}, Host: "n1"}}, h.agentDeletes)
 }

@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -66,6 +67,9 @@ type edpmNodeRecord struct {
 	// the node has nothing to do and needs no admission.
 	DeployedGeneration int64  `json:"deployedGeneration,omitempty"`
 	DeployedHash       string `json:"deployedHash,omitempty"`
+	// OVNKey is the SSH key Secret the ovn step last ran with: set, the host may be a chassis of the
+	// cloud's OVN, which the node's teardown undoes (ovn-remove.yml, then the host's Neutron agents).
+	OVNKey string `json:"ovnKey,omitempty"`
 	// Host and DataPlane are shown by the status query.
 	Host      string `json:"host,omitempty"`
 	DataPlane string `json:"dataPlane,omitempty"`
@@ -164,6 +168,7 @@ func (r *edpmNodeReconciler) resolve(ctx workflow.Context, lc *object.Lifecycle,
 	if err != nil {
 		return EDPMNodeConfig{}, specError(lifecycle.ReasonInvalidSpec, err)
 	}
+	gateOVNStep(ctx, &cfg)
 	r.rec.Host = cfg.HostName
 	_ = workflow.UpsertTypedSearchAttributes(ctx, lifecycle.SAHost.ValueSet(cfg.HostName), lifecycle.SACell.ValueSet(cfg.Cell))
 	_ = lc.SetField(ctx, "cell", cfg.Cell)
@@ -529,6 +534,10 @@ func (r *edpmNodeReconciler) runStep(ctx workflow.Context, lc *object.Lifecycle,
 		}
 	}
 	rec.Finished = workflow.Now(ctx)
+	if st.Name == StepOVN {
+		// Even a failed run may have started ovn-controller.
+		r.rec.OVNKey = cfg.SSHKeySecret
+	}
 	if err != nil {
 		rec.State, rec.Message = EDPMFailed, object.FailureMessage(err)
 		cond := dataplanev1beta1.ConditionInfrastructureReady
@@ -713,6 +722,12 @@ func (r *edpmNodeReconciler) Teardown(ctx workflow.Context, lc *object.Lifecycle
 			return err
 		}
 	}
+	// The host leaves the cloud's OVN while its inventory still exists (the removal playbook reads it).
+	if r.rec.OVNKey != "" {
+		if err := r.removeChassis(ctx, lc); err != nil {
+			return err
+		}
+	}
 	inv := lifecycle.ObjectRef{Version: "v1", Kind: "ConfigMap", Resource: "configmaps", Namespace: lc.Ref.Namespace, Name: InventoryConfigMapName(lc.Ref.Name)}
 	if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kubeActs.DeleteObject, inv).Get(ctx, nil); err != nil {
 		return fmt.Errorf("delete inventory of %s: %w", lc.Ref, err)
@@ -739,6 +754,38 @@ func (r *edpmNodeReconciler) Teardown(ctx workflow.Context, lc *object.Lifecycle
 		}
 	}
 	return nil
+}
+
+// removeChassis undoes the ovn step: ovn-controller exits removing its chassis, Open vSwitch stops, and
+// whatever Neutron still lists of the host's agents (a host that was unreachable, an agent another tool
+// started) is deleted. Its records are only ever set by runs that had the step, so older histories
+// replay unchanged.
+func (r *edpmNodeReconciler) removeChassis(ctx workflow.Context, lc *object.Lifecycle) error {
+	lc.ShowStep(ctx, "remove the OVN chassis "+r.rec.Host)
+	rctx := object.OnAnsible(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 10 * time.Minute,
+		HeartbeatTimeout:    30 * time.Second,
+		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: 5 * time.Second, BackoffCoefficient: 2, MaximumAttempts: 3},
+	})
+	err := workflow.ExecuteActivity(rctx, ansibleActs.RunPlaybook, ansible.PlaybookInput{
+		Namespace: lc.Ref.Namespace, Host: r.rec.Host, Step: StepOVN + "-remove", Playbook: "ovn-remove.yml",
+		InventoryConfigMap: InventoryConfigMapName(lc.Ref.Name), SSHKeySecret: r.rec.OVNKey,
+	}).Get(ctx, nil)
+	var app *temporal.ApplicationError
+	if err != nil && !(errors.As(err, &app) && (app.Type() == ansible.ErrHostUnreachable || app.Type() == kube.ErrSecretMissing)) {
+		return fmt.Errorf("remove the OVN controller from host %s: %w", r.rec.Host, err)
+	}
+	if err != nil {
+		workflow.GetLogger(ctx).Warn("OVN controller left on a host that is gone", "object", lc.Ref.String(), "host", r.rec.Host, "error", err)
+	}
+	err = workflow.ExecuteActivity(registrationActivity(ctx, AgentAliveTimeout), osActs.DeleteNetworkAgents, openstack.NetworkAgentInput{
+		Cloud: openstack.CloudSecret{Namespace: lc.Ref.Namespace, Name: openstack.DefaultCloudsSecret}, Host: r.rec.Host,
+	}).Get(ctx, nil)
+	if err != nil && !(errors.As(err, &app) && app.Type() == openstack.ErrOSCredentials) {
+		return fmt.Errorf("delete the Neutron agents of host %s: %w", r.rec.Host, err)
+	}
+	r.rec.OVNKey = ""
+	return lc.Save(r.rec)
 }
 
 // derivedOnly returns ref when the object exists and carries this node's label (so a CR a person made

@@ -9,12 +9,14 @@ import (
 
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/stackflow/stackflow/activities/ansible"
 	"github.com/stackflow/stackflow/activities/kube"
+	"github.com/stackflow/stackflow/activities/openstack"
 	dataplanev1beta1 "github.com/stackflow/stackflow/api/dataplane/v1beta1"
 	"github.com/stackflow/stackflow/api/lifecycle"
 	neutronv1beta1 "github.com/stackflow/stackflow/api/neutron/v1beta1"
@@ -30,6 +32,10 @@ type agentWorld struct {
 	gen          int64
 	runs, checks []ansible.PlaybookInput
 	statusWrites int
+	// alive and deleted are the Neutron agent calls: the wait for the agent, its record's deletion.
+	alive, deleted []openstack.NetworkAgentInput
+	// aliveAfter is how many waits Neutron answers "not alive yet" first.
+	aliveAfter int
 }
 
 func (w *agentWorld) edit(gen int64, custom string) {
@@ -43,6 +49,7 @@ func newAgentEnv(t *testing.T, w *agentWorld) *testsuite.TestWorkflowEnvironment
 	env := ts.NewTestWorkflowEnvironment()
 	env.RegisterActivity(&kube.Kube{})
 	env.RegisterActivity(&ansible.Ansible{})
+	env.RegisterActivity(&openstack.OpenStack{})
 	env.RegisterWorkflowWithOptions(OVNMetadataAgentWorkflow, workflow.RegisterOptions{Name: "OVNMetadataAgent"})
 	w.spec, w.gen = neutronv1beta1.OVNMetadataAgentSpec{DataplaneNodeName: "n1", SSHKeySecretName: "key", InventoryConfigMapName: "n1-inventory", Deploy: true}, 1
 	onGetObject(t, env, func() (any, int64) {
@@ -66,6 +73,19 @@ func newAgentEnv(t *testing.T, w *agentWorld) *testsuite.TestWorkflowEnvironment
 			}
 			w.runs = append(w.runs, in)
 			return &ansible.PlaybookResult{Ok: 3}, nil
+		})
+	env.OnActivity(osActs.WaitNetworkAgentAlive, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in openstack.NetworkAgentInput) (*openstack.NetworkAgent, error) {
+			w.alive = append(w.alive, in)
+			if len(w.alive) <= w.aliveAfter {
+				return nil, temporal.NewApplicationError("Neutron lists no agent yet", openstack.ErrNetworkAgentNotAlive)
+			}
+			return &openstack.NetworkAgent{ID: "agent-1", Binary: in.Binary, Host: in.Host, Alive: true}, nil
+		})
+	env.OnActivity(osActs.DeleteNetworkAgents, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in openstack.NetworkAgentInput) ([]openstack.NetworkAgent, error) {
+			w.deleted = append(w.deleted, in)
+			return []openstack.NetworkAgent{{ID: "agent-1", Binary: in.Binary, Host: in.Host}}, nil
 		})
 	return env
 }
@@ -128,6 +148,32 @@ func TestServicePreviewRunsACheckModePlaybookOfTheCurrentSpec(t *testing.T) {
 	chain.Execute("OVNMetadataAgent", object.Input{ObjectRef: lifecycle.ObjectRef{Kind: "OVNMetadataAgent", Namespace: "openstack", Name: "n1", UID: "u1"}})
 	require.True(t, env.IsWorkflowCompleted())
 	require.NoError(t, env.GetWorkflowError())
+}
+
+// The agent is deployed once Neutron lists it alive on its host (retried while it does not), and deleting
+// it deletes its Neutron record after the removal playbook stopped it.
+func TestAgentReadyWhenNeutronListsItAliveAndItsRecordGoesWithIt(t *testing.T) {
+	w := &agentWorld{aliveAfter: 2}
+	env := newAgentEnv(t, w)
+	chain := objecttest.New(env)
+	env.RegisterDelayedCallback(func() { require.NoError(t, chain.Signal(lifecycle.SignalSpec, lifecycle.SpecSignal{Generation: 1})) }, time.Second)
+	env.RegisterDelayedCallback(func() {
+		st, err := chain.Status()
+		require.NoError(t, err)
+		require.Equal(t, lifecycle.PhaseReady, st.Phase, "ready once alive: %+v", st.Conditions)
+		require.Len(t, w.alive, 3, "asked until Neutron listed it alive")
+		for _, in := range w.alive {
+			require.Equal(t, openstack.NetworkAgentInput{Cloud: openstack.CloudSecret{Namespace: "openstack", Name: openstack.DefaultCloudsSecret}, Host: "n1", Binary: openstack.AgentBinaryOVNMetadata}, in)
+		}
+		require.Empty(t, w.deleted)
+		require.NoError(t, chain.Signal(lifecycle.SignalDelete, lifecycle.DeleteSignal{}))
+	}, 2*time.Minute)
+	chain.Execute("OVNMetadataAgent", object.Input{ObjectRef: lifecycle.ObjectRef{Kind: "OVNMetadataAgent", Namespace: "openstack", Name: "n1", UID: "u1"}})
+	require.True(t, env.IsWorkflowCompleted())
+	require.NoError(t, env.GetWorkflowError())
+	require.Len(t, w.runs, 2, "the agent's playbook, then its removal")
+	require.Equal(t, "ovn-metadata-agent-remove.yml", w.runs[1].Playbook)
+	require.Equal(t, []openstack.NetworkAgentInput{{Cloud: openstack.CloudSecret{Namespace: "openstack", Name: openstack.DefaultCloudsSecret}, Host: "n1", Binary: openstack.AgentBinaryOVNMetadata}}, w.deleted)
 }
 
 // The preview flow: pause, edit, preview, revert, resume. A paused workflow starts no reconcile, so the

@@ -44,6 +44,9 @@ type EDPMNodeConfig struct {
 	Cell string `json:"cell,omitempty"`
 	// OVNMetadataAgent is the effective neutron.openstack.org/ovn-metadata-agent.
 	OVNMetadataAgent bool `json:"ovnMetadataAgent,omitempty"`
+	// OVNController: the node's variables name an OVN southbound database (OVNSouthboundVar), so its
+	// pipeline has the ovn step, which makes the host a chassis of that database.
+	OVNController bool `json:"ovnController,omitempty"`
 	// Deploy is the node's deploy field; DataPlane the role's data plane.
 	Deploy    bool   `json:"deploy"`
 	DataPlane string `json:"dataPlane,omitempty"`
@@ -93,6 +96,10 @@ func ResolveEDPMNode(node *dataplanev1beta1.OpenStackDataPlaneNode, role *datapl
 	}
 	cfg.Cell = effectiveAnnotation(node.Annotations, role.Annotations, dataplanev1beta1.NovaCellAnnotation)
 	cfg.OVNMetadataAgent = effectiveAnnotation(node.Annotations, role.Annotations, OVNMetadataAgentAnnotation) == "true"
+	var sb string
+	if raw, ok := vars[OVNSouthboundVar]; ok && json.Unmarshal(raw, &sb) == nil && sb != "" {
+		cfg.OVNController = true
+	}
 
 	if cfg.SSHKeySecret == "" {
 		return cfg, &EDPMSpecError{fmt.Sprintf("node %s: no ansibleSSHPrivateKeySecret on the node or on role %s", node.Name, role.Name)}
@@ -225,22 +232,39 @@ const (
 	StepBootstrap        = "bootstrap"
 	StepConfigureNetwork = "configure-network"
 	StepConfigureOS      = "configure-os"
+	// StepOVN is EDPM's ovn service: Open vSwitch and ovn-controller, the host a chassis of the OVN
+	// southbound database. It runs with phase 0, after configure-os, because every phase-1 service of a
+	// compute needs it: Neutron binds a port only on a chassis, and the metadata agent serves one.
+	StepOVN              = "ovn"
 	StepNovaCompute      = "nova-compute"
 	StepOVNMetadataAgent = "ovn-metadata-agent"
 )
 
+// OVNSouthboundVar is the Ansible variable naming the OVN southbound database a node joins (an OVSDB
+// connection, tcp:198.51.100.1:6642): set on a role or node, it gives the node the ovn step and its
+// metadata agent a database to serve.
+const OVNSouthboundVar = "edpm_ovn_sb_connection"
+
+// ChangeOVNStep is the GetVersion change after which a node whose variables name an OVN southbound
+// database runs the ovn step (runs recorded before it had no such step).
+const ChangeOVNStep = "edpm-ovn-step"
+
 // EDPMNodeSteps lists the node's own steps in order: provisioning unless pre-provisioned, then the
-// infrastructure playbooks.
+// infrastructure playbooks, then ovn when the node joins an OVN southbound database.
 func EDPMNodeSteps(c EDPMNodeConfig) []EDPMStep {
 	var out []EDPMStep
 	if !c.PreProvisioned {
 		out = append(out, EDPMStep{Name: StepProvision, Phase: dataplanev1beta1.PhaseBareMetal})
 	}
-	return append(out,
+	out = append(out,
 		EDPMStep{Name: StepBootstrap, Phase: dataplanev1beta1.PhaseInfrastructure, Playbook: "bootstrap.yml"},
 		EDPMStep{Name: StepConfigureNetwork, Phase: dataplanev1beta1.PhaseInfrastructure, Playbook: "configure-network.yml"},
 		EDPMStep{Name: StepConfigureOS, Phase: dataplanev1beta1.PhaseInfrastructure, Playbook: "configure-os.yml"},
 	)
+	if c.OVNController {
+		out = append(out, EDPMStep{Name: StepOVN, Phase: dataplanev1beta1.PhaseInfrastructure, Playbook: "ovn.yml"})
+	}
+	return out
 }
 
 // EDPMService is a phase-1 service CR derived from a node.

@@ -105,6 +105,34 @@ func TestResolveEDPMNode(t *testing.T) {
 			},
 		},
 		{
+			name: "a node naming an OVN southbound database (here through its role) runs the ovn step last in phase 0",
+			node: node("n6", nil, nil),
+			role: role(nil, func(r *dataplanev1beta1.OpenStackDataPlaneRole) {
+				r.Spec.NodeTemplate.AnsibleVars = map[string]apiextensionsv1.JSON{OVNSouthboundVar: {Raw: []byte(`"tcp:198.51.100.1:6642"`)}}
+			}),
+			check: func(t *testing.T, c EDPMNodeConfig) {
+				var names []string
+				for _, st := range EDPMNodeSteps(c) {
+					names = append(names, st.Name)
+				}
+				if !c.OVNController || !slices.Equal(names, []string{StepBootstrap, StepConfigureNetwork, StepConfigureOS, StepOVN}) {
+					t.Errorf("ovn controller %v, steps %v", c.OVNController, names)
+				}
+			},
+		},
+		{
+			name: "an empty southbound database is none: no ovn step",
+			node: node("n7", nil, func(n *dataplanev1beta1.OpenStackDataPlaneNode) {
+				n.Spec.Node = dataplanev1beta1.NodeSection{AnsibleVars: map[string]apiextensionsv1.JSON{OVNSouthboundVar: {Raw: []byte(`""`)}}}
+			}),
+			role: role(nil, nil),
+			check: func(t *testing.T, c EDPMNodeConfig) {
+				if c.OVNController || len(EDPMNodeSteps(c)) != 3 {
+					t.Errorf("ovn controller %v, steps %+v", c.OVNController, EDPMNodeSteps(c))
+				}
+			},
+		},
+		{
 			name: "not pre-provisioned: bare metal from the role's template, Ironic name from the host",
 			node: node("n4", nil, func(n *dataplanev1beta1.OpenStackDataPlaneNode) { f := false; n.Spec.PreProvisioned = &f }),
 			role: role(nil, func(r *dataplanev1beta1.OpenStackDataPlaneRole) {

@@ -27,12 +27,13 @@ type OpenStackDataPlaneDeploymentSpec struct {
 	// +kubebuilder:validation:items:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
 	Nodes []string `json:"nodes,omitempty"`
 	// Services limits the run to these steps of each node, run in the node's own order: the phase-0
-	// steps bootstrap, configure-network and configure-os, and the phase-1 services nova-compute and
-	// ovn-metadata-agent (a node runs those of them it has). Every step of each node when empty.
+	// steps bootstrap, configure-network, configure-os and ovn (nodes that join an OVN southbound
+	// database), and the phase-1 services nova-compute and ovn-metadata-agent (a node runs those of
+	// them it has). Every step of each node when empty.
 	// +optional
 	// +listType=set
-	// +kubebuilder:validation:MaxItems=5
-	// +kubebuilder:validation:items:Enum=bootstrap;configure-network;configure-os;nova-compute;ovn-metadata-agent
+	// +kubebuilder:validation:MaxItems=6
+	// +kubebuilder:validation:items:Enum=bootstrap;configure-network;configure-os;ovn;nova-compute;ovn-metadata-agent
 	Services []string `json:"services,omitempty"`
 	// Tags runs only the tasks with these Ansible tags (ansible-playbook --tags); SkipTags skips the
 	// tasks with these (--skip-tags). The playbooks' tags are listed in the README.
