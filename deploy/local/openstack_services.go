@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -186,6 +187,13 @@ func (o *osEnv) upGlance(ctx context.Context) (bool, error) {
 }
 
 func (o *osEnv) upNeutron(ctx context.Context) (bool, error) {
+	// A state directory whose Neutron was set up before the stack had OVN holds vxlan networks that
+	// ML2/OVN cannot bind: say so instead of failing every boot later.
+	if _, err := os.Stat(filepath.Join(o.Dir, "markers", "neutron")); err == nil {
+		if _, err := os.Stat(o.ovnDir("db", "ovnnb.db")); errors.Is(err, os.ErrNotExist) {
+			return false, fmt.Errorf("the state directory %s holds a cloud set up before the stack ran OVN (its tenant network is vxlan, which ML2/OVN cannot bind): stop the stack and remove it (bin/stackflow-local down && rm -rf %s), then start again", o.s.StateDir, o.s.StateDir)
+		}
+	}
 	if err := o.once(ctx, "neutron", func(ctx context.Context) error {
 		return o.run(ctx, "neutron-db-manage upgrade heads", nil,
 			pyMain("neutron-db-manage", "neutron.db.migration.cli", "main",

@@ -19,6 +19,7 @@ In a new shell:
   kubectl get osknodes
   kubectl get openstackdataplanenodes,novaexternalcomputes,ovnmetadataagents,openstackservers -A
   kubectl describe openstackdataplanenode -n openstack edpm-compute-0
+  openstack network agent list --host edpm-compute-0
   temporal workflow list --query 'StackflowKind="OpenStackDataPlaneNode"'
   tctl workflow list --query 'StackflowKind="OpenStackDataPlaneNode"'
   temporal workflow query --workflow-id "\$($node)" --name status
