@@ -155,7 +155,7 @@ func requireDataPlanePreview(t *testing.T, h0, h1 local.TestHost, sysctl, marker
 			require.Empty(t, st.Error, "%s %s", n.Node, st.Step)
 			changed[n.Node][st.Step] = st.Changes
 		}
-		require.Len(t, n.Steps, 4, "%s: phase 0 and nova-compute", n.Node)
+		require.Len(t, n.Steps, 5, "%s: phase 0, ovn and nova-compute", n.Node)
 	}
 	tasks := func(cs []ansible.TaskChange) (out []string) {
 		for _, c := range cs {
