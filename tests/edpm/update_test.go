@@ -323,6 +323,8 @@ func scaleIn(t *testing.T, cc *e2e.Cloud, w *e2e.Proc, hostA, hostB string, h1 l
 	_, err := env.Dyn.Resource(gvrNEC).Namespace(ns).Patch(ctx, "upd-1", types.MergePatchType, patch, metav1.PatchOptions{})
 	require.NoError(t, err)
 	necB := workflowID("NovaExternalCompute", gvrNEC, get(t, gvrNEC, "upd-1"))
+	// The replay corpus keeps a node's teardown that took its host out of OVN.
+	env.RecordPath(workflowID("OpenStackDataPlaneNode", gvrNode, get(t, gvrNode, "upd-1")), "ovn-removed", e2e.Scheduled("DeleteNetworkAgents"))
 	require.NoError(t, env.Dyn.Resource(gvrNode).Namespace(ns).Delete(ctx, "upd-1", metav1.DeleteOptions{}))
 	migrating := false
 	e2e.WaitFor(t, "upd-1's compute draining", 5*time.Minute, func() (bool, string) {

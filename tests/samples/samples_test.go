@@ -24,6 +24,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/stackflow/stackflow/api/lifecycle"
 	"github.com/stackflow/stackflow/bridge"
 	"github.com/stackflow/stackflow/deploy/describe"
 	"github.com/stackflow/stackflow/deploy/local"
@@ -36,6 +37,7 @@ var env *e2e.Env
 var (
 	gvrServer  = schema.GroupVersionResource{Group: "infrastructure.cluster.x-k8s.io", Version: "v1alpha1", Resource: "openstackservers"}
 	gvrCluster = schema.GroupVersionResource{Group: "infrastructure.cluster.x-k8s.io", Version: "v1beta1", Resource: "openstackclusters"}
+	gvrAgent   = schema.GroupVersionResource{Group: "neutron.openstack.org", Version: "v1beta1", Resource: "ovnmetadataagents"}
 )
 
 func TestMain(m *testing.M) {
@@ -130,6 +132,12 @@ func TestSamplesConvergeAndStayIdle(t *testing.T) {
 		for _, host := range []string{"edpm-compute-0", "edpm-compute-1"} {
 			c.WaitNetworkAgents(t, host, 2*time.Minute, e2e.ChassisAgents...)
 		}
+		// The replay corpus keeps an agent's wait for Neutron and its record's deletion.
+		agent, err := env.Dyn.Resource(gvrAgent).Namespace(local.SampleNamespace).Get(ctx, "edpm-compute-0", metav1.GetOptions{})
+		require.NoError(t, err)
+		id := lifecycle.WorkflowID(e2e.Ref("OVNMetadataAgent", gvrAgent, agent))
+		env.RecordPath(id, "agent-alive", e2e.Scheduled("WaitNetworkAgentAlive"))
+		env.RecordPath(id, "agent-removed", e2e.Scheduled("DeleteNetworkAgents"))
 		srv, err := env.Dyn.Resource(gvrServer).Namespace(local.SampleNamespace).Get(ctx, local.SampleServerName, metav1.GetOptions{})
 		require.NoError(t, err)
 		var bound []struct {
