@@ -1,6 +1,9 @@
 package openstack
 
 import (
+	"context"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 
 	"github.com/gophercloud/gophercloud/v2"
@@ -51,4 +54,23 @@ func TestDecodeAgents(t *testing.T) {
 	// reason ListAgents does not use agents.List's pager.
 	_, err := agents.ExtractAgents(agents.AgentPage{LinkedPageBase: pagination.LinkedPageBase{PageResult: pagination.PageResult{Result: gophercloud.Result{Body: tests[0].body}}}})
 	require.Error(t, err)
+}
+
+// ListAgents asks Neutron once, with the host and binary filters, and reads OVN's agents.
+func TestListAgentsAsksWithTheFilters(t *testing.T) {
+	var query string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		require.Equal(t, "/v2.0/agents", r.URL.Path)
+		query = r.URL.RawQuery
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"agents": [{"id": "4464c498", "agent_type": "OVN Metadata agent", "binary": "neutron-ovn-metadata-agent",
+			"host": "edpm-compute-0", "alive": true, "heartbeat_timestamp": "2026-11-27 12:35:49.366000+00:00"}]}`))
+	}))
+	defer srv.Close()
+	c := &gophercloud.ServiceClient{ProviderClient: &gophercloud.ProviderClient{HTTPClient: *srv.Client()}, Endpoint: srv.URL + "/v2.0/"}
+	got, err := ListAgents(context.Background(), c, agents.ListOpts{Host: "edpm-compute-0", Binary: AgentBinaryOVNMetadata})
+	require.NoError(t, err)
+	require.Equal(t, []NetworkAgent{{ID: "4464c498", Type: "OVN Metadata agent", Binary: AgentBinaryOVNMetadata, Host: "edpm-compute-0", Alive: true}}, got)
+	require.Contains(t, query, "host=edpm-compute-0")
+	require.Contains(t, query, "binary=neutron-ovn-metadata-agent")
 }
