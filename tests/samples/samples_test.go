@@ -135,6 +135,7 @@ func TestSamplesConvergeAndStayIdle(t *testing.T) {
 		// The replay corpus keeps an agent's wait for Neutron and its record's deletion.
 		agent, err := env.Dyn.Resource(gvrAgent).Namespace(local.SampleNamespace).Get(ctx, "edpm-compute-0", metav1.GetOptions{})
 		require.NoError(t, err)
+		require.NotEmpty(t, e2e.Str(agent, "status", "agentID"), "the status names the agent Neutron lists")
 		id := lifecycle.WorkflowID(e2e.Ref("OVNMetadataAgent", gvrAgent, agent))
 		env.RecordPath(id, "agent-alive", e2e.Scheduled("WaitNetworkAgentAlive"))
 		env.RecordPath(id, "agent-removed", e2e.Scheduled("DeleteNetworkAgents"))

@@ -69,6 +69,10 @@ type OVNMetadataAgentStatus struct {
 	// Deployed is true once the playbooks ran for the observed generation.
 	// +optional
 	Deployed bool `json:"deployed,omitempty"`
+	// AgentID is the agent's ID in Neutron's agent list (`openstack network agent show`), once Neutron
+	// listed it alive on the node's host.
+	// +optional
+	AgentID string `json:"agentID,omitempty"`
 }
 
 // OVNMetadataAgent is the OVN metadata agent on an EDPM data-plane node.
