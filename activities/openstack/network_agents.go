@@ -48,6 +48,16 @@ func (a NetworkAgent) String() string {
 // when agents reappear; the retry policy paces it.
 const ErrNetworkAgentNotAlive = "NetworkAgentNotAlive"
 
+// hostAgents returns the network client of the input's cloud and the host's agents of in.Binary.
+func (o *OpenStack) hostAgents(ctx context.Context, in NetworkAgentInput) (*gophercloud.ServiceClient, []NetworkAgent, error) {
+	c, err := o.clientsFor(ctx, in.Cloud.Identity())
+	if err != nil {
+		return nil, nil, err
+	}
+	list, err := listAgents(ctx, c.network, in)
+	return c.network, list, err
+}
+
 // listAgents lists the host's agents of in.Binary (all when empty), sorted by ID.
 func listAgents(ctx context.Context, c *gophercloud.ServiceClient, in NetworkAgentInput) ([]NetworkAgent, error) {
 	all, err := ListAgents(ctx, c, agents.ListOpts{Host: in.Host, Binary: in.Binary})
@@ -100,11 +110,7 @@ func decodeAgents(body any) ([]NetworkAgent, error) {
 // WaitNetworkAgentAlive succeeds once Neutron lists an alive agent of in.Binary on the host, and fails
 // retryably before, saying what it lists instead.
 func (o *OpenStack) WaitNetworkAgentAlive(ctx context.Context, in NetworkAgentInput) (*NetworkAgent, error) {
-	c, err := o.clientsFor(ctx, in.Cloud.Identity())
-	if err != nil {
-		return nil, err
-	}
-	list, err := listAgents(ctx, c.network, in)
+	_, list, err := o.hostAgents(ctx, in)
 	if err != nil {
 		return nil, err
 	}
@@ -122,23 +128,19 @@ func (o *OpenStack) WaitNetworkAgentAlive(ctx context.Context, in NetworkAgentIn
 // DeleteNetworkAgents deletes the host's agents of in.Binary (every agent of the host when empty) from
 // Neutron and returns what it deleted. An agent whose process still runs comes back: that fails
 // retryably, naming it. With ML2/OVN, deleting an agent deletes its host's chassis from the southbound
-// database; an ovn-controller still running there registers the chassis again at once (without the
-// agents that were stopped), which is how Neutron's own documentation removes a metadata agent.
+// database; an ovn-controller still running there registers the chassis again at once, without the
+// agents that were stopped.
 func (o *OpenStack) DeleteNetworkAgents(ctx context.Context, in NetworkAgentInput) ([]NetworkAgent, error) {
-	c, err := o.clientsFor(ctx, in.Cloud.Identity())
-	if err != nil {
-		return nil, err
-	}
-	list, err := listAgents(ctx, c.network, in)
+	network, list, err := o.hostAgents(ctx, in)
 	if err != nil {
 		return nil, err
 	}
 	for _, a := range list {
-		if err := agents.Delete(ctx, c.network, a.ID).ExtractErr(); err != nil && !isNotFound(err) {
+		if err := agents.Delete(ctx, network, a.ID).ExtractErr(); err != nil && !isNotFound(err) {
 			return nil, classifyOS("delete network agent "+a.String()+" of "+in.Host, err)
 		}
 	}
-	left, err := listAgents(ctx, c.network, in)
+	left, err := listAgents(ctx, network, in)
 	if err != nil {
 		return nil, err
 	}

@@ -450,13 +450,6 @@ func readNodeConfig(ctx workflow.Context, ns, name string) (EDPMNodeConfig, erro
 	return cfg, nil
 }
 
-// gateOVNStep keeps runs recorded before the ovn step without it.
-func gateOVNStep(ctx workflow.Context, cfg *EDPMNodeConfig) {
-	if cfg.OVNController && workflow.GetVersion(ctx, ChangeOVNStep, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
-		cfg.OVNController = false
-	}
-}
-
 // stepInput is the playbook run of one step, as the step's owner builds it. With settled, a service
 // step needs its service CR settled and deployed (a run); without, it is built for the CR as the API
 // holds it (a preview).

@@ -2,7 +2,6 @@ package dataplane
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -762,27 +761,14 @@ func (r *edpmNodeReconciler) Teardown(ctx workflow.Context, lc *object.Lifecycle
 // replay unchanged.
 func (r *edpmNodeReconciler) removeChassis(ctx workflow.Context, lc *object.Lifecycle) error {
 	lc.ShowStep(ctx, "remove the OVN chassis "+r.rec.Host)
-	rctx := object.OnAnsible(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout: 10 * time.Minute,
-		HeartbeatTimeout:    30 * time.Second,
-		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: 5 * time.Second, BackoffCoefficient: 2, MaximumAttempts: 3},
-	})
-	err := workflow.ExecuteActivity(rctx, ansibleActs.RunPlaybook, ansible.PlaybookInput{
+	if err := runRemovalPlaybook(ctx, lc, "the OVN controller", ansible.PlaybookInput{
 		Namespace: lc.Ref.Namespace, Host: r.rec.Host, Step: StepOVN + "-remove", Playbook: "ovn-remove.yml",
 		InventoryConfigMap: InventoryConfigMapName(lc.Ref.Name), SSHKeySecret: r.rec.OVNKey,
-	}).Get(ctx, nil)
-	var app *temporal.ApplicationError
-	if err != nil && !(errors.As(err, &app) && (app.Type() == ansible.ErrHostUnreachable || app.Type() == kube.ErrSecretMissing)) {
-		return fmt.Errorf("remove the OVN controller from host %s: %w", r.rec.Host, err)
+	}); err != nil {
+		return err
 	}
-	if err != nil {
-		workflow.GetLogger(ctx).Warn("OVN controller left on a host that is gone", "object", lc.Ref.String(), "host", r.rec.Host, "error", err)
-	}
-	err = workflow.ExecuteActivity(registrationActivity(ctx, AgentAliveTimeout), osActs.DeleteNetworkAgents, openstack.NetworkAgentInput{
-		Cloud: openstack.CloudSecret{Namespace: lc.Ref.Namespace, Name: openstack.DefaultCloudsSecret}, Host: r.rec.Host,
-	}).Get(ctx, nil)
-	if err != nil && !(errors.As(err, &app) && app.Type() == openstack.ErrOSCredentials) {
-		return fmt.Errorf("delete the Neutron agents of host %s: %w", r.rec.Host, err)
+	if err := deleteNetworkAgents(ctx, lc, r.rec.Host, ""); err != nil {
+		return err
 	}
 	r.rec.OVNKey = ""
 	return lc.Save(r.rec)

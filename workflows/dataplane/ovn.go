@@ -118,25 +118,29 @@ func (k *ovnMetadataKind) verify(ctx workflow.Context, lc *object.Lifecycle, hos
 	return nil
 }
 
-// cleanup deletes the agent's Neutron record once the removal playbook stopped it. A namespace without
-// the clouds Secret cannot have had an agent Neutron listed (verify needs it), so there is nothing to
-// delete.
+// cleanup deletes the agent's Neutron record once the removal playbook stopped it.
 func (k *ovnMetadataKind) cleanup(ctx workflow.Context, lc *object.Lifecycle, rec *edpmServiceRecord) error {
 	if workflow.GetVersion(ctx, ChangeAgentAlive, workflow.DefaultVersion, 1) == workflow.DefaultVersion || rec.Host == "" {
 		return nil
 	}
 	lc.ShowStep(ctx, "delete the OVN metadata agent of "+rec.Host+" from Neutron")
-	var deleted []openstack.NetworkAgent
+	return deleteNetworkAgents(ctx, lc, rec.Host, openstack.AgentBinaryOVNMetadata)
+}
+
+// deleteNetworkAgents deletes the host's Neutron agents of binary (all of them when empty) from the
+// cloud of the object's namespace. A namespace without the clouds Secret cannot have had an agent
+// Neutron listed (verifying an agent needs it), so there is nothing to delete.
+func deleteNetworkAgents(ctx workflow.Context, lc *object.Lifecycle, host, binary string) error {
 	err := workflow.ExecuteActivity(registrationActivity(ctx, AgentAliveTimeout), osActs.DeleteNetworkAgents, openstack.NetworkAgentInput{
-		Cloud: openstack.CloudSecret{Namespace: lc.Ref.Namespace, Name: openstack.DefaultCloudsSecret}, Host: rec.Host, Binary: openstack.AgentBinaryOVNMetadata,
-	}).Get(ctx, &deleted)
+		Cloud: openstack.CloudSecret{Namespace: lc.Ref.Namespace, Name: openstack.DefaultCloudsSecret}, Host: host, Binary: binary,
+	}).Get(ctx, nil)
 	var app *temporal.ApplicationError
 	if err != nil && errors.As(err, &app) && app.Type() == openstack.ErrOSCredentials {
-		workflow.GetLogger(ctx).Warn("no clouds Secret: no Neutron agent record to delete", "object", lc.Ref.String(), "error", err)
+		workflow.GetLogger(ctx).Warn("no clouds Secret: no Neutron agent record to delete", "object", lc.Ref.String(), "host", host, "error", err)
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("delete the OVN metadata agent of %s from Neutron: %w", rec.Host, err)
+		return fmt.Errorf("delete the Neutron agents of host %s: %w", host, err)
 	}
 	return nil
 }

@@ -8,6 +8,8 @@ import (
 	"maps"
 	"slices"
 
+	"go.temporal.io/sdk/workflow"
+
 	"github.com/stackflow/stackflow/api"
 	dataplanev1beta1 "github.com/stackflow/stackflow/api/dataplane/v1beta1"
 	"github.com/stackflow/stackflow/api/lifecycle"
@@ -248,6 +250,13 @@ const OVNSouthboundVar = "edpm_ovn_sb_connection"
 // ChangeOVNStep is the GetVersion change after which a node whose variables name an OVN southbound
 // database runs the ovn step (runs recorded before it had no such step).
 const ChangeOVNStep = "edpm-ovn-step"
+
+// gateOVNStep keeps runs recorded before the ovn step without it.
+func gateOVNStep(ctx workflow.Context, cfg *EDPMNodeConfig) {
+	if cfg.OVNController && workflow.GetVersion(ctx, ChangeOVNStep, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		cfg.OVNController = false
+	}
+}
 
 // EDPMNodeSteps lists the node's own steps in order: provisioning unless pre-provisioned, then the
 // infrastructure playbooks, then ovn when the node joins an OVN southbound database.

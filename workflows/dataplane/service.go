@@ -342,25 +342,33 @@ func (r *edpmServiceReconciler) Teardown(ctx workflow.Context, lc *object.Lifecy
 			return err
 		}
 	}
-	// The host may already be gone with its node: an unreachable host does not block the teardown.
-	rctx := object.OnAnsible(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout: 10 * time.Minute, HeartbeatTimeout: 30 * time.Second,
-		RetryPolicy: &temporal.RetryPolicy{InitialInterval: 5 * time.Second, BackoffCoefficient: 2, MaximumAttempts: 3},
-	})
-	err := workflow.ExecuteActivity(rctx, ansibleActs.RunPlaybook, ansible.PlaybookInput{
+	if err := runRemovalPlaybook(ctx, lc, r.kind.step(), ansible.PlaybookInput{
 		Namespace: lc.Ref.Namespace, Host: r.rec.Host, Step: r.kind.step() + "-remove", Playbook: r.kind.removePlaybook(),
 		InventoryConfigMap: r.rec.InventoryConfigMap, HostVars: r.rec.HostVars, SSHKeySecret: r.rec.SSHKeySecret,
-	}).Get(ctx, nil)
-	var app *temporal.ApplicationError
-	if err != nil && !(errors.As(err, &app) && (app.Type() == ansible.ErrHostUnreachable || app.Type() == kube.ErrSecretMissing)) {
-		return fmt.Errorf("remove %s from host %s: %w", r.kind.step(), r.rec.Host, err)
-	}
-	if err != nil {
-		workflow.GetLogger(ctx).Warn("service left on a host that is gone", "object", lc.Ref.String(), "host", r.rec.Host, "error", err)
+	}); err != nil {
+		return err
 	}
 	if err := r.kind.cleanup(ctx, lc, &r.rec); err != nil {
 		return err
 	}
 	r.rec.Installed = ""
 	return lc.Save(r.rec)
+}
+
+// runRemovalPlaybook runs a teardown playbook on a host. The host may already be gone with its node: an
+// unreachable host (or its SSH key Secret deleted) does not block the teardown, it is logged.
+func runRemovalPlaybook(ctx workflow.Context, lc *object.Lifecycle, what string, in ansible.PlaybookInput) error {
+	rctx := object.OnAnsible(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 10 * time.Minute, HeartbeatTimeout: 30 * time.Second,
+		RetryPolicy: &temporal.RetryPolicy{InitialInterval: 5 * time.Second, BackoffCoefficient: 2, MaximumAttempts: 3},
+	})
+	err := workflow.ExecuteActivity(rctx, ansibleActs.RunPlaybook, in).Get(ctx, nil)
+	var app *temporal.ApplicationError
+	if err != nil && !(errors.As(err, &app) && (app.Type() == ansible.ErrHostUnreachable || app.Type() == kube.ErrSecretMissing)) {
+		return fmt.Errorf("remove %s from host %s: %w", what, in.Host, err)
+	}
+	if err != nil {
+		workflow.GetLogger(ctx).Warn(what+" left on a host that is gone", "object", lc.Ref.String(), "host", in.Host, "error", err)
+	}
+	return nil
 }
