@@ -17,6 +17,7 @@ import (
 	"github.com/stackflow/stackflow/activities/ansible"
 	dataplanev1beta1 "github.com/stackflow/stackflow/api/dataplane/v1beta1"
 	"github.com/stackflow/stackflow/api/lifecycle"
+	"github.com/stackflow/stackflow/deploy/local"
 	"github.com/stackflow/stackflow/tests/e2e"
 	"github.com/stackflow/stackflow/workflows/dataplane"
 )
@@ -26,9 +27,14 @@ import (
 // nova-compute's restart included), and the deployment's steps, short (the deployment is not measured).
 const updateScaleSteps = "update-checkpoint=1.0,update-apply=11.0,update-rollback=5.0,bootstrap=0.5,configure-network=0.5,configure-os=0.5,nova-compute=1.0,nova-compute-remove=0.5"
 
-var (
-	gvrUpdateBench = schema.GroupVersionResource{Group: "dataplane.openstack.org", Version: "v1beta1", Resource: "openstackdataplaneupdates"}
-	gvrCellBench   = schema.GroupVersionResource{Group: "nova.openstack.org", Version: "v1beta1", Resource: "novacells"}
+var gvrUpdateBench = schema.GroupVersionResource{Group: "dataplane.openstack.org", Version: "v1beta1", Resource: "openstackdataplaneupdates"}
+
+// The Nova BenchmarkEDPMUpdateScale's computes join: its bridge and worker's Temporal namespace (with
+// "-nova" appended), its compute API's region and port.
+const (
+	updateScaleNamespace = "stackflow-bench-update-scale"
+	updateScaleRegion    = "UPDSCALE"
+	updateScaleAPIPort   = 19074
 )
 
 // BenchmarkEDPMUpdateScale updates a data plane of STACKFLOW_UPDATE_NODES (default 200) computes through
@@ -58,14 +64,35 @@ func BenchmarkEDPMUpdateScale(b *testing.B) {
 	defer cancel()
 	r := edpmRigUp(ctx, b, 2, "eu")
 	defer r.close()
-	for name, data := range map[string]map[string][]byte{
-		"cell1-transport": {"transport_url": []byte("rabbit://sim:sim@192.0.2.1:5672/sim")},
-		"osp-secret":      {"NovaPassword": []byte("sim")},
-	} {
-		if _, err := r.kc.CoreV1().Secrets(r.ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name}, Data: data}, metav1.CreateOptions{}); err != nil {
+	// The computes join cell1 of a Nova that stackflow deploys in the benchmark's namespace, as on
+	// `make run`'s cloud, from the stack's Secrets a user starts from. Their compute activities are the
+	// simulated Nova's (no real Nova holds 200 computes on this machine): the orchestration is measured.
+	env, err := e2e.Setup(ctx, e2e.Config{TemporalNamespace: updateScaleNamespace, RunPrefix: "us",
+		Components: []string{local.Kubernetes, local.Temporal, local.OpenStack}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer env.Close()
+	for _, name := range []string{local.CloudsSecretName, local.ServiceSecretName, local.DatabaseAdminSecretName, local.MessageBusAdminSecretName} {
+		src, err := r.kc.CoreV1().Secrets(local.SystemNamespace).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := r.kc.CoreV1().Secrets(r.ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name}, Data: src.Data}, metav1.CreateOptions{}); err != nil {
 			b.Fatal(err)
 		}
 	}
+	nova, err := env.StartNova(ctx, e2e.NovaOptions{Namespace: r.ns, Region: updateScaleRegion, APIPort: updateScaleAPIPort})
+	if err != nil {
+		b.Fatal(err)
+	}
+	// The computes go first (their workflows still served), then the Nova.
+	defer func() {
+		r.deleteCreated()
+		if nova.Close() != 0 {
+			b.Error("the benchmark's Nova: teardown or histories failed (see above)")
+		}
+	}()
 	bridge, err := r.start("stackflow-bridge", "--namespace", edpmBenchNamespace, "--identity", r.run+"-bridge",
 		"--kinds", "OpenStackDataPlane,OpenStackDataPlaneRole,OpenStackDataPlaneNode,NovaExternalCompute,OpenStackDataPlaneUpdate",
 		"--leader-election-name", r.run+"-bridge")
@@ -82,16 +109,9 @@ func BenchmarkEDPMUpdateScale(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	nova.WaitReady(b)
 	for i := 0; i < b.N; i++ {
 		name := fmt.Sprintf("u%d", i)
-		// The computes join a NovaCell that only names its Secrets (no workflow serves the kind here), not a
-		// Nova that stackflow deployed: the OpenStack queue is the simulated Nova, which no real Nova could
-		// stand in for at 200 computes on this machine; what is measured is the update's orchestration.
-		// BenchmarkDataPlaneUpdate and tests/edpm update computes of a Nova stackflow deployed.
-		r.mk(gvrCellBench, map[string]any{"apiVersion": "nova.openstack.org/v1beta1", "kind": "NovaCell", "metadata": map[string]any{"name": "cell1"},
-			"spec": map[string]any{"cellName": "cell1", "secret": "osp-secret", "keystoneAuthURL": "http://192.0.2.1:5000/v3",
-				"cellDatabaseHostname": "192.0.2.1", "transportURLSecret": "cell1-transport",
-				"conductorServiceTemplate": map[string]any{"replicas": int64(1)}, "noVNCProxyServiceTemplate": map[string]any{"enabled": false}}})
 		r.mk(gvrRole, map[string]any{"apiVersion": "dataplane.openstack.org/v1beta1", "kind": "OpenStackDataPlaneRole",
 			"metadata": map[string]any{"name": name, "annotations": map[string]any{dataplanev1beta1.NovaCellAnnotation: "cell1"}},
 			"spec": map[string]any{"dataPlane": name, "preProvisioned": true,
