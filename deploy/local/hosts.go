@@ -46,8 +46,8 @@ const (
 	hostFirstOctet = 10
 	hostSSHPort    = 22
 	hostUser       = "root"
-	// hostSSHKeySecretName is the Secret in SystemNamespace holding the hosts' SSH key pair.
-	hostSSHKeySecretName = "edpm-ssh-key"
+	// HostsSSHKeySecretName is the Secret in SystemNamespace holding the hosts' SSH key pair.
+	HostsSSHKeySecretName = "edpm-ssh-key"
 )
 
 // maxHosts keeps every address inside HostCIDR below the broadcast address.

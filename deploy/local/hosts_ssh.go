@@ -273,15 +273,15 @@ func (s *Stack) waitHostSSH(ctx context.Context, h hostSpec, login bool) error {
 // applied directly when an earlier Up published a Kubernetes this one reuses.
 func (s *Stack) publishHostsKey(ctx context.Context, key hostsKey) {
 	data := map[string][]byte{"ssh-privatekey": key.private, "ssh-publickey": key.public}
-	ref := SystemNamespace + "/" + hostSSHKeySecretName
+	ref := SystemNamespace + "/" + HostsSSHKeySecretName
 	switch {
 	case s.Has(Kubernetes):
-		s.QueueSecret(SystemNamespace, hostSSHKeySecretName, data)
+		s.QueueSecret(SystemNamespace, HostsSSHKeySecretName, data)
 		s.SSHKeySecret = ref
 	case s.Kubeconfig != "":
 		ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 		defer cancel()
-		if err := s.ApplySecret(ctx, SystemNamespace, hostSSHKeySecretName, data); err != nil {
+		if err := s.ApplySecret(ctx, SystemNamespace, HostsSSHKeySecretName, data); err != nil {
 			s.Logf("test hosts: SSH key Secret not published (Kubernetes not reachable): %v", err)
 			s.SSHKeySecret = ""
 			return

@@ -215,8 +215,13 @@ func (s *Stack) upOpenStack(ctx context.Context) error {
 	return nil
 }
 
+// ServersRegions are regions of the site for Novas that end-to-end packages deploy and boot servers on
+// (tests/servers, tests/upgrade): an OpenStackServer's identityRef.region is the region of every service
+// it uses, so the site's shared services are listed there as in the samples' region.
+var ServersRegions = []string{"RegionThree", "RegionFour"}
+
 // SharedRegions are the regions besides OpenStackRegion where the site's shared services are listed.
-var SharedRegions = []string{SampleRegion}
+var SharedRegions = append([]string{SampleRegion}, ServersRegions...)
 
 // bootstrapInput is what bootstrap.py reads on stdin.
 func (o *osEnv) bootstrapInput() []byte {

@@ -156,16 +156,8 @@ func RequireRemoved(t testing.TB, h local.TestHost, service ...string) {
 // on a real host).
 func CleanHost(t testing.TB, h local.TestHost) {
 	t.Helper()
-	if left := Leftovers(h); len(left) > 0 {
-		t.Fatalf("host %s holds leftovers of an earlier test or run (a teardown that leaked): %s", h.Name, strings.Join(left, "; "))
-	}
-	for _, d := range hostRecords {
-		entries, _ := os.ReadDir(filepath.Join(h.Root, d))
-		for _, en := range entries {
-			if err := os.RemoveAll(filepath.Join(h.Root, d, en.Name())); err != nil {
-				t.Fatalf("re-image host %s: %v", h.Name, err)
-			}
-		}
+	if err := prepareHost(h); err != nil {
+		t.Fatal(err)
 	}
 	// Registered before the test creates its objects, so it runs after their deletion (cleanups run last
 	// first).
@@ -174,6 +166,22 @@ func CleanHost(t testing.TB, h local.TestHost) {
 			t.Errorf("host %s after the test's objects were deleted (a teardown that leaked): %s", h.Name, strings.Join(left, "; "))
 		}
 	})
+}
+
+// prepareHost is CleanHost's start: leftovers are an error, phase 0's records and the step log go.
+func prepareHost(h local.TestHost) error {
+	if left := Leftovers(h); len(left) > 0 {
+		return fmt.Errorf("host %s holds leftovers of an earlier test or run (a teardown that leaked): %s", h.Name, strings.Join(left, "; "))
+	}
+	for _, d := range hostRecords {
+		entries, _ := os.ReadDir(filepath.Join(h.Root, d))
+		for _, en := range entries {
+			if err := os.RemoveAll(filepath.Join(h.Root, d, en.Name())); err != nil {
+				return fmt.Errorf("re-image host %s: %w", h.Name, err)
+			}
+		}
+	}
+	return nil
 }
 
 // HostFile is a file of the host's own filesystem ("" when missing).

@@ -33,7 +33,75 @@ type NovaOptions struct {
 	// stack's own Nova holds 8774, the Nova family's test and the samples their own ports).
 	Region  string
 	APIPort int
+	// Computes are test hosts that join the Nova's cell1 as EDPM computes, as `make run`'s sample computes
+	// join the samples' Nova: a role with the cell annotation and the cloud's OVN southbound database, an
+	// OpenStackDataPlaneNode per host and its NovaExternalCompute (Nova's fake driver: the hosts have no
+	// hypervisor), served by the Nova's own bridge and worker. A package whose tests boot servers boots
+	// them there; the namespace must hold the hosts' SSH key Secret (edpm-ssh-key) too.
+	Computes []local.TestHost
 }
+
+// ComputeKinds are the data-plane kinds a Nova's bridge serves when it has computes.
+const ComputeKinds = "OpenStackDataPlaneRole,OpenStackDataPlaneNode,NovaExternalCompute"
+
+// Resources of a Nova's computes.
+var (
+	gvrComputeRole = schema.GroupVersionResource{Group: "dataplane.openstack.org", Version: "v1beta1", Resource: "openstackdataplaneroles"}
+	gvrComputeNode = schema.GroupVersionResource{Group: "dataplane.openstack.org", Version: "v1beta1", Resource: "openstackdataplanenodes"}
+	// GVRNovaExternalCompute is the resource of the NovaExternalCompute kind.
+	GVRNovaExternalCompute = schema.GroupVersionResource{Group: "nova.openstack.org", Version: "v1beta1", Resource: "novaexternalcomputes"}
+)
+
+// computeRole is the role of a Nova's computes.
+const computeRole = "compute"
+
+// computeManifests are the role, the nodes and their NovaExternalComputes, as a user writes them (the
+// samples' way): the node's cell annotation would create the NovaExternalCompute, and the one applied
+// beside it adds what only a person decides, the fake driver, which plugs no VIF (so no waiting for one).
+func computeManifests(o NovaOptions, run string) []string {
+	out := []string{fmt.Sprintf(`
+apiVersion: dataplane.openstack.org/v1beta1
+kind: OpenStackDataPlaneRole
+metadata:
+  name: %s
+  annotations: {nova.openstack.org/cell: cell1}
+spec:
+  preProvisioned: true
+  nodeTemplate:
+    ansibleUser: root
+    ansibleSSHPrivateKeySecret: edpm-ssh-key
+    managementNetwork: ctlplane
+    ansibleVars: {edpm_ovn_sb_connection: %q}
+`, computeRole, local.OVNSouthbound)}
+	for _, h := range o.Computes {
+		out = append(out, fmt.Sprintf(`
+apiVersion: nova.openstack.org/v1beta1
+kind: NovaExternalCompute
+metadata: {name: %[1]s}
+spec:
+  dataplaneNodeName: %[1]s
+  cellName: cell1
+  sshKeySecretName: edpm-ssh-key
+  inventoryConfigMapName: %[1]s-inventory
+  deploy: true
+  customServiceConfig: |
+    [DEFAULT]
+    compute_driver = fake.FakeDriver
+    vif_plugging_is_fatal = false
+    vif_plugging_timeout = 0
+`, h.Name), fmt.Sprintf(`
+apiVersion: dataplane.openstack.org/v1beta1
+kind: OpenStackDataPlaneNode
+metadata: {name: %s}
+spec: {role: %s, hostName: %s, ansibleHost: %s, deploy: true}
+`, h.Name, computeRole, ComputeHostName(run, h), h.Address))
+	}
+	return out
+}
+
+// ComputeHostName is the Nova host name of a compute of the run on test host h: the run's own, so Nova's
+// and Neutron's records (services, hypervisors, agents, OVN chassis) of one run never meet another's.
+func ComputeHostName(run string, h local.TestHost) string { return run + "-" + h.Name }
 
 // Nova is a Nova control plane (cell0 and cell1, named nova) that stackflow deploys for a package whose
 // tests compose on it: their EDPM computes join its cell1 and their servers boot there, as they do on
@@ -114,20 +182,40 @@ func (e *Env) StartNova(ctx context.Context, o NovaOptions) (_ *Nova, err error)
 			tc.Close()
 		}
 	}()
+	kinds := NovaKinds
+	if len(o.Computes) > 0 {
+		kinds += "," + ComputeKinds
+		// A host holding what a teardown should have removed fails here (an earlier package leaked it);
+		// phase 0's records go, as on a re-imaged host.
+		for _, h := range o.Computes {
+			if err := prepareHost(h); err != nil {
+				return nil, err
+			}
+		}
+	}
 	if err := scope.Do(func() {
 		// Its namespace only: the objects of other namespaces are not this Nova's bridge's business.
-		ne.StartBridge(scope, BridgeOptions{Identity: e.Run + "-nova-bridge", Kinds: NovaKinds,
+		ne.StartBridge(scope, BridgeOptions{Identity: e.Run + "-nova-bridge", Kinds: kinds,
 			ExtraArgs: []string{"--watch-namespaces", o.Namespace}})
 		ne.StartWorker(scope, WorkerOptions{Identity: e.Run + "-nova-worker"})
 	}); err != nil {
 		return nil, err
 	}
-	u := &unstructured.Unstructured{}
-	if err := yaml.Unmarshal([]byte(novaManifest(o, e.Run)), &u.Object); err != nil {
-		return nil, fmt.Errorf("nova manifest: %w", err)
+	// The computes first: their phase 0 runs while the control plane comes up.
+	var manifests []string
+	if len(o.Computes) > 0 {
+		manifests = computeManifests(o, e.Run)
 	}
-	if _, err := e.Dyn.Resource(GVRNova).Namespace(o.Namespace).Create(ctx, u, metav1.CreateOptions{}); err != nil {
-		return nil, fmt.Errorf("create Nova: %w", err)
+	for _, m := range append(manifests, novaManifest(o, e.Run)) {
+		u := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal([]byte(m), &u.Object); err != nil {
+			return nil, fmt.Errorf("manifest: %w", err)
+		}
+		gvr := map[string]schema.GroupVersionResource{"Nova": GVRNova, "OpenStackDataPlaneRole": gvrComputeRole,
+			"OpenStackDataPlaneNode": gvrComputeNode, "NovaExternalCompute": GVRNovaExternalCompute}[u.GetKind()]
+		if _, err := e.Dyn.Resource(gvr).Namespace(o.Namespace).Create(ctx, u, metav1.CreateOptions{}); err != nil {
+			return nil, fmt.Errorf("create %s %s: %w", u.GetKind(), u.GetName(), err)
+		}
 	}
 	e.mu.Lock()
 	e.regions = append(e.regions, o.Region)
@@ -138,21 +226,52 @@ func (e *Env) StartNova(ctx context.Context, o NovaOptions) (_ *Nova, err error)
 // Cell is the name of the NovaCell object of a cell of the Nova.
 func (n *Nova) Cell(cell string) string { return n.Name + "-" + cell }
 
-// WaitReady waits until the Nova is Ready (its flavors created) and, the first time, adds its Secrets'
-// values to the forbidden values of its histories.
+// WaitReady waits until the Nova is Ready (its flavors created) and its computes are (registered and
+// mapped to cell1: a server can land there) and, the first time, adds its Secrets' values to the
+// forbidden values of its histories.
 func (n *Nova) WaitReady(t TB) {
 	t.Helper()
-	WaitFor(t, "Nova "+n.Name+" (region "+n.Region+") Ready", 12*time.Minute, func() (bool, string) {
-		u, err := n.env.Dyn.Resource(GVRNova).Namespace(n.Namespace).Get(context.Background(), n.Name, metav1.GetOptions{})
-		if err != nil {
-			return false, err.Error()
+	ready := func(gvr schema.GroupVersionResource, name string) func() (bool, string) {
+		return func() (bool, string) {
+			u, err := n.env.Dyn.Resource(gvr).Namespace(n.Namespace).Get(context.Background(), name, metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			return Ready(u), Summary(u)
 		}
-		return Ready(u), Summary(u)
-	})
+	}
+	WaitFor(t, "Nova "+n.Name+" (region "+n.Region+") Ready", 12*time.Minute, ready(GVRNova, n.Name))
+	for _, h := range n.Computes {
+		check := ready(GVRNovaExternalCompute, h.Name)
+		var failedSince time.Time
+		WaitFor(t, "compute "+h.Name+" of Nova "+n.Name+" Ready", 10*time.Minute, func() (bool, string) {
+			ok, seen := check()
+			// A compute that stays failed waits for a person's retry: no use waiting out the timeout.
+			switch {
+			case !strings.HasPrefix(seen, "phase=Failed "):
+				failedSince = time.Time{}
+			case failedSince.IsZero():
+				failedSince = time.Now()
+			case time.Since(failedSince) > 30*time.Second:
+				t.Fatalf("compute %s of Nova %s failed: %s", h.Name, n.Name, seen)
+			}
+			return ok, seen
+		})
+	}
 	n.ready.Do(func() { n.err = n.prepare() })
 	if n.err != nil {
 		t.Fatalf("Nova %s: %v", n.Name, n.err)
 	}
+}
+
+// Wait is WaitReady for a package's TestMain, whose tests all need the Nova.
+func (n *Nova) Wait() error {
+	start := time.Now()
+	if err := n.scope.Do(func() { n.WaitReady(n.scope) }); err != nil {
+		return err
+	}
+	n.scope.Logf("Nova %s and %d compute(s) Ready in %s", n.Name, len(n.Computes), time.Since(start).Round(time.Second))
+	return nil
 }
 
 func (n *Nova) prepare() error {
@@ -184,14 +303,41 @@ func (n *Nova) SuperconductorConfig(t TB) string {
 	return ""
 }
 
-// Close deletes the Nova and waits until its teardown finished (it waits for the computes of its cells:
-// the tests deleted theirs), checks the histories of its namespace like the package's (0 when they
-// pass), and stops its bridge and worker.
+// Close deletes the Nova's computes, then the Nova, and waits until their teardowns finished (a Nova
+// waits for the computes of its cells: the tests deleted theirs), checks that the computes' hosts hold
+// nothing of them, checks the histories of its namespace like the package's (0 when all passes), and
+// stops its bridge and worker.
 func (n *Nova) Close() int {
 	code := 0
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	start := time.Now()
+	if len(n.Computes) > 0 {
+		var names []string
+		for _, h := range n.Computes {
+			names = append(names, h.Name)
+		}
+		// What the user applied goes as the user would delete it: the computes, then their nodes and role.
+		for _, step := range []struct {
+			gvr   schema.GroupVersionResource
+			names []string
+		}{{GVRNovaExternalCompute, names}, {gvrComputeNode, names}, {gvrComputeRole, []string{computeRole}}} {
+			if err := n.env.DeleteAndWait(ctx, step.gvr, n.Namespace, step.names...); err != nil {
+				n.scope.Errorf("the computes' teardown: %v", err)
+				code = 1
+				break
+			}
+		}
+		if code == 0 {
+			for _, h := range n.Computes {
+				if left := Leftovers(h); len(left) > 0 {
+					n.scope.Errorf("host %s after its compute was deleted (a teardown that leaked): %s", h.Name, strings.Join(left, "; "))
+					code = 1
+				}
+			}
+			n.scope.Logf("%d compute(s) of Nova %s torn down in %s", len(n.Computes), n.Name, time.Since(start).Round(time.Second))
+		}
+	}
 	if err := n.env.DeleteAndWait(ctx, GVRNova, n.Namespace, n.Name); err != nil {
 		n.scope.Errorf("the Nova's teardown: %v", err)
 		code = 1

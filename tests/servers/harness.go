@@ -1,7 +1,9 @@
 // Package servers proves OpenStackServer, OpenStackMachine and the OpenStackCluster bastion end to end:
-// the real API server, the real Temporal server, the real OpenStack of the local stack, and the
-// stackflow-bridge and stackflow-worker binaries as processes, so a kill -9 is a real crash. What the
-// workflows leave behind is listed straight from Nova and Neutron by the owner tag.
+// the real API server, the real Temporal server, the real OpenStack of the local stack (Keystone,
+// Glance, Neutron with OVN) with a Nova that stackflow deploys and an EDPM compute it joins to that
+// Nova's cell1 (DeployNova), and the stackflow-bridge and stackflow-worker binaries as processes, so a
+// kill -9 is a real crash. What the workflows leave behind is listed straight from Nova and Neutron by
+// the owner tag.
 //
 // This file is the harness, shared with the benchmark in tests/bench.
 package servers
@@ -57,6 +59,11 @@ type Env struct {
 	Network   *gophercloud.ServiceClient
 	Provider  *gophercloud.ProviderClient
 	Endpoint  gophercloud.EndpointOpts
+	// Nova is the Nova stackflow deployed for the run (see DeployNova); nil when the run boots on the
+	// stack's own.
+	Nova *e2e.Nova
+
+	auth gophercloud.AuthOptions
 }
 
 // Setup brings up Kubernetes, Temporal and OpenStack (and the extra components named), builds the
@@ -97,18 +104,77 @@ func Setup(ctx context.Context, temporalNS, prefix string, extra ...string) (_ *
 		return nil, fmt.Errorf("parse clouds.yaml: %w", err)
 	}
 	ao.AllowReauth = true
-	if e.Provider, err = config.NewProviderClient(ctx, ao); err != nil {
-		return nil, fmt.Errorf("authenticate: %w", err)
-	}
-	e.Endpoint = eo
-	if e.Compute, err = openstack.NewComputeV2(e.Provider, eo); err != nil {
-		return nil, err
-	}
-	e.Compute.Microversion = osacts.ComputeMicroversion
-	if e.Network, err = openstack.NewNetworkV2(e.Provider, eo); err != nil {
+	e.auth, e.Endpoint = ao, eo
+	if err := e.connect(ctx, ""); err != nil {
 		return nil, err
 	}
 	return e, nil
+}
+
+// connect authenticates (the token's catalog names the endpoints) and makes the clients: Nova's of
+// computeRegion (the cloud's when empty), the other services' of the cloud's region.
+func (e *Env) connect(ctx context.Context, computeRegion string) (err error) {
+	if e.Provider, err = config.NewProviderClient(ctx, e.auth); err != nil {
+		return fmt.Errorf("authenticate: %w", err)
+	}
+	ceo := e.Endpoint
+	if computeRegion != "" {
+		ceo.Region = computeRegion
+	}
+	if e.Compute, err = openstack.NewComputeV2(e.Provider, ceo); err != nil {
+		return err
+	}
+	e.Compute.Microversion = osacts.ComputeMicroversion
+	if e.Network, err = openstack.NewNetworkV2(e.Provider, e.Endpoint); err != nil {
+		return err
+	}
+	return nil
+}
+
+// DeployNova has stackflow deploy the Nova the run's servers boot on, as on `make run`'s cloud: a Nova
+// with cells v2 in region in a namespace of its own (with the stack's Secrets a user starts from), its
+// compute API on apiPort, and the test host named compute joining its cell1 as an EDPM compute. It
+// waits until both are Ready; from then on the run's objects (their identityRef) and clients use that
+// region. The Setup must have brought up the test hosts (local.Hosts). CloseNova removes it all.
+func (e *Env) DeployNova(ctx context.Context, region string, apiPort int, compute string) error {
+	var host *local.TestHost
+	for _, h := range e.Stack.TestHosts {
+		if h.Name == compute {
+			host = &h
+		}
+	}
+	if host == nil {
+		return fmt.Errorf("no test host %s (Setup with local.Hosts)", compute)
+	}
+	ns := "nova-" + e.Run
+	if err := e.NamespaceWithSecrets(ctx, ns, local.HostsSSHKeySecretName, local.CloudsSecretName, local.ServiceSecretName,
+		local.DatabaseAdminSecretName, local.MessageBusAdminSecretName); err != nil {
+		return fmt.Errorf("the Nova's namespace: %w", err)
+	}
+	n, err := e.StartNova(ctx, e2e.NovaOptions{Namespace: ns, Region: region, APIPort: apiPort, Computes: []local.TestHost{*host}})
+	if err != nil {
+		return err
+	}
+	e.Nova = n
+	if err := n.Wait(); err != nil {
+		return err
+	}
+	return e.connect(ctx, region)
+}
+
+// CloseNova deletes DeployNova's compute and Nova, checks their teardown and histories (0 when all
+// passes, as RunTests), and deletes its namespace when it passed (left for inspection when not).
+func (e *Env) CloseNova() int {
+	if e.Nova == nil {
+		return 0
+	}
+	code := e.Nova.Close()
+	if code == 0 {
+		_ = e.Kube.CoreV1().Namespaces().Delete(context.Background(), e.Nova.Namespace, metav1.DeleteOptions{})
+	} else {
+		fmt.Fprintf(os.Stderr, "left namespace %s for inspection\n", e.Nova.Namespace)
+	}
+	return code
 }
 
 // UnlimitCompute lifts the Nova quotas (instances, cores, RAM) of the cloud's project: the local cloud's
@@ -150,9 +216,13 @@ func (e *Env) StartWorker(t testing.TB) *e2e.Proc {
 	return e.Env.StartWorker(t, e2e.WorkerOptions{Identity: e.Run + "-worker"})
 }
 
-// Identity is the identityRef of the run's objects.
+// Identity is the identityRef of the run's objects: their servers boot in the region of the run's Nova.
 func (e *Env) Identity() map[string]any {
-	return map[string]any{"name": IdentitySecret, "cloudName": e.Stack.CloudName}
+	id := map[string]any{"name": IdentitySecret, "cloudName": e.Stack.CloudName}
+	if e.Nova != nil {
+		id["region"] = e.Nova.Region
+	}
+	return id
 }
 
 // ServerSpec is an OpenStackServer/OpenStackMachine spec on the local cloud with ports on the tenant network.

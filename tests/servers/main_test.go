@@ -9,11 +9,22 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/stackflow/stackflow/deploy/local"
 	"github.com/stackflow/stackflow/tests/e2e"
 )
 
 // temporalNamespace holds the tests' workflows, away from other users of the shared stack.
 const temporalNamespace = "stackflow-e2e-servers"
+
+// The tests' servers boot on a Nova that stackflow deploys (region novaRegion, its compute API on
+// novaAPIPort), on the EDPM compute computeHost joins to its cell1, as on `make run`'s cloud; the stack's
+// own Nova serves no test of this package.
+var novaRegion = local.ServersRegions[0]
+
+const (
+	novaAPIPort = 19174
+	computeHost = "edpm-compute-0"
+)
 
 var env *Env
 
@@ -21,16 +32,26 @@ func TestMain(m *testing.M) {
 	os.Exit(mainErr(m))
 }
 
-func mainErr(m *testing.M) int {
+func mainErr(m *testing.M) (code int) {
 	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Minute)
 	defer cancel()
 	var err error
-	env, err = Setup(ctx, temporalNamespace, "srv")
+	env, err = Setup(ctx, temporalNamespace, "srv", local.Hosts)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	defer env.Close()
+	// The Nova's teardown waits for its compute, whose removal the servers' teardown has left empty.
+	defer func() {
+		if c := env.CloseNova(); code == 0 {
+			code = c
+		}
+	}()
+	if err := env.DeployNova(ctx, novaRegion, novaAPIPort, computeHost); err != nil {
+		fmt.Fprintln(os.Stderr, "the tests' Nova:", err)
+		return 1
+	}
 	return env.RunTests(m)
 }
 

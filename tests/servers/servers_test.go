@@ -77,6 +77,9 @@ func TestServerWithTwoPortsAndBastionWithFloatingIPThenBastionReplacement(t *tes
 	nova, err := servers.Get(ctx, env.Compute, id).Extract()
 	require.NoError(t, err)
 	require.Equal(t, "ACTIVE", nova.Status)
+	// On the EDPM compute of the Nova stackflow deployed (openstack server show's host and hypervisor).
+	compute := e2e.ComputeHostName(env.Run, env.Host(t, computeHost))
+	require.Equal(t, []string{compute, compute}, []string{nova.Host, nova.HypervisorHostname}, "host and hypervisor of server %s", id)
 	require.Len(t, nova.Addresses[env.Stack.OpenStack.TenantNetwork], 2)
 	owned := requireOwned(t, srvRef, 1, 2, 0)
 	names := []string{owned.Ports[0].Name, owned.Ports[1].Name}

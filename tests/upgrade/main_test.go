@@ -22,6 +22,16 @@ import (
 // the shared stack.
 const temporalNamespace = "stackflow-e2e-upgrade"
 
+// The servers boot on a Nova that stackflow deploys (region novaRegion, compute API on novaAPIPort),
+// on the EDPM compute computeHost joins to its cell1; the test's own data-plane node is on the other
+// test host.
+var novaRegion = local.ServersRegions[1]
+
+const (
+	novaAPIPort = 19274
+	computeHost = "edpm-compute-1"
+)
+
 // workerB is the file name of build B's worker binary in the run's bin directory.
 const workerB = "stackflow-worker-upgraded"
 
@@ -36,7 +46,7 @@ func TestMain(m *testing.M) {
 	os.Exit(mainErr(m))
 }
 
-func mainErr(m *testing.M) int {
+func mainErr(m *testing.M) (code int) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	var err error
@@ -59,5 +69,14 @@ func mainErr(m *testing.M) int {
 		return 1
 	}
 	defer charts.Close()
+	defer func() {
+		if c := env.CloseNova(); code == 0 {
+			code = c
+		}
+	}()
+	if err := env.DeployNova(ctx, novaRegion, novaAPIPort, computeHost); err != nil {
+		fmt.Fprintln(os.Stderr, "the test's Nova:", err)
+		return 1
+	}
 	return env.RunTests(m)
 }
