@@ -215,3 +215,16 @@ func (e *Env) CreateSecret(ctx context.Context, ns, name string, data map[string
 	_, err := e.Kube.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Data: data}, metav1.CreateOptions{})
 	return err
 }
+
+// SecretValue is a key of a Secret of namespace ns; a missing Secret or key fails the test.
+func (e *Env) SecretValue(t testing.TB, ns, name, key string) string {
+	t.Helper()
+	sec, err := e.Kube.CoreV1().Secrets(ns).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("Secret %s/%s: %v", ns, name, err)
+	}
+	if len(sec.Data[key]) == 0 {
+		t.Fatalf("Secret %s/%s has no key %s", ns, name, key)
+	}
+	return string(sec.Data[key])
+}

@@ -6,7 +6,12 @@ package samples
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,6 +30,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/stackflow/stackflow/api/lifecycle"
+	"github.com/stackflow/stackflow/api/oslo"
 	"github.com/stackflow/stackflow/bridge"
 	"github.com/stackflow/stackflow/deploy/describe"
 	"github.com/stackflow/stackflow/deploy/local"
@@ -35,9 +41,10 @@ import (
 var env *e2e.Env
 
 var (
-	gvrServer  = schema.GroupVersionResource{Group: "infrastructure.cluster.x-k8s.io", Version: "v1alpha1", Resource: "openstackservers"}
-	gvrCluster = schema.GroupVersionResource{Group: "infrastructure.cluster.x-k8s.io", Version: "v1beta1", Resource: "openstackclusters"}
-	gvrAgent   = schema.GroupVersionResource{Group: "neutron.openstack.org", Version: "v1beta1", Resource: "ovnmetadataagents"}
+	gvrServer   = schema.GroupVersionResource{Group: "infrastructure.cluster.x-k8s.io", Version: "v1alpha1", Resource: "openstackservers"}
+	gvrCluster  = schema.GroupVersionResource{Group: "infrastructure.cluster.x-k8s.io", Version: "v1beta1", Resource: "openstackclusters"}
+	gvrAgent    = schema.GroupVersionResource{Group: "neutron.openstack.org", Version: "v1beta1", Resource: "ovnmetadataagents"}
+	gvrMetadata = schema.GroupVersionResource{Group: "nova.openstack.org", Version: "v1beta1", Resource: "novametadata"}
 )
 
 func TestMain(m *testing.M) {
@@ -63,6 +70,9 @@ func mainErr(m *testing.M) int {
 // add a single event to its history. Two minutes see every kwok Node's heartbeat (every 20–45 s) at
 // least twice and four times the longest poll interval a waiting workflow uses (30 s).
 const IdleWindow = 2 * time.Minute
+
+// sampleNovaMetadata is the metadata service of the samples' Nova, which the sample computes' agents name.
+const sampleNovaMetadata = "nova-regiontwo-metadata"
 
 func TestSamplesConvergeAndStayIdle(t *testing.T) {
 	ctx := context.Background()
@@ -151,6 +161,47 @@ func TestSamplesConvergeAndStayIdle(t *testing.T) {
 		require.Len(t, bound, 1, "the sample server's port")
 		require.Equal(t, placed[local.SampleServerName], bound[0].HostID, "bound to the server's compute")
 		require.Equal(t, "ovs", bound[0].VIFType, "bound by ML2/OVN to that host's chassis")
+
+		// Each agent forwards instances' metadata requests to the samples' Nova (the role's
+		// neutron.openstack.org/nova-metadata): its configuration names that Nova's metadata API, where
+		// the NovaMetadata says it answers, and holds that Nova's shared secret. The request the agent
+		// forwards for the sample server, signed with the secret of its configuration and sent from the
+		// compute's network, is answered with the server's metadata. The request from the instance's own
+		// namespace through the agent's haproxy is the one check this cloud cannot make: Nova's fake
+		// driver plugs no VIF, so no chassis claims the port and the agent serves no namespace for it.
+		md, err := env.Dyn.Resource(gvrMetadata).Namespace(local.SampleNamespace).Get(ctx, sampleNovaMetadata, metav1.GetOptions{})
+		require.NoError(t, err)
+		endpoint := e2e.Str(md, "status", "endpoint")
+		require.NotEmpty(t, endpoint, "the NovaMetadata reports where it answers")
+		shared := env.SecretValue(t, local.SampleNamespace, e2e.Str(md, "spec", "secret"), "MetadataSecret")
+		for _, host := range []string{"edpm-compute-0", "edpm-compute-1"} {
+			a, err := env.Dyn.Resource(gvrAgent).Namespace(local.SampleNamespace).Get(ctx, host, metav1.GetOptions{})
+			require.NoError(t, err)
+			require.Equal(t, sampleNovaMetadata, e2e.Str(a, "spec", "novaMetadata"), "the agent of %s names the samples' metadata service", host)
+			ini, err := oslo.ParseServiceConfig(e2e.HostFile(env.Host(t, host), strings.TrimPrefix(dataplane.OVNMetadataGeneratedFile, "/")))
+			require.NoError(t, err)
+			conf := ini["DEFAULT"]
+			require.Equal(t, endpoint, "http://"+net.JoinHostPort(conf["nova_metadata_host"], conf["nova_metadata_port"]), "the agent of %s forwards to the NovaMetadata's endpoint", host)
+			require.Equal(t, shared, conf["metadata_proxy_shared_secret"], "the agent of %s signs with the Nova's shared secret", host)
+		}
+		rc, err := env.CloudIn(ctx, local.SampleRegion)
+		require.NoError(t, err)
+		serverID := e2e.Str(srv, "status", "instanceID")
+		server, err := servers.Get(ctx, rc.Compute, serverID).Extract()
+		require.NoError(t, err)
+		mac := hmac.New(sha256.New, []byte(shared))
+		mac.Write([]byte(serverID))
+		h := env.Host(t, placed[local.SampleServerName])
+		out, err := exec.CommandContext(ctx, "ip", "netns", "exec", h.Namespace, "curl", "-sS", "--fail-with-body", "--max-time", "20",
+			"-H", "X-Instance-ID: "+serverID, "-H", "X-Tenant-ID: "+server.TenantID, "-H", "X-Instance-ID-Signature: "+hex.EncodeToString(mac.Sum(nil)),
+			"-H", "X-Forwarded-For: "+bound[0].FixedIPs[0].IPAddress, endpoint+"/openstack/latest/meta_data.json").CombinedOutput()
+		require.NoError(t, err, "the metadata request from %s: %s", h.Name, out)
+		var meta struct {
+			UUID string `json:"uuid"`
+			Name string `json:"name"`
+		}
+		require.NoError(t, json.Unmarshal(out, &meta), "%s", out)
+		require.Equal(t, serverID, meta.UUID, "Nova answered with the sample server's metadata: %s", out)
 	})
 
 	// The documented update of the sample data plane, on the computes of the Nova the samples deployed.

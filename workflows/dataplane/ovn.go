@@ -4,20 +4,20 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
-
-	"github.com/stackflow/stackflow/activities/openstack"
-
-	"github.com/stackflow/stackflow/workflows/object"
-
+	"go.temporal.io/sdk/workflow"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"go.temporal.io/sdk/workflow"
-
+	"github.com/stackflow/stackflow/activities/kube"
+	"github.com/stackflow/stackflow/activities/openstack"
+	"github.com/stackflow/stackflow/api"
 	neutronv1beta1 "github.com/stackflow/stackflow/api/neutron/v1beta1"
+	novav1beta1 "github.com/stackflow/stackflow/api/nova/v1beta1"
 	"github.com/stackflow/stackflow/api/oslo"
+	"github.com/stackflow/stackflow/workflows/object"
 )
 
 // OVNMetadataAgentWorkflow serves an OVNMetadataAgent: the OVN metadata agent on a data-plane node,
@@ -40,6 +40,45 @@ const (
 
 type ovnMetadataKind struct {
 	spec neutronv1beta1.OVNMetadataAgentSpec
+	// nova is where the agent forwards metadata requests (nil: nowhere), resolved by waitDependencies.
+	nova *NovaMetadataTarget
+}
+
+// NovaMetadataTarget is a Nova metadata API as an OVN metadata agent's configuration names it: its
+// address, and the Secret key (of the agent's namespace) holding the shared secret both sign requests with.
+type NovaMetadataTarget struct {
+	Host   string `json:"host"`
+	Port   string `json:"port"`
+	Secret string `json:"secret"`
+	Key    string `json:"key"`
+}
+
+// ChangeNovaMetadata is the GetVersion change after which an agent naming a NovaMetadata waits for it and
+// forwards to it (runs recorded before it configured no Nova).
+const ChangeNovaMetadata = "ovn-metadata-agent-nova-metadata"
+
+// ReasonWaitingForNovaMetadata is the agent's condition while its NovaMetadata reports no endpoint yet.
+const ReasonWaitingForNovaMetadata = "WaitingForNovaMetadata"
+
+// NovaMetadataTargetOf reads a NovaMetadata's spec and status.endpoint into the agent's target; ok is
+// false (with what is missing) while it reports no endpoint. Pure.
+func NovaMetadataTargetOf(spec json.RawMessage, endpoint string) (t NovaMetadataTarget, missing string, ok bool) {
+	var s novav1beta1.NovaMetadataSpec
+	if err := json.Unmarshal(spec, &s); err != nil {
+		return t, "a readable spec", false
+	}
+	u, err := url.Parse(endpoint)
+	if endpoint == "" || err != nil || u.Hostname() == "" {
+		return t, "an endpoint (status.endpoint: it has no ready pod yet)", false
+	}
+	port := u.Port()
+	if port == "" {
+		port = "80"
+	}
+	if s.Secret == "" {
+		return t, "a Secret (spec.secret)", false
+	}
+	return NovaMetadataTarget{Host: u.Hostname(), Port: port, Secret: s.Secret, Key: firstNonEmpty(s.PasswordSelectors.MetadataSecret, "MetadataSecret")}, "", true
 }
 
 func (k *ovnMetadataKind) fresh() edpmServiceKind { return &ovnMetadataKind{} }
@@ -49,7 +88,7 @@ func (k *ovnMetadataKind) removePlaybook() string { return "ovn-metadata-agent-r
 func (k *ovnMetadataKind) condition() string      { return ConditionAgentDeployed }
 
 func (k *ovnMetadataKind) decode(raw json.RawMessage) error {
-	k.spec = neutronv1beta1.OVNMetadataAgentSpec{}
+	k.spec, k.nova = neutronv1beta1.OVNMetadataAgentSpec{}, nil
 	return json.Unmarshal(raw, &k.spec)
 }
 
@@ -61,8 +100,43 @@ func (k *ovnMetadataKind) common() edpmServiceSpec {
 
 func (k *ovnMetadataKind) validate() error { return nil }
 
-func (k *ovnMetadataKind) waitDependencies(workflow.Context, *object.Lifecycle, int64) error {
-	return nil
+// waitDependencies waits for the NovaMetadata the agent names to report where it answers, and for the
+// shared secret in its Secret.
+func (k *ovnMetadataKind) waitDependencies(ctx workflow.Context, lc *object.Lifecycle, gen int64) error {
+	name := k.spec.NovaMetadata
+	if name == "" || workflow.GetVersion(ctx, ChangeNovaMetadata, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		return nil
+	}
+	ns := lc.Ref.Namespace
+	return waitUntil(ctx, lc, gen, k.condition(), func(ctx workflow.Context) (bool, string, string, error) {
+		ref := api.Ref("NovaMetadata", ns, name)
+		var obj kube.Object
+		if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kubeActs.GetObject, ref).Get(ctx, &obj); err != nil {
+			return false, "", "", fmt.Errorf("read NovaMetadata %s: %w", name, err)
+		}
+		if !obj.Exists || obj.Deleting {
+			return false, ReasonWaitingForNovaMetadata, fmt.Sprintf("waiting for NovaMetadata %s/%s (novaMetadata), where instances' metadata requests go", ns, name), nil
+		}
+		var st kube.ObjectStatus
+		if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kubeActs.GetObjectStatus, kube.StatusInput{Ref: ref, Fields: []string{"endpoint"}}).Get(ctx, &st); err != nil {
+			return false, "", "", fmt.Errorf("read NovaMetadata %s: %w", name, err)
+		}
+		var endpoint string
+		_ = json.Unmarshal(st.Fields["endpoint"], &endpoint)
+		t, missing, ok := NovaMetadataTargetOf(obj.Spec, endpoint)
+		if !ok {
+			return false, ReasonWaitingForNovaMetadata, fmt.Sprintf("waiting for NovaMetadata %s/%s to report %s", ns, name, missing), nil
+		}
+		var p kube.SecretPresence
+		if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kubeActs.CheckSecret, kube.SecretCheck{Namespace: ns, Name: t.Secret, Keys: []string{t.Key}}).Get(ctx, &p); err != nil {
+			return false, "", "", fmt.Errorf("check Secret %s: %w", t.Secret, err)
+		}
+		if !p.Ready() {
+			return false, ReasonWaitingForNovaMetadata, fmt.Sprintf("waiting for NovaMetadata %s's shared secret: Secret %s/%s with key %s", name, ns, t.Secret, t.Key), nil
+		}
+		k.nova = &t
+		return true, "", "", nil
+	})
 }
 
 func (k *ovnMetadataKind) files(host string) ([]oslo.ConfigFile, error) {
@@ -72,7 +146,15 @@ func (k *ovnMetadataKind) files(host string) ([]oslo.ConfigFile, error) {
 	ini.Set("DEFAULT", "state_path", "/var/lib/neutron")
 	// The agent runs as root: namespaces and haproxy need no rootwrap (privsep-helper runs directly).
 	ini.Set("agent", "root_helper", "")
-	files := []oslo.ConfigFile{{Dest: OVNMetadataGeneratedFile, Header: fmt.Sprintf("OVN metadata agent of %s, generated by stackflow.", host), Options: ini}}
+	gen := oslo.ConfigFile{Dest: OVNMetadataGeneratedFile, Header: fmt.Sprintf("OVN metadata agent of %s, generated by stackflow.", host), Options: ini}
+	if t := k.nova; t != nil {
+		// nova_metadata_host takes a name or an address, never a URL: an IPv6 address goes bare.
+		ini.Set("DEFAULT", "nova_metadata_host", t.Host)
+		ini.Set("DEFAULT", "nova_metadata_port", t.Port)
+		ini.Set("DEFAULT", "nova_metadata_protocol", "http")
+		gen.SecretOptions = []oslo.SecretOption{{Section: "DEFAULT", Option: "metadata_proxy_shared_secret", Secret: t.Secret, Key: t.Key}}
+	}
+	files := []oslo.ConfigFile{gen}
 	if c := k.spec.CustomServiceConfig; c != "" {
 		if _, err := oslo.ParseServiceConfig(c); err != nil {
 			return nil, &EDPMSpecError{fmt.Sprintf("customServiceConfig is not an oslo.config INI snippet: %v", err)}

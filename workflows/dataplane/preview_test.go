@@ -20,6 +20,7 @@ import (
 	dataplanev1beta1 "github.com/stackflow/stackflow/api/dataplane/v1beta1"
 	"github.com/stackflow/stackflow/api/lifecycle"
 	neutronv1beta1 "github.com/stackflow/stackflow/api/neutron/v1beta1"
+	"github.com/stackflow/stackflow/api/oslo"
 	"github.com/stackflow/stackflow/workflows/object"
 	"github.com/stackflow/stackflow/workflows/object/objecttest"
 )
@@ -36,6 +37,8 @@ type agentWorld struct {
 	alive, deleted []openstack.NetworkAgentInput
 	// aliveAfter is how many waits Neutron answers "not alive yet" first.
 	aliveAfter int
+	// endpointAfter is how many reads of the NovaMetadata show no endpoint first; endpointReads counts them.
+	endpointAfter, endpointReads int
 }
 
 func (w *agentWorld) edit(gen int64, custom string) {
@@ -57,8 +60,18 @@ func newAgentEnv(t *testing.T, w *agentWorld) *testsuite.TestWorkflowEnvironment
 		defer w.mu.Unlock()
 		return w.spec, w.gen
 	})
-	env.OnActivity(kubeActs.GetObjectStatus, mock.Anything, mock.Anything).Return(&kube.ObjectStatus{Exists: true, Generation: 1, ObservedGeneration: 1,
-		Conditions: []metav1.Condition{{Type: dataplanev1beta1.ConditionInfrastructureReady, Status: metav1.ConditionTrue}}}, nil)
+	env.OnActivity(kubeActs.GetObjectStatus, mock.Anything, mock.Anything).Return(func(_ context.Context, in kube.StatusInput) (*kube.ObjectStatus, error) {
+		if in.Ref.Kind == "NovaMetadata" {
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			if w.endpointReads++; w.endpointReads <= w.endpointAfter {
+				return &kube.ObjectStatus{Exists: true, Generation: 1}, nil
+			}
+			return &kube.ObjectStatus{Exists: true, Generation: 1, Fields: map[string]json.RawMessage{"endpoint": json.RawMessage(`"http://198.51.100.1:28775"`)}}, nil
+		}
+		return &kube.ObjectStatus{Exists: true, Generation: 1, ObservedGeneration: 1,
+			Conditions: []metav1.Condition{{Type: dataplanev1beta1.ConditionInfrastructureReady, Status: metav1.ConditionTrue}}}, nil
+	})
 	env.OnActivity(kubeActs.CheckSecret, mock.Anything, mock.Anything).Return(&kube.SecretPresence{Exists: true}, nil)
 	env.OnActivity(kubeActs.PatchStatus, mock.Anything, mock.Anything).Return(func(context.Context, kube.StatusPatch) error {
 		w.statusWrites++
@@ -176,6 +189,34 @@ func TestAgentReadyWhenNeutronListsItAliveAndItsRecordGoesWithIt(t *testing.T) {
 	require.Equal(t, []openstack.NetworkAgentInput{{Cloud: openstack.CloudSecret{Namespace: "openstack", Name: openstack.DefaultCloudsSecret}, Host: "n1", Binary: openstack.AgentBinaryOVNMetadata}}, w.deleted)
 }
 
+// An agent naming a NovaMetadata waits until it reports where it answers, then forwards there: its
+// generated file names the metadata API's address and takes the shared secret from the NovaMetadata's
+// Secret (a Secret reference: the value never enters the workflow).
+func TestAgentForwardsToTheNovaMetadataItNames(t *testing.T) {
+	w := &agentWorld{endpointAfter: 2}
+	env := newAgentEnv(t, w)
+	w.spec.NovaMetadata = "nova-metadata"
+	chain := objecttest.New(env)
+	env.RegisterDelayedCallback(func() { require.NoError(t, chain.Signal(lifecycle.SignalSpec, lifecycle.SpecSignal{Generation: 1})) }, time.Second)
+	env.RegisterDelayedCallback(func() {
+		st, err := chain.Status()
+		require.NoError(t, err)
+		require.Equal(t, lifecycle.PhaseReady, st.Phase, "%+v", st.Conditions)
+		require.Equal(t, 3, w.endpointReads, "waited while the NovaMetadata reported no endpoint")
+		require.Len(t, w.runs, 1)
+		gen := w.runs[0].Files[0]
+		require.Equal(t, OVNMetadataGeneratedFile, gen.Dest)
+		require.Equal(t, map[string]string{"nova_metadata_host": "198.51.100.1", "nova_metadata_port": "28775", "nova_metadata_protocol": "http"},
+			map[string]string{"nova_metadata_host": gen.Options["DEFAULT"]["nova_metadata_host"], "nova_metadata_port": gen.Options["DEFAULT"]["nova_metadata_port"],
+				"nova_metadata_protocol": gen.Options["DEFAULT"]["nova_metadata_protocol"]})
+		require.Equal(t, []oslo.SecretOption{{Section: "DEFAULT", Option: "metadata_proxy_shared_secret", Secret: "nova-secret", Key: "MetadataSecret"}}, gen.SecretOptions)
+		require.NoError(t, chain.Signal(lifecycle.SignalDelete, lifecycle.DeleteSignal{}))
+	}, 2*time.Minute)
+	chain.Execute("OVNMetadataAgent", object.Input{ObjectRef: lifecycle.ObjectRef{Kind: "OVNMetadataAgent", Namespace: "openstack", Name: "n1", UID: "u1"}})
+	require.True(t, env.IsWorkflowCompleted())
+	require.NoError(t, env.GetWorkflowError())
+}
+
 // The preview flow: pause, edit, preview, revert, resume. A paused workflow starts no reconcile, so the
 // edit never reaches the host, and resume reconciles the newest generation, which is what is installed.
 func TestServiceEditRevertedWhilePausedNeverRuns(t *testing.T) {
@@ -220,6 +261,9 @@ func onGetObject(t *testing.T, env *testsuite.TestWorkflowEnvironment, own func(
 		func(_ context.Context, ref lifecycle.ObjectRef) (*kube.Object, error) {
 			if ref.Kind == "OpenStackDataPlaneNode" {
 				return &kube.Object{Exists: true, Generation: 1, Spec: nodeSpec}, nil
+			}
+			if ref.Kind == "NovaMetadata" {
+				return &kube.Object{Exists: true, Generation: 1, Spec: json.RawMessage(`{"secret":"nova-secret","keystoneAuthURL":"http://x/v3"}`)}, nil
 			}
 			spec, gen := own()
 			b, err := json.Marshal(spec)

@@ -22,6 +22,11 @@ import (
 // through OVN set it on their role.
 const OVNMetadataAgentAnnotation = "neutron.openstack.org/ovn-metadata-agent"
 
+// NovaMetadataAnnotation on a role (inherited) or node (overrides) names the NovaMetadata the node's
+// OVNMetadataAgent forwards instances' metadata requests to (its spec.novaMetadata): the computes of a
+// cell name their Nova's metadata service (<nova>-metadata for a Nova's global one).
+const NovaMetadataAnnotation = "neutron.openstack.org/nova-metadata"
+
 // LabelDataPlaneNode marks the objects derived from a data-plane node (its service CRs, its inventory).
 const LabelDataPlaneNode = "dataplane.openstack.org/node"
 
@@ -46,6 +51,8 @@ type EDPMNodeConfig struct {
 	Cell string `json:"cell,omitempty"`
 	// OVNMetadataAgent is the effective neutron.openstack.org/ovn-metadata-agent.
 	OVNMetadataAgent bool `json:"ovnMetadataAgent,omitempty"`
+	// NovaMetadata is the effective neutron.openstack.org/nova-metadata.
+	NovaMetadata string `json:"novaMetadata,omitempty"`
 	// OVNController: the node's variables name an OVN southbound database (OVNSouthboundVar), so its
 	// pipeline has the ovn step, which makes the host a chassis of that database.
 	OVNController bool `json:"ovnController,omitempty"`
@@ -98,6 +105,7 @@ func ResolveEDPMNode(node *dataplanev1beta1.OpenStackDataPlaneNode, role *datapl
 	}
 	cfg.Cell = effectiveAnnotation(node.Annotations, role.Annotations, dataplanev1beta1.NovaCellAnnotation)
 	cfg.OVNMetadataAgent = effectiveAnnotation(node.Annotations, role.Annotations, OVNMetadataAgentAnnotation) == "true"
+	cfg.NovaMetadata = effectiveAnnotation(node.Annotations, role.Annotations, NovaMetadataAnnotation)
 	var sb string
 	if raw, ok := vars[OVNSouthboundVar]; ok && json.Unmarshal(raw, &sb) == nil && sb != "" {
 		cfg.OVNController = true
@@ -328,8 +336,12 @@ func EDPMServices(c EDPMNodeConfig) []EDPMService {
 		})
 	}
 	if c.OVNMetadataAgent {
+		spec := common()
+		if c.NovaMetadata != "" {
+			spec["novaMetadata"] = c.NovaMetadata
+		}
 		out = append(out, EDPMService{
-			Step: StepOVNMetadataAgent, Ref: OVNMetadataAgentRef(c.Namespace, c.Name), Owned: ownedSpec(common()),
+			Step: StepOVNMetadataAgent, Ref: OVNMetadataAgentRef(c.Namespace, c.Name), Owned: ownedSpec(spec),
 			ImageDefaults: map[string]string{"containerImage": EnvOVNMetadataAgentImage},
 		})
 	}

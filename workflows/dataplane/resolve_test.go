@@ -210,6 +210,14 @@ func TestEDPMServices(t *testing.T) {
 	if svcs[0].ImageDefaults["novaComputeImage"] != EnvNovaComputeImage {
 		t.Errorf("image defaults %v", svcs[0].ImageDefaults)
 	}
+	var agent map[string]any
+	if err := json.Unmarshal(svcs[1].Owned["spec"], &agent); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := agent["novaMetadata"]; ok {
+		t.Errorf("no nova-metadata annotation, yet the agent names %v", agent["novaMetadata"])
+	}
+
 	inv := c.Inventory()
 	for _, s := range []string{`"edpm-compute-0"`, `"ansible_host": "198.51.100.10"`, `"edpm_debug": true`} {
 		if !strings.Contains(inv, s) {
@@ -343,6 +351,67 @@ func TestFindNovaCell(t *testing.T) {
 				require.Equal(t, name+"-transport", spec.TransportURLSecret)
 			}
 			require.Equal(t, tt.wantOthers, others)
+		})
+	}
+}
+
+// The agent names the NovaMetadata of the effective neutron.openstack.org/nova-metadata (node over role).
+func TestEDPMServicesAgentNamesItsNovaMetadata(t *testing.T) {
+	tests := []struct {
+		name       string
+		node, role map[string]string
+		want       any
+	}{
+		{"from the role", nil, map[string]string{NovaMetadataAnnotation: "nova-metadata"}, "nova-metadata"},
+		{"the node's wins", map[string]string{NovaMetadataAnnotation: "other-metadata"}, map[string]string{NovaMetadataAnnotation: "nova-metadata"}, "other-metadata"},
+		{"none", nil, nil, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			roleAnn := map[string]string{OVNMetadataAgentAnnotation: "true"}
+			for k, v := range tc.role {
+				roleAnn[k] = v
+			}
+			c, err := ResolveEDPMNode(node("edpm-compute-0", tc.node, nil), role(roleAnn, nil))
+			if err != nil {
+				t.Fatal(err)
+			}
+			svcs := EDPMServices(c)
+			if len(svcs) != 1 || svcs[0].Ref.Kind != "OVNMetadataAgent" {
+				t.Fatalf("services %+v", svcs)
+			}
+			var spec map[string]any
+			if err := json.Unmarshal(svcs[0].Owned["spec"], &spec); err != nil {
+				t.Fatal(err)
+			}
+			if spec["novaMetadata"] != tc.want {
+				t.Errorf("spec.novaMetadata = %v, want %v", spec["novaMetadata"], tc.want)
+			}
+		})
+	}
+}
+
+// A NovaMetadata is a target once it reports an endpoint; the port defaults to HTTP's.
+func TestNovaMetadataTargetOf(t *testing.T) {
+	spec := json.RawMessage(`{"secret":"nova-secret","passwordSelectors":{"metadataSecret":"Shared"}}`)
+	tests := []struct {
+		name     string
+		spec     json.RawMessage
+		endpoint string
+		want     NovaMetadataTarget
+		missing  string
+	}{
+		{"ready", spec, "http://198.51.100.1:28775", NovaMetadataTarget{Host: "198.51.100.1", Port: "28775", Secret: "nova-secret", Key: "Shared"}, ""},
+		{"IPv6, default port and key", json.RawMessage(`{"secret":"s"}`), "http://[fd00::1]", NovaMetadataTarget{Host: "fd00::1", Port: "80", Secret: "s", Key: "MetadataSecret"}, ""},
+		{"no endpoint yet", spec, "", NovaMetadataTarget{}, "an endpoint (status.endpoint: it has no ready pod yet)"},
+		{"no secret", json.RawMessage(`{}`), "http://h:1", NovaMetadataTarget{}, "a Secret (spec.secret)"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, missing, ok := NovaMetadataTargetOf(tc.spec, tc.endpoint)
+			if ok != (tc.missing == "") || missing != tc.missing || got != tc.want {
+				t.Errorf("got %+v, %q, %v; want %+v, %q", got, missing, ok, tc.want, tc.missing)
+			}
 		})
 	}
 }

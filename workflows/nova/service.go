@@ -341,6 +341,9 @@ func (r *serviceReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycle
 	_ = lc.SetField(ctx, "readyCount", dep.Ready)
 	lc.SetCondition(ctx, metav1.Condition{Type: novav1beta1.ConditionDeploymentReady, Status: metav1.ConditionTrue, Reason: "RolledOut",
 		Message: fmt.Sprintf("%d/%d replica(s) ready with configuration %s", dep.Ready, dep.Replicas, hash)})
+	if in.Service == Metadata && len(dep.PodIPs) > 0 && workflow.GetVersion(ctx, ChangeMetadataEndpoint, workflow.DefaultVersion, 1) == 1 {
+		_ = lc.SetField(ctx, "endpoint", fmt.Sprintf("http://%s", net.JoinHostPort(dep.PodIPs[0], strconv.Itoa(int(in.Port)))))
+	}
 	if in.Service == API {
 		if err := registerEndpoints(ctx, lc, in, dep.PodIPs, &rec); err != nil {
 			return err

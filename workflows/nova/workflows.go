@@ -130,6 +130,10 @@ func computesGoneActivity(ctx workflow.Context) workflow.Context {
 // ChangeFlavors is the GetVersion change after which a Nova creates the flavors of its spec.
 const ChangeFlavors = "nova-flavors"
 
+// ChangeMetadataEndpoint is the GetVersion change after which a metadata service reports where it
+// answers (status.endpoint), for the OVN metadata agents that forward to it.
+const ChangeMetadataEndpoint = "nova-metadata-endpoint"
+
 // ChangeTeardownWaitsForComputes is the GetVersion change after which a Nova deleted while its cells have
 // computes waits for them to go (runs recorded before it failed, waiting for a retry signal).
 const ChangeTeardownWaitsForComputes = "nova-teardown-waits-for-computes"

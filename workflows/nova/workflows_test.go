@@ -169,6 +169,28 @@ func TestNovaAPIRegistersAndRemovesItsEndpoints(t *testing.T) {
 	require.Contains(t, f.deleted, "Deployment/nova-api")
 }
 
+// The global metadata service reports where it answers (its pod's address and its listen port, the
+// user's customServiceConfig winning): the OVN metadata agents forward there.
+func TestNovaMetadataReportsItsEndpoint(t *testing.T) {
+	spec := novav1beta1.NovaMetadataSpec{
+		NovaServiceBase:     novav1beta1.NovaServiceBase{CustomServiceConfig: "[DEFAULT]\nmetadata_listen_port = 28775\n"},
+		NovaServiceAuth:     novav1beta1.NovaServiceAuth{Secret: "nova-secret", KeystoneAuthURL: "http://198.51.100.1:5000/v3"},
+		APIDatabaseHostname: "127.0.0.1", CellDatabaseHostname: "127.0.0.1", TransportURLSecret: "nova-api-transport",
+	}
+	f := &fakeCluster{spec: mustJSON(t, spec)}
+	env := newEnv(t, f, KindNovaMetadata, NovaMetadataWorkflow)
+	chain := objecttest.New(env)
+	env.RegisterDelayedCallback(func() { require.NoError(t, chain.Signal(lifecycle.SignalSpec, lifecycle.SpecSignal{Generation: 1})) }, time.Second)
+	env.RegisterDelayedCallback(func() {
+		require.Equal(t, "http://198.51.100.1:28775", f.lastField("endpoint"))
+		require.NoError(t, chain.Signal(lifecycle.SignalDelete, lifecycle.DeleteSignal{}))
+	}, time.Minute)
+	chain.Execute(KindNovaMetadata, object.Input{ObjectRef: novaRef(KindNovaMetadata, "ns", "nova-metadata")})
+	require.True(t, env.IsWorkflowCompleted())
+	require.NoError(t, env.GetWorkflowError())
+	require.Empty(t, f.endpoints, "the metadata API is not in Keystone's catalog")
+}
+
 // A cell maps itself, discovers its hosts, and on deletion runs its unmapping Job before its services go.
 func TestNovaCellMapsThenUnmapsOnDelete(t *testing.T) {
 	spec := novav1beta1.NovaCellSpec{

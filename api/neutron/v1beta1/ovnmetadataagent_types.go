@@ -37,6 +37,14 @@ type OVNMetadataAgentSpec struct {
 	// +kubebuilder:validation:items:MaxLength=253
 	// +kubebuilder:validation:items:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
 	NetworkAttachments []string `json:"networkAttachments,omitempty"`
+	// NovaMetadata names the NovaMetadata (same namespace) the agent forwards instances' metadata
+	// requests to: its address (status.endpoint) and the shared secret of its Secret's metadata key
+	// (never in the spec) go into the agent's configuration, and the agent waits until it has both.
+	// Unset, the agent forwards to no Nova (its requests fail), as Neutron's defaults would.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	NovaMetadata string `json:"novaMetadata,omitempty"`
 	// ContainerImage is the agent's container image; the deployment's default when unset.
 	// +optional
 	// +kubebuilder:validation:MaxLength=512

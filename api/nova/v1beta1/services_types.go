@@ -271,6 +271,10 @@ type NovaMetadataSpec struct {
 type NovaMetadataStatus struct {
 	lifecycle.CommonStatus `json:",inline"`
 	ServiceStatus          `json:",inline"`
+	// Endpoint is the URL the metadata API answers on (its ready pod's address): where the data plane's
+	// OVN metadata agents forward instances' requests.
+	// +optional
+	Endpoint string `json:"endpoint,omitempty"`
 }
 
 // NovaMetadata is the Nova metadata service.
