@@ -72,7 +72,7 @@ func mainErr(m *testing.M) int {
 const IdleWindow = 2 * time.Minute
 
 // sampleNovaMetadata is the metadata service of the samples' Nova, which the sample computes' agents name.
-const sampleNovaMetadata = "nova-regiontwo-metadata"
+const sampleNovaMetadata = "nova-regiontwo-cell1-metadata"
 
 func TestSamplesConvergeAndStayIdle(t *testing.T) {
 	ctx := context.Background()
