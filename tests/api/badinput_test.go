@@ -114,7 +114,7 @@ var refused = []change{
 		want: []string{"spec.cellName", "should match"}},
 	{name: "Nova without cell0", kind: "Nova", patch: `spec: {cellTemplates: {cell0: null}}`,
 		want: []string{"spec.cellTemplates", "cellTemplates must contain cell0"}},
-	{name: "Nova metadata both global and per cell", kind: "Nova", patch: `spec: {cellTemplates: {cell1: {metadataServiceTemplate: {enabled: true}}}}`,
+	{name: "Nova metadata both global and per cell", kind: "Nova", patch: `spec: {metadataServiceTemplate: {enabled: true}, cellTemplates: {cell1: {metadataServiceTemplate: {enabled: true}}}}`,
 		want: []string{"spec.metadataServiceTemplate", "metadata is either global or per cell"}},
 	{name: "Nova cell without message bus", kind: "Nova", patch: `spec: {cellTemplates: {cell1: {cellMessageBus: null}}}`,
 		want: []string{"spec.cellTemplates", "every cell but cell0 needs cellMessageBus"}},
