@@ -39,6 +39,9 @@ type NovaOptions struct {
 	// hypervisor), served by the Nova's own bridge and worker. A package whose tests boot servers boots
 	// them there; the namespace must hold the hosts' SSH key Secret (edpm-ssh-key) too.
 	Computes []local.TestHost
+	// CellMetadataPort, when set, has cell1 serve metadata on that port (its NovaMetadata,
+	// <name>-cell1-metadata); the Nova's global metadata service stays disabled.
+	CellMetadataPort int
 }
 
 // ComputeKinds are the data-plane kinds a Nova's bridge serves when it has computes.
@@ -123,9 +126,19 @@ type Nova struct {
 }
 
 // novaManifest is the Nova CR: databases named after the run, vhosts after the namespace, the API on
-// its own port in its own region, no metadata service and no console proxy (no test uses them), and
-// the m1.tiny flavor the tests' servers boot with (a Nova's API database starts with none).
+// its own port in its own region, no global metadata service (cell1's when CellMetadataPort asks for
+// it), no console proxy (no test uses it), and the m1.tiny flavor the tests' servers boot with (a
+// Nova's API database starts with none).
 func novaManifest(o NovaOptions, run string) string {
+	cellMetadata := ""
+	if o.CellMetadataPort != 0 {
+		cellMetadata = fmt.Sprintf(`
+      metadataServiceTemplate:
+        enabled: true
+        customServiceConfig: |
+          [DEFAULT]
+          metadata_listen_port = %d`, o.CellMetadataPort)
+	}
 	return fmt.Sprintf(`
 apiVersion: nova.openstack.org/v1beta1
 kind: Nova
@@ -148,11 +161,11 @@ spec:
     cell1:
       cellDatabase: {hostname: 127.0.0.1, database: %[7]s_cell1, adminSecret: %[8]s}
       cellMessageBus: {adminSecret: %[9]s, transportURLSecret: nova-cell1-transport}
-      noVNCProxyServiceTemplate: {enabled: false}
+      noVNCProxyServiceTemplate: {enabled: false}%[11]s
   flavors:
   - {name: m1.tiny, vcpus: 1, ram: 512, disk: 1}
 `, o.Namespace, local.ServiceSecretName, local.HostGateway, o.Region, local.RunnerNodeLabel, local.RunnerNodeValue,
-		run, local.DatabaseAdminSecretName, local.MessageBusAdminSecretName, o.APIPort)
+		run, local.DatabaseAdminSecretName, local.MessageBusAdminSecretName, o.APIPort, cellMetadata)
 }
 
 // StartNova starts the Nova's own bridge and worker and creates the Nova; it does not wait for it.

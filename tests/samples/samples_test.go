@@ -6,10 +6,6 @@ package samples
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -44,7 +40,6 @@ var (
 	gvrServer   = schema.GroupVersionResource{Group: "infrastructure.cluster.x-k8s.io", Version: "v1alpha1", Resource: "openstackservers"}
 	gvrCluster  = schema.GroupVersionResource{Group: "infrastructure.cluster.x-k8s.io", Version: "v1beta1", Resource: "openstackclusters"}
 	gvrAgent    = schema.GroupVersionResource{Group: "neutron.openstack.org", Version: "v1beta1", Resource: "ovnmetadataagents"}
-	gvrMetadata = schema.GroupVersionResource{Group: "nova.openstack.org", Version: "v1beta1", Resource: "novametadata"}
 )
 
 func TestMain(m *testing.M) {
@@ -72,7 +67,7 @@ func mainErr(m *testing.M) int {
 const IdleWindow = 2 * time.Minute
 
 // sampleNovaMetadata is the metadata service of the samples' Nova, which the sample computes' agents name.
-const sampleNovaMetadata = "nova-regiontwo-cell1-metadata"
+const sampleNovaMetadata = "nova-regiontwo-metadata"
 
 func TestSamplesConvergeAndStayIdle(t *testing.T) {
 	ctx := context.Background()
@@ -169,7 +164,7 @@ func TestSamplesConvergeAndStayIdle(t *testing.T) {
 		// compute's network, is answered with the server's metadata. The request from the instance's own
 		// namespace through the agent's haproxy is the one check this cloud cannot make: Nova's fake
 		// driver plugs no VIF, so no chassis claims the port and the agent serves no namespace for it.
-		md, err := env.Dyn.Resource(gvrMetadata).Namespace(local.SampleNamespace).Get(ctx, sampleNovaMetadata, metav1.GetOptions{})
+		md, err := env.Dyn.Resource(e2e.GVRNovaMetadata).Namespace(local.SampleNamespace).Get(ctx, sampleNovaMetadata, metav1.GetOptions{})
 		require.NoError(t, err)
 		endpoint := e2e.Str(md, "status", "endpoint")
 		require.NotEmpty(t, endpoint, "the NovaMetadata reports where it answers")
@@ -189,19 +184,9 @@ func TestSamplesConvergeAndStayIdle(t *testing.T) {
 		serverID := e2e.Str(srv, "status", "instanceID")
 		server, err := servers.Get(ctx, rc.Compute, serverID).Extract()
 		require.NoError(t, err)
-		mac := hmac.New(sha256.New, []byte(shared))
-		mac.Write([]byte(serverID))
-		h := env.Host(t, placed[local.SampleServerName])
-		out, err := exec.CommandContext(ctx, "ip", "netns", "exec", h.Namespace, "curl", "-sS", "--fail-with-body", "--max-time", "20",
-			"-H", "X-Instance-ID: "+serverID, "-H", "X-Tenant-ID: "+server.TenantID, "-H", "X-Instance-ID-Signature: "+hex.EncodeToString(mac.Sum(nil)),
-			"-H", "X-Forwarded-For: "+bound[0].FixedIPs[0].IPAddress, endpoint+"/openstack/latest/meta_data.json").CombinedOutput()
-		require.NoError(t, err, "the metadata request from %s: %s", h.Name, out)
-		var meta struct {
-			UUID string `json:"uuid"`
-			Name string `json:"name"`
-		}
-		require.NoError(t, json.Unmarshal(out, &meta), "%s", out)
-		require.Equal(t, serverID, meta.UUID, "Nova answered with the sample server's metadata: %s", out)
+		// The samples' metadata service is the Nova's global one and the server is in cell1.
+		env.InstanceMetadata(ctx, t, local.SampleNamespace, sampleNovaMetadata, env.Host(t, placed[local.SampleServerName]),
+			serverID, server.TenantID, bound[0].FixedIPs[0].IPAddress)
 	})
 
 	// The documented update of the sample data plane, on the computes of the Nova the samples deployed.

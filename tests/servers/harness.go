@@ -132,11 +132,12 @@ func (e *Env) connect(ctx context.Context, computeRegion string) (err error) {
 }
 
 // DeployNova has stackflow deploy the Nova the run's servers boot on, as on `make run`'s cloud: a Nova
-// with cells v2 in region in a namespace of its own (with the stack's Secrets a user starts from), its
-// compute API on apiPort, and the test host named compute joining its cell1 as an EDPM compute. It
-// waits until both are Ready; from then on the run's objects (their identityRef) and clients use that
-// region. The Setup must have brought up the test hosts (local.Hosts). CloseNova removes it all.
-func (e *Env) DeployNova(ctx context.Context, region string, apiPort int, compute string) error {
+// with cells v2 in o.Region in a namespace of its own (with the stack's Secrets a user starts from), its
+// compute API on o.APIPort, and the test host named compute joining its cell1 as an EDPM compute (the
+// namespace and computes of o are set here). It waits until both are Ready; from then on the run's
+// objects (their identityRef) and clients use that region. The Setup must have brought up the test
+// hosts (local.Hosts). CloseNova removes it all.
+func (e *Env) DeployNova(ctx context.Context, o e2e.NovaOptions, compute string) error {
 	var host *local.TestHost
 	for _, h := range e.Stack.TestHosts {
 		if h.Name == compute {
@@ -151,7 +152,8 @@ func (e *Env) DeployNova(ctx context.Context, region string, apiPort int, comput
 		local.DatabaseAdminSecretName, local.MessageBusAdminSecretName); err != nil {
 		return fmt.Errorf("the Nova's namespace: %w", err)
 	}
-	n, err := e.StartNova(ctx, e2e.NovaOptions{Namespace: ns, Region: region, APIPort: apiPort, Computes: []local.TestHost{*host}})
+	o.Namespace, o.Computes = ns, []local.TestHost{*host}
+	n, err := e.StartNova(ctx, o)
 	if err != nil {
 		return err
 	}
@@ -159,7 +161,7 @@ func (e *Env) DeployNova(ctx context.Context, region string, apiPort int, comput
 	if err := n.Wait(); err != nil {
 		return err
 	}
-	return e.connect(ctx, region)
+	return e.connect(ctx, o.Region)
 }
 
 // CloseNova deletes DeployNova's compute and Nova, checks their teardown and histories (0 when all

@@ -17,13 +17,14 @@ import (
 const temporalNamespace = "stackflow-e2e-servers"
 
 // The tests' servers boot on a Nova that stackflow deploys (region novaRegion, its compute API on
-// novaAPIPort), on the EDPM compute computeHost joins to its cell1, as on `make run`'s cloud; the stack's
-// own Nova serves no test of this package.
+// novaAPIPort, cell1's metadata service on novaMetadataPort), on the EDPM compute computeHost joins to
+// its cell1, as on `make run`'s cloud; the stack's own Nova serves no test of this package.
 var novaRegion = local.ServersRegions[0]
 
 const (
-	novaAPIPort = 19174
-	computeHost = "edpm-compute-0"
+	novaAPIPort      = 19174
+	novaMetadataPort = 19175
+	computeHost      = "edpm-compute-0"
 )
 
 var env *Env
@@ -48,7 +49,7 @@ func mainErr(m *testing.M) (code int) {
 			code = c
 		}
 	}()
-	if err := env.DeployNova(ctx, novaRegion, novaAPIPort, computeHost); err != nil {
+	if err := env.DeployNova(ctx, e2e.NovaOptions{Region: novaRegion, APIPort: novaAPIPort, CellMetadataPort: novaMetadataPort}, computeHost); err != nil {
 		fmt.Fprintln(os.Stderr, "the tests' Nova:", err)
 		return 1
 	}

@@ -81,6 +81,10 @@ func TestServerWithTwoPortsAndBastionWithFloatingIPThenBastionReplacement(t *tes
 	compute := e2e.ComputeHostName(env.Run, env.Host(t, computeHost))
 	require.Equal(t, []string{compute, compute}, []string{nova.Host, nova.HypervisorHostname}, "host and hypervisor of server %s", id)
 	require.Len(t, nova.Addresses[env.Stack.OpenStack.TenantNetwork], 2)
+	// Cell1's metadata service answers for it (local_metadata_per_cell: its cell's database, no API
+	// database), as an OVN metadata agent on the compute would ask.
+	env.InstanceMetadata(ctx, t, env.Nova.Namespace, env.Nova.Name+"-cell1-metadata", env.Host(t, computeHost), id, nova.TenantID,
+		addrs[0].(map[string]any)["address"].(string))
 	owned := requireOwned(t, srvRef, 1, 2, 0)
 	names := []string{owned.Ports[0].Name, owned.Ports[1].Name}
 	require.ElementsMatch(t, []string{srvName + "-0", srvName + "-1"}, names, "ports have deterministic names")

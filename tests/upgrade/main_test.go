@@ -74,7 +74,7 @@ func mainErr(m *testing.M) (code int) {
 			code = c
 		}
 	}()
-	if err := env.DeployNova(ctx, novaRegion, novaAPIPort, computeHost); err != nil {
+	if err := env.DeployNova(ctx, e2e.NovaOptions{Region: novaRegion, APIPort: novaAPIPort}, computeHost); err != nil {
 		fmt.Fprintln(os.Stderr, "the test's Nova:", err)
 		return 1
 	}

@@ -327,7 +327,11 @@ func (in Instance) Scripts() map[string]string {
 		}
 		out["db-sync.sh"] = header + sync
 	case Metadata:
-		out["run.sh"] = header + "exec nova-api-metadata --config-file " + MergedConfig + "\n"
+		// nova-api serving enabled_apis=metadata, not nova-api-metadata: the latter reads instances
+		// through the conductor of its message bus, and a global service's is the superconductor, which
+		// sees cell0 only (404 for every instance of a cell). nova-api reads them from the cell the
+		// instance mapping names, as the compute API does.
+		out["run.sh"] = header + "exec nova-api --config-file " + MergedConfig + "\n"
 	case NoVNCProxy:
 		out["run.sh"] = header + "exec nova-novncproxy --config-file " + MergedConfig + " --web " + StateDir + "\n"
 	case Cell:

@@ -143,3 +143,17 @@ func TestConfigHashNamesTheChangedInput(t *testing.T) {
 	_, in4 := ConfigHash(cd, sc, map[string]string{"nova-secret": "s2", "cell1-transport": "t"})
 	require.Equal(t, []string{"secret/cell1-transport", "secret/nova-secret"}, ChangedInputs(in1, in4))
 }
+
+// The metadata API runs as nova-api (enabled_apis = metadata): nova-api-metadata reads instances through
+// the conductor of its bus, and a global service's conductor sees cell0 only.
+func TestMetadataRunsWithoutConductorIndirection(t *testing.T) {
+	for _, cell := range []string{"", "cell1"} {
+		in := instance(Metadata)
+		in.CellName = cell
+		run := in.Scripts()["run.sh"]
+		require.Contains(t, run, "exec nova-api --config-file "+MergedConfig+"\n", "cell %q", cell)
+		require.NotContains(t, run, "nova-api-metadata", "cell %q", cell)
+		d, _ := in.Config()
+		require.Equal(t, "metadata", d["DEFAULT"]["enabled_apis"], "cell %q", cell)
+	}
+}
