@@ -37,9 +37,9 @@ import (
 var env *e2e.Env
 
 var (
-	gvrServer   = schema.GroupVersionResource{Group: "infrastructure.cluster.x-k8s.io", Version: "v1alpha1", Resource: "openstackservers"}
-	gvrCluster  = schema.GroupVersionResource{Group: "infrastructure.cluster.x-k8s.io", Version: "v1beta1", Resource: "openstackclusters"}
-	gvrAgent    = schema.GroupVersionResource{Group: "neutron.openstack.org", Version: "v1beta1", Resource: "ovnmetadataagents"}
+	gvrServer  = schema.GroupVersionResource{Group: "infrastructure.cluster.x-k8s.io", Version: "v1alpha1", Resource: "openstackservers"}
+	gvrCluster = schema.GroupVersionResource{Group: "infrastructure.cluster.x-k8s.io", Version: "v1beta1", Resource: "openstackclusters"}
+	gvrAgent   = schema.GroupVersionResource{Group: "neutron.openstack.org", Version: "v1beta1", Resource: "ovnmetadataagents"}
 )
 
 func TestMain(m *testing.M) {
