@@ -90,6 +90,39 @@ type updateReconciler struct {
 	// uid names the update's checkpoints on the hosts; ns is the update's namespace.
 	uid string
 	ns  string
+	// batchBounded is ChangeUpdateBatchBoundary, decided once per run; batches counts the batches this
+	// run started.
+	batchBounded bool
+	batches      int
+}
+
+// ChangeUpdateBatchBoundary is the GetVersion change after which an update continues as new before a
+// batch whose events would take the run past its history limit, and stops nodes inside a batch only
+// once the run is past object.Lifecycle.ContinueAsNewOverdue: stopping inside a batch holds each node
+// that finished a short step until the slowest finished its long one (11.6 s of one 15 s batch of the
+// 200-node benchmark). Runs recorded before it stopped every node after its current step once due.
+const ChangeUpdateBatchBoundary = "update-batch-boundary"
+
+// updateEventsPerNode bounds the history events one node's update adds to the run (44 measured by
+// EDPMUpdateScale, status writes included).
+const updateEventsPerNode = 50
+
+// batchDue says whether a batch of n nodes starts in a new run: its events would take this run past its
+// history limit, and this run has run a batch (a batch bigger than the limit runs in a run of its own).
+func (r *updateReconciler) batchDue(ctx workflow.Context, lc *object.Lifecycle, n int) bool {
+	if !r.batchBounded {
+		return false
+	}
+	return r.batches > 0 && workflow.GetInfo(ctx).GetCurrentHistoryLength()+n*updateEventsPerNode > lc.Limits().MaxHistory
+}
+
+// nodeDue says whether a node of a running batch stops after its current step so the run continues as
+// new.
+func (r *updateReconciler) nodeDue(ctx workflow.Context, lc *object.Lifecycle) bool {
+	if r.batchBounded {
+		return lc.ContinueAsNewOverdue(ctx)
+	}
+	return lc.ContinueAsNewDue(ctx)
 }
 
 func (r *updateReconciler) Detail() any { return r.rec }
@@ -139,6 +172,7 @@ func (r *updateReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycle,
 	}
 	defer func() { _ = lc.Save(r.rec) }()
 	r.firstFailureVersion(ctx)
+	r.batchBounded = workflow.GetVersion(ctx, ChangeUpdateBatchBoundary, workflow.DefaultVersion, 1) == 1
 	set := r.settings()
 	if len(r.rec.Nodes) == 0 {
 		if err := lc.Step(ctx, "resolve the nodes of data plane "+r.spec.DataPlane); err != nil {
@@ -163,6 +197,7 @@ func (r *updateReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycle,
 		r.writeStatus(ctx, lc, plan, "")
 		if len(plan.InFlight) > 0 {
 			// A batch the previous run left to continue as new goes on where its nodes stopped.
+			r.batches++
 			if err := r.runBatch(ctx, lc, plan.InFlight, set); err != nil {
 				return err
 			}
@@ -183,9 +218,13 @@ func (r *updateReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycle,
 			lc.SetPhase(ctx, "Updating")
 			continue
 		case len(plan.Start) > 0:
+			if r.batchDue(ctx, lc, len(plan.Start)) {
+				return object.ErrContinueAsNew
+			}
 			if err := lc.Step(ctx, "start batch "+strings.Join(plan.Start, ", ")); err != nil {
 				return err
 			}
+			r.batches++
 			r.rec.Batch++
 			r.rec.Canary = plan.Canary
 			for _, name := range plan.Start {
@@ -445,7 +484,7 @@ func (r *updateReconciler) runNode(ctx workflow.Context, lc *object.Lifecycle, n
 	for n.InFlight() {
 		step := n.Next
 		if steered {
-			if lc.ContinueAsNewDue(ctx) {
+			if r.nodeDue(ctx, lc) {
 				return object.ErrContinueAsNew
 			}
 			if err := lc.Step(ctx, r.stepText()); err != nil {

@@ -441,3 +441,39 @@ func TestUpdateContinuesAsNewMidBatchAndResumes(t *testing.T) {
 	require.NotContains(t, acts, "SetComputeService")
 	require.Contains(t, acts, "RemoveFinalizer")
 }
+
+// A run past its history limit inside a batch lets the batch finish (stopping a node there would hold
+// it until the slowest node of the batch finished its step) and continues as new before the next one;
+// a batch whose events would pass the limit starts in the next run. Only a run far past the limit, or
+// one the server asks to end, stops a batch inside (TestUpdateContinuesAsNewMidBatchAndResumes).
+func TestUpdateContinuesAsNewBetweenBatches(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		history int
+	}{
+		{"past the limit inside a batch", object.DefaultLimits.MaxHistory + 1},
+		{"the next batch would pass the limit", object.DefaultLimits.MaxHistory - updateEventsPerNode/2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := dp.OpenStackDataPlaneUpdateSpec{DataPlane: "edpm", NovaCompute: dp.NovaComputeUpdate{Version: "2"},
+				Strategy: dp.UpdateStrategy{Canary: int32p(0), MaxUnavailable: int32p(1)}}
+			cloud := newFakeComputes()
+			first := newUpdateRun(t, spec, cloud)
+			cloud.during = func(e string) {
+				if e == "update-apply ha" {
+					first.env.RegisterDelayedCallback(func() { first.env.SetCurrentHistoryLength(tc.history) }, 0)
+				}
+			}
+			first.env.ExecuteWorkflow("OpenStackDataPlaneUpdate", object.Input{ObjectRef: updateRef})
+			next, ok := objecttest.Carried(first.env.GetWorkflowError())
+			require.True(t, ok, "the first run continues as new: %v", first.env.GetWorkflowError())
+			var rec updateRecord
+			require.NoError(t, json.Unmarshal(next.Carry.Data, &rec))
+			require.Len(t, rec.Nodes, 2)
+			require.Equal(t, dp.UpdateNodeSucceeded, rec.Nodes[0].State, "a's batch finished in the first run")
+			require.Equal(t, dp.UpdateNodePending, rec.Nodes[1].State, "b's batch starts in the next run")
+			require.Empty(t, cloud.steps["hb"], "nothing ran on b")
+			require.Equal(t, []string{"update-checkpoint", "update-apply"}, cloud.steps["ha"])
+		})
+	}
+}

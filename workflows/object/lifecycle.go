@@ -404,6 +404,14 @@ func (lc *Lifecycle) ContinueAsNewDue(ctx workflow.Context) bool {
 	return info.GetContinueAsNewSuggested() || info.GetCurrentHistoryLength() > lc.limits.MaxHistory
 }
 
+// ContinueAsNewOverdue reports whether the run is far enough past its history limit (three times
+// Limits.MaxHistory, or Temporal suggests continuing as new) that work which ends at its own boundaries
+// (an update's batch) stops in the middle.
+func (lc *Lifecycle) ContinueAsNewOverdue(ctx workflow.Context) bool {
+	info := workflow.GetInfo(ctx)
+	return info.GetContinueAsNewSuggested() || info.GetCurrentHistoryLength() > 3*lc.limits.MaxHistory
+}
+
 // reconcileStep, when set, is a step every reconcile takes first. Only the upgrade test's second build
 // sets it (upgrade_probe.go, build tag upgradeprobe): a changed reconcile path, guarded as a release
 // guards one.
