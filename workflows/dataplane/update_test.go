@@ -385,22 +385,9 @@ func TestUpdateCancelFinishesTheNodeInFlightAndLeavesAllEnabled(t *testing.T) {
 // continues as new; the next run goes on from each node's next step (none runs twice) and finishes. The
 // settled update then does nothing: no activity, no timer, no status write, until it is deleted.
 func TestUpdateContinuesAsNewMidBatchAndResumes(t *testing.T) {
-	spec := dp.OpenStackDataPlaneUpdateSpec{DataPlane: "edpm", NovaCompute: dp.NovaComputeUpdate{Version: "2"},
-		Strategy: dp.UpdateStrategy{Canary: int32p(0), MaxUnavailable: int32p(1)}}
-	cloud := newFakeComputes()
-	first := newUpdateRun(t, spec, cloud)
-	cloud.during = func(e string) {
-		if e == "update-apply ha" {
-			first.env.RegisterDelayedCallback(func() { first.env.SetContinueAsNewSuggested(true) }, 0)
-		}
-	}
-	first.env.ExecuteWorkflow("OpenStackDataPlaneUpdate", object.Input{ObjectRef: updateRef})
-	next, ok := objecttest.Carried(first.env.GetWorkflowError())
-	require.True(t, ok, "the first run continues as new: %v", first.env.GetWorkflowError())
+	spec, cloud := oneNodeBatches(), newFakeComputes()
+	next, rec := firstRunOnApply(t, spec, cloud, func(env *testsuite.TestWorkflowEnvironment) { env.SetContinueAsNewSuggested(true) })
 	require.True(t, next.Carry.Resume, "cut short, the update resumes in the next run")
-	var rec updateRecord
-	require.NoError(t, json.Unmarshal(next.Carry.Data, &rec))
-	require.Len(t, rec.Nodes, 2)
 	require.Equal(t, UpdateStepVerify, rec.Nodes[0].Next, "a stopped after its apply step, in flight")
 	require.Equal(t, dp.UpdateNodePending, rec.Nodes[1].State, "b waits for the next batch")
 
@@ -455,25 +442,38 @@ func TestUpdateContinuesAsNewBetweenBatches(t *testing.T) {
 		{"the next batch would pass the limit", object.DefaultLimits.MaxHistory - updateEventsPerNode/2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			spec := dp.OpenStackDataPlaneUpdateSpec{DataPlane: "edpm", NovaCompute: dp.NovaComputeUpdate{Version: "2"},
-				Strategy: dp.UpdateStrategy{Canary: int32p(0), MaxUnavailable: int32p(1)}}
 			cloud := newFakeComputes()
-			first := newUpdateRun(t, spec, cloud)
-			cloud.during = func(e string) {
-				if e == "update-apply ha" {
-					first.env.RegisterDelayedCallback(func() { first.env.SetCurrentHistoryLength(tc.history) }, 0)
-				}
-			}
-			first.env.ExecuteWorkflow("OpenStackDataPlaneUpdate", object.Input{ObjectRef: updateRef})
-			next, ok := objecttest.Carried(first.env.GetWorkflowError())
-			require.True(t, ok, "the first run continues as new: %v", first.env.GetWorkflowError())
-			var rec updateRecord
-			require.NoError(t, json.Unmarshal(next.Carry.Data, &rec))
-			require.Len(t, rec.Nodes, 2)
+			_, rec := firstRunOnApply(t, oneNodeBatches(), cloud, func(env *testsuite.TestWorkflowEnvironment) { env.SetCurrentHistoryLength(tc.history) })
 			require.Equal(t, dp.UpdateNodeSucceeded, rec.Nodes[0].State, "a's batch finished in the first run")
 			require.Equal(t, dp.UpdateNodePending, rec.Nodes[1].State, "b's batch starts in the next run")
 			require.Empty(t, cloud.steps["hb"], "nothing ran on b")
 			require.Equal(t, []string{"update-checkpoint", "update-apply"}, cloud.steps["ha"])
 		})
 	}
+}
+
+// oneNodeBatches is an update of the two computes, one per batch, no canary.
+func oneNodeBatches() dp.OpenStackDataPlaneUpdateSpec {
+	return dp.OpenStackDataPlaneUpdateSpec{DataPlane: "edpm", NovaCompute: dp.NovaComputeUpdate{Version: "2"},
+		Strategy: dp.UpdateStrategy{Canary: int32p(0), MaxUnavailable: int32p(1)}}
+}
+
+// firstRunOnApply runs an update's first run, calling onApply on its test environment while node a
+// applies, and requires that the run continued as new; it returns the next run's input and the record
+// carried to it (both nodes).
+func firstRunOnApply(t *testing.T, spec dp.OpenStackDataPlaneUpdateSpec, cloud *fakeComputes, onApply func(*testsuite.TestWorkflowEnvironment)) (object.Input, updateRecord) {
+	t.Helper()
+	first := newUpdateRun(t, spec, cloud)
+	cloud.during = func(e string) {
+		if e == "update-apply ha" {
+			first.env.RegisterDelayedCallback(func() { onApply(first.env) }, 0)
+		}
+	}
+	first.env.ExecuteWorkflow("OpenStackDataPlaneUpdate", object.Input{ObjectRef: updateRef})
+	next, ok := objecttest.Carried(first.env.GetWorkflowError())
+	require.True(t, ok, "the first run continues as new: %v", first.env.GetWorkflowError())
+	var rec updateRecord
+	require.NoError(t, json.Unmarshal(next.Carry.Data, &rec))
+	require.Len(t, rec.Nodes, 2)
+	return next, rec
 }
