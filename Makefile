@@ -38,8 +38,9 @@ build:
 generate: tools
 	$(GO) generate ./api/... ./deploy/rbac/...
 
-## images: the bridge and worker images as OCI layouts in bin/images, built from Debian packages and this
-## tree without a container engine; prints their digests (deploy/images)
+## images: the bridge, worker and Nova images as OCI layouts in bin/images, built from Debian packages and
+## this tree without a container engine, each again only when its inputs changed; prints their digests
+## (deploy/images)
 images:
 	cd deploy/images && $(GO) run . -repo $(CURDIR) -out $(BIN)/images
 
