@@ -83,6 +83,7 @@ lint:
 ## unit: every test that needs no stack (the code's own, and the pure helpers of the e2e harness)
 unit:
 	$(GO) test -count=1 ./api/... ./workflows/... ./activities/... ./bridge/... ./worker/... ./deploy/... ./tests/e2e/ ./tests/makespan/
+	cd deploy/images && $(GO) test -count=1 ./...
 	# the upgrade test's build B (a GetVersion-guarded extra reconcile step) replays the whole corpus
 	$(GO) test -count=1 -tags upgradeprobe -run 'TestReplay' ./workflows/
 

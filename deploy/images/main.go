@@ -1,10 +1,12 @@
-// Command stackflow-images builds stackflow's container images — one per binary — into OCI image
-// layouts, without a container engine or a registry (`make images`):
+// Command stackflow-images builds stackflow's container images into OCI image layouts, without a
+// container engine or a registry (`make images`):
 //
 //	stackflow-bridge  the bridge, on a base of CA certificates and netbase;
 //	stackflow-worker  the worker (its playbooks are embedded in the binary), on a base of python3,
 //	                  ansible-core and openssh-client with their dependencies;
-//	stackflow-pause   the sandbox image of the local stack's real node (built by the stack itself).
+//	stackflow-pause   the sandbox image of the local stack's real node (built by the stack itself);
+//	stackflow-nova    Debian's Nova services and nova-manage, no binary of ours (the pods name the
+//	                  commands).
 //
 // Why this and not ko, buildah or apko: ko and buildah start FROM a base image pulled from a registry, and
 // apko assembles Alpine/Wolfi packages; the machines that build stackflow reach Debian's package archive
@@ -278,7 +280,8 @@ func inputsKey(s spec, bin string, debs []string, version string) (string, error
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
-// built returns the digest of the image in the layout dir when it was built from inputs key.
+// built returns the digest of the image in the layout dir when it was built from inputs key and its
+// manifest is still there.
 func built(dir, key string) (v1.Hash, bool) {
 	b, err := os.ReadFile(filepath.Join(dir, "index.json"))
 	if err != nil {
@@ -288,7 +291,11 @@ func built(dir, key string) (v1.Hash, bool) {
 	if json.Unmarshal(b, &idx) != nil || len(idx.Manifests) != 1 || idx.Manifests[0].Annotations[inputsAnnotation] != key {
 		return v1.Hash{}, false
 	}
-	return idx.Manifests[0].Digest, true
+	d := idx.Manifests[0].Digest
+	if _, err := os.Stat(filepath.Join(dir, "blobs", d.Algorithm, d.Hex)); err != nil {
+		return v1.Hash{}, false
+	}
+	return d, true
 }
 
 // download fetches the .deb files of the spec (with their dependencies when closure) into dir and returns
