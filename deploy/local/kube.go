@@ -120,7 +120,7 @@ func (s *Stack) upKubernetes(ctx context.Context) error {
 		return err
 	}
 	cold = cold || started
-	if err := s.ensureKwokNodes(ctx, cs); err != nil {
+	if err := s.ensureKwokNodes(ctx, cs, bins[procKwok]); err != nil {
 		return err
 	}
 	started, err = s.startPodRunner(ctx)

@@ -76,8 +76,10 @@ func kwokNodeObject(n KwokNode) *corev1.Node {
 }
 
 // ensureKwokNodes creates the missing nodes (an existing node is left as it is, so label changes made by
-// others survive) and waits until every one is Ready.
-func (s *Stack) ensureKwokNodes(ctx context.Context, cs kubernetes.Interface) error {
+// others survive) and waits until every one is Ready. kwok has been seen, once in many cold starts, to
+// stop after "Watch nodes" without ever starting its controllers; a kwok that has made no node Ready
+// after kwokStall is restarted once (what a person did by hand with `up`) before giving up.
+func (s *Stack) ensureKwokNodes(ctx context.Context, cs kubernetes.Interface, bin string) error {
 	created := 0
 	for _, n := range kwokNodes {
 		_, err := cs.CoreV1().Nodes().Create(ctx, kwokNodeObject(n), metav1.CreateOptions{FieldManager: FieldManager})
@@ -92,7 +94,26 @@ func (s *Stack) ensureKwokNodes(ctx context.Context, cs kubernetes.Interface) er
 	if created > 0 {
 		s.Logf("kubernetes: created %d kwok nodes", created)
 	}
-	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	err := s.waitKwokNodes(ctx, cs, kwokStall)
+	if err == nil || ctx.Err() != nil {
+		return err
+	}
+	s.Logf("kubernetes: kwok made the nodes Ready within %s no more (%v); restarting it once", kwokStall, err)
+	if err := s.Stop(procKwok, 5*time.Second); err != nil {
+		return err
+	}
+	if _, err := s.startKwok(ctx, bin); err != nil {
+		return err
+	}
+	return s.waitKwokNodes(ctx, cs, 2*time.Minute)
+}
+
+// kwokStall is how long a started kwok may take to make its nodes Ready before it counts as stuck; it
+// takes under a second when it works.
+const kwokStall = 45 * time.Second
+
+func (s *Stack) waitKwokNodes(ctx context.Context, cs kubernetes.Interface, timeout time.Duration) error {
+	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	return s.WaitFor(wctx, "kwok nodes Ready", procKwok, 300*time.Millisecond, func(ctx context.Context) error {
 		var notReady []string
