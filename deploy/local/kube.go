@@ -34,7 +34,6 @@ const (
 	procController = "kube-controller-manager"
 	procScheduler  = "kube-scheduler"
 	procKwok       = "kwok"
-	procPodRunner  = "pod-runner"
 )
 
 // kwokStages are the Stage objects kwok plays: nodes become Ready and keep heartbeating, pods become
@@ -123,11 +122,6 @@ func (s *Stack) upKubernetes(ctx context.Context) error {
 	if err := s.ensureKwokNodes(ctx, cs, bins[procKwok]); err != nil {
 		return err
 	}
-	started, err = s.startPodRunner(ctx)
-	if err != nil {
-		return err
-	}
-	cold = cold || started
 	started, err = s.upRealNode(ctx, bins[procKubelet], creds.nodeToken)
 	if err != nil {
 		return err
@@ -335,12 +329,6 @@ func (s *Stack) startKwok(ctx context.Context, bin string) (bool, error) {
 			return false, fmt.Errorf("kwok stage files missing (run deploy/local/tools/build.sh kwok): %w", err)
 		}
 	}
-	// kwok plays no pod of the runner node: the pod runner owns those pods' status.
-	stages, err := s.writeKwokStages(paths[1:])
-	if err != nil {
-		return false, err
-	}
-	paths = append(paths[:1], stages...)
 	if err := s.ApplyManifests(ctx, paths...); err != nil {
 		return false, fmt.Errorf("apply kwok stages: %w", err)
 	}

@@ -18,13 +18,8 @@ const (
 	ComputeNodeLabel      = "openstack-compute-node"
 	// kwokNodeAnnotation marks the nodes kwok plays (value "fake").
 	kwokNodeAnnotation = "kwok.x-k8s.io/node"
-	// RunnerNodeLabel (value RunnerNodeValue) marks the node whose pods the stack's pod runner executes
-	// as processes of this machine: kwok keeps that node Ready but plays none of its pods. Pods get there
-	// only by selecting it: no chart or other pod of the stack does.
-	RunnerNodeLabel = "stackflow.io/pod-runner"
-	RunnerNodeValue = "host"
-	// RunnerNode is the name of that node.
-	RunnerNode = "runner-0"
+	// retiredRunnerNode was the fake node of the retired pod runner.
+	retiredRunnerNode = "runner-0"
 )
 
 // KwokNode is one fake node of the local cluster.
@@ -33,15 +28,14 @@ type KwokNode struct {
 	Labels map[string]string
 }
 
-// kwokNodes are the stack's nodes: three control-plane nodes, two computes, and the node whose pods run
-// for real.
+// kwokNodes are the stack's fake nodes: three control-plane nodes and two computes (the real node,
+// RealNode, is a kubelet of its own).
 var kwokNodes = []KwokNode{
 	{"control-0", map[string]string{ControlPlaneNodeLabel: "enabled"}},
 	{"control-1", map[string]string{ControlPlaneNodeLabel: "enabled"}},
 	{"control-2", map[string]string{ControlPlaneNodeLabel: "enabled"}},
 	{"compute-0", map[string]string{ComputeNodeLabel: "enabled"}},
 	{"compute-1", map[string]string{ComputeNodeLabel: "enabled"}},
-	{RunnerNode, map[string]string{RunnerNodeLabel: RunnerNodeValue}},
 }
 
 // KwokNodes returns the fake nodes the stack creates, with their role labels.
@@ -93,6 +87,14 @@ func (s *Stack) ensureKwokNodes(ctx context.Context, cs kubernetes.Interface, bi
 	}
 	if created > 0 {
 		s.Logf("kubernetes: created %d kwok nodes", created)
+	}
+	// A state directory from before the real node ran the Nova pods holds the retired pod runner's fake
+	// node; nothing runs the pods placed there any more.
+	if n, err := cs.CoreV1().Nodes().Get(ctx, retiredRunnerNode, metav1.GetOptions{}); err == nil && n.Annotations[kwokNodeAnnotation] == "fake" {
+		if err := cs.CoreV1().Nodes().Delete(ctx, retiredRunnerNode, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("delete the retired node %s: %w", retiredRunnerNode, err)
+		}
+		s.Logf("kubernetes: deleted the retired fake node %s (its pods now run on %s)", retiredRunnerNode, RealNode)
 	}
 	err := s.waitKwokNodes(ctx, cs, kwokStall)
 	if err == nil || ctx.Err() != nil {

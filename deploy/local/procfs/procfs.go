@@ -1,7 +1,6 @@
 // Package procfs reads what the local stack needs of /proc to manage the processes it starts: a
 // process's start time (which tells a reused PID apart), whether the process recorded by PID and start
 // time still lives, and the members of a session (daemons that left their process group stay in it).
-// The stack's process manager and its pod runner share it.
 package procfs
 
 import (
