@@ -44,8 +44,8 @@ generate: tools
 images:
 	cd deploy/images && $(GO) run . -repo $(CURDIR) -out $(BIN)/images
 
-## up: bring the local real stack up (idempotent)
-up: packages tools build
+## up: bring the local real stack up (idempotent); the images go onto its real node
+up: packages tools build images
 	$(LOCAL) up
 
 ## run: stack up, worker and bridge running, samples applied; stays in the foreground until Ctrl-C
@@ -91,8 +91,7 @@ unit:
 HISTORY_REPORT := $(BIN)/history-sizes.txt
 ## e2e: the end-to-end packages against the real local stack (make run's samples removed first), their
 ## history sizes, then `down` proven clean (tests/teardown)
-e2e: images
-	$(LOCAL) up
+e2e: up
 	@# make run's samples use the same hosts and cloud: removed first, as a user would (their teardown runs)
 	@bash deploy/local/scripts/delete-samples.sh
 	@rm -f $(HISTORY_REPORT)
@@ -107,8 +106,7 @@ e2e: images
 ## HISTORY_PACKAGES=nova records one package's anew and keeps the others'.
 HISTORIES := $(CURDIR)/workflows/testdata/histories
 HISTORY_PACKAGES ?= samples servers edpm rollout bridge nova
-histories: packages tools build
-	$(LOCAL) up
+histories: up
 	rm -rf $(addprefix $(HISTORIES)/,$(HISTORY_PACKAGES))
 	for p in $(HISTORY_PACKAGES); do \
 		STACKFLOW_RECORD_HISTORIES=$(HISTORIES) $(GO) test -count=1 -p 1 -timeout $(E2E_TIMEOUT) ./tests/$$p/ || exit 1; \
@@ -116,8 +114,7 @@ histories: packages tools build
 	@echo "$$(find $(HISTORIES) -name '*.json' | wc -l) histories, $$(du -sh $(HISTORIES) | cut -f1)"
 
 ## bench: benchmarks against the real local stack; prints figures and ratios
-bench: packages tools build
-	$(LOCAL) up
+bench: up
 	$(GO) test -count=1 -p 1 -run '^$$' -bench . -benchtime 1x -timeout 90m ./tests/...
 
 ## clean: remove ./bin (the stack's state in .stackflow stays: make down stops it)

@@ -13,8 +13,8 @@ package local
 //
 // Every API runs under uwsgi and listens on 127.0.0.1 and on the EDPM hosts' gateway HostGateway; the
 // catalog's public and admin endpoints are on 127.0.0.1, its internal endpoints on the gateway, so a
-// service on a test host needs nothing but the catalog. RabbitMQ listens on both as well; MariaDB on
-// loopback only.
+// service on a test host needs nothing but the catalog. RabbitMQ and MariaDB listen on both as well (the
+// Nova control plane's pods on the real node reach them on the gateway).
 //
 // What Debian's nova-compute (fake driver) on an EDPM test host needs from this cloud, all of which the
 // data-plane workflows generate:
@@ -204,8 +204,8 @@ func (s *Stack) upOpenStack(ctx context.Context) error {
 	s.QueueSecret(SystemNamespace, DatabaseAdminSecretName, map[string][]byte{
 		"username": []byte(DatabaseAdminUser), "password": []byte(o.Pw["db-admin"]),
 		"host": []byte("127.0.0.1"), "port": []byte(fmt.Sprint(MariaDBPort))})
-	// Services connect to the broker on the hosts' gateway: the pod runner's processes and the EDPM
-	// test hosts both reach it there.
+	// Services connect to the broker on the hosts' gateway: the real node's pods and the EDPM test
+	// hosts both reach it there.
 	s.QueueSecret(SystemNamespace, MessageBusAdminSecretName, map[string][]byte{
 		"management_url": []byte(fmt.Sprintf("http://127.0.0.1:%d", RabbitMQManagementPort)),
 		"username":       []byte("openstack"), "password": []byte(o.Pw["rabbit"]),

@@ -39,7 +39,8 @@ func (o *osEnv) upMariaDB(ctx context.Context) error {
 		"--datadir=" + datadir,
 		"--socket=" + o.mariadbSocket(),
 		"--pid-file=" + filepath.Join(o.Data, "mariadb.pid"),
-		"--bind-address=127.0.0.1", fmt.Sprintf("--port=%d", MariaDBPort),
+		// The gateway too: pods on the real node reach the stack's services there.
+		"--bind-address=127.0.0.1," + HostGateway, fmt.Sprintf("--port=%d", MariaDBPort),
 		"--user=root", "--skip-name-resolve", "--skip-log-bin",
 		"--max-connections=1000",
 		"--innodb-buffer-pool-size=256M",

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -125,7 +124,10 @@ type Nova struct {
 	err    error
 }
 
-// novaManifest is the Nova CR: databases named after the run, vhosts after the namespace, the API on
+// NovaImage is the image of the Nova's services: make images builds it, the stack imports it.
+const NovaImage = "stackflow-nova"
+
+// novaManifest is the Nova CR: on the real node, databases named after the run, vhosts after the namespace, the API on
 // its own port in its own region, no global metadata service (cell1's when CellMetadataPort asks for
 // it), no console proxy (no test uses it), and the m1.tiny flavor the tests' servers boot with (a
 // Nova's API database starts with none).
@@ -147,8 +149,10 @@ spec:
   secret: %[2]s
   keystoneAuthURL: http://%[3]s:5000/v3
   region: %[4]s
-  nodeSelector: {%[5]s: %[6]s}
-  apiDatabase: {hostname: 127.0.0.1, database: %[7]s_api, adminSecret: %[8]s}
+  nodeSelector: {%[5]s: "true"}
+  tolerations: [{key: %[5]s, operator: Exists, effect: NoSchedule}]
+  containerImage: %[6]s
+  apiDatabase: {hostname: %[3]s, database: %[7]s_api, adminSecret: %[8]s}
   apiMessageBus: {adminSecret: %[9]s, transportURLSecret: nova-api-transport}
   apiServiceTemplate:
     customServiceConfig: |
@@ -157,14 +161,14 @@ spec:
   metadataServiceTemplate: {enabled: false}
   cellTemplates:
     cell0:
-      cellDatabase: {hostname: 127.0.0.1, database: %[7]s_cell0, adminSecret: %[8]s}
+      cellDatabase: {hostname: %[3]s, database: %[7]s_cell0, adminSecret: %[8]s}
     cell1:
-      cellDatabase: {hostname: 127.0.0.1, database: %[7]s_cell1, adminSecret: %[8]s}
+      cellDatabase: {hostname: %[3]s, database: %[7]s_cell1, adminSecret: %[8]s}
       cellMessageBus: {adminSecret: %[9]s, transportURLSecret: nova-cell1-transport}
       noVNCProxyServiceTemplate: {enabled: false}%[11]s
   flavors:
   - {name: m1.tiny, vcpus: 1, ram: 512, disk: 1}
-`, o.Namespace, local.ServiceSecretName, local.HostGateway, o.Region, local.RunnerNodeLabel, local.RunnerNodeValue,
+`, o.Namespace, local.ServiceSecretName, local.HostGateway, o.Region, local.RealNodeLabel, local.ImageRef(NovaImage),
 		run, local.DatabaseAdminSecretName, local.MessageBusAdminSecretName, o.APIPort, cellMetadata)
 }
 
@@ -294,21 +298,21 @@ func (n *Nova) prepare() error {
 }
 
 // SuperconductorConfig is the path, seen from this machine, of the nova.conf cell0's conductor loaded
-// (the pod runner reports host://PID as the container ID; /proc/PID/root is what the process sees): with
-// it, nova-manage sees this Nova's API database and cells, as an operator's would.
+// (its container's root through /proc/PID/root): with it, nova-manage sees this Nova's API database and
+// cells, as an operator's would.
 func (n *Nova) SuperconductorConfig(t TB) string {
 	t.Helper()
-	pods, err := n.env.Kube.CoreV1().Pods(n.Namespace).List(context.Background(),
+	ctx := context.Background()
+	pods, err := n.env.Kube.CoreV1().Pods(n.Namespace).List(ctx,
 		metav1.ListOptions{LabelSelector: "app.kubernetes.io/instance=" + n.Cell("cell0") + "-conductor"})
 	if err != nil {
 		t.Fatalf("pods of %s: %v", n.Cell("cell0")+"-conductor", err)
 	}
 	for _, p := range pods.Items {
-		if p.DeletionTimestamp != nil || p.Labels["stackflow.io/job"] != "" || len(p.Status.ContainerStatuses) == 0 ||
-			p.Status.ContainerStatuses[0].State.Running == nil {
+		if p.Labels["stackflow.io/job"] != "" {
 			continue
 		}
-		if pid, err := strconv.Atoi(strings.TrimPrefix(p.Status.ContainerStatuses[0].ContainerID, "host://")); err == nil {
+		if pid := RunningContainerPID(ctx, n.env.Stack, p); pid != 0 {
 			return fmt.Sprintf("/proc/%d/root/var/lib/openstack/config/nova.conf", pid)
 		}
 	}

@@ -4,10 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +12,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 	rabbithole "github.com/michaelklishin/rabbit-hole/v2"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -84,33 +82,29 @@ func patch(t *testing.T, gvr schema.GroupVersionResource, name, mergePatch strin
 	require.NoError(t, err, "patch %s %s", gvr.Resource, name)
 }
 
-// service is the main process of a service instance's running pod, as the pod runner runs it: the
-// runner reports host://PID as the container ID, and /proc/PID/root shows the files the process sees in
-// its own mount namespace.
+// service is the main process of a service instance's running pod: a container on the real node, whose
+// root /proc/PID/root shows as its process sees it.
 type service struct {
 	pod  string
 	uid  string
 	node string
+	ip   string
 	pid  int
 }
 
 // runningService finds the running pod of a Deployment (by its instance label) and its main process.
 func runningService(t *testing.T, instance string) (service, bool) {
 	t.Helper()
-	pods, err := env.Kube.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/instance=" + instance})
+	ctx := context.Background()
+	pods, err := env.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/instance=" + instance})
 	require.NoError(t, err)
 	for _, p := range pods.Items {
-		if p.DeletionTimestamp != nil || len(p.Status.ContainerStatuses) == 0 || p.Status.ContainerStatuses[0].State.Running == nil {
-			continue
-		}
 		if p.Labels["stackflow.io/job"] != "" {
 			continue
 		}
-		pid, err := strconv.Atoi(strings.TrimPrefix(p.Status.ContainerStatuses[0].ContainerID, "host://"))
-		if err != nil {
-			continue
+		if pid := e2e.RunningContainerPID(ctx, env.Stack, p); pid != 0 {
+			return service{pod: p.Name, uid: string(p.UID), node: p.Spec.NodeName, ip: p.Status.PodIP, pid: pid}, true
 		}
-		return service{pod: p.Name, uid: string(p.UID), node: p.Spec.NodeName, pid: pid}, true
 	}
 	return service{}, false
 }
@@ -133,9 +127,9 @@ func (s service) mappedCells() string {
 	return fmt.Sprintf("/proc/%d/root/var/lib/openstack/config/mapped-cells", s.pid)
 }
 
-// log is the service's container log.
+// log is the service's container log, as kubectl logs shows it.
 func (s service) log(t *testing.T, container string) string {
-	b, err := os.ReadFile(filepath.Join(env.Stack.StateDir, "logs", "pods", ns+"_"+s.pod+"_"+container+".log"))
+	b, err := env.Kube.CoreV1().Pods(ns).GetLogs(s.pod, &corev1.PodLogOptions{Container: container}).DoRaw(context.Background())
 	require.NoError(t, err)
 	return string(b)
 }

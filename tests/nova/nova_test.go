@@ -27,8 +27,8 @@ import (
 // NovaRegion is the Keystone region this test's Nova serves: the stack's own Nova has RegionOne.
 const NovaRegion = "NovaE2E"
 
-// apiPort is where this Nova's compute API listens: the stack's own nova-api holds 8774 on this machine,
-// whose network the pod runner's pods share.
+// apiPort is where this Nova's compute API listens (its pod's own address; a port apart from the stack's
+// own nova-api's 8774 for clarity).
 const apiPort = 18774
 
 // computeConfig is the computes' customServiceConfig: the test hosts have no hypervisor and no network
@@ -49,7 +49,7 @@ discover_hosts_in_cells_interval = 5
 
 // novaManifest is the Nova CR: cell0, cell1 and cell2 (each of the two with a message bus of its own),
 // every database and vhost created by the Nova with the stack's administrators, the global metadata
-// service and cell1's console proxy, services on the pod runner's node.
+// service and cell1's console proxy, services on the real node from the Nova image.
 func novaManifest() string {
 	return fmt.Sprintf(`
 apiVersion: nova.openstack.org/v1beta1
@@ -59,8 +59,10 @@ spec:
   secret: %[1]s
   keystoneAuthURL: http://%[2]s:5000/v3
   region: %[3]s
-  nodeSelector: {%[4]s: %[5]s}
-  apiDatabase: {hostname: 127.0.0.1, database: %[6]s_api, adminSecret: %[7]s}
+  nodeSelector: {%[4]s: "true"}
+  tolerations: [{key: %[4]s, operator: Exists, effect: NoSchedule}]
+  containerImage: %[5]s
+  apiDatabase: {hostname: %[2]s, database: %[6]s_api, adminSecret: %[7]s}
   apiMessageBus: {adminSecret: %[8]s, transportURLSecret: nova-api-transport}
   apiServiceTemplate:
     customServiceConfig: |
@@ -68,23 +70,22 @@ spec:
       osapi_compute_listen_port = %[9]d
   cellTemplates:
     cell0:
-      cellDatabase: {hostname: 127.0.0.1, database: %[6]s_cell0, adminSecret: %[7]s}
+      cellDatabase: {hostname: %[2]s, database: %[6]s_cell0, adminSecret: %[7]s}
     cell1:
-      cellDatabase: {hostname: 127.0.0.1, database: %[6]s_cell1, adminSecret: %[7]s}
+      cellDatabase: {hostname: %[2]s, database: %[6]s_cell1, adminSecret: %[7]s}
       cellMessageBus: {adminSecret: %[8]s, transportURLSecret: nova-cell1-transport}
     cell2:
-      cellDatabase: {hostname: 127.0.0.1, database: %[6]s_cell2, adminSecret: %[7]s}
+      cellDatabase: {hostname: %[2]s, database: %[6]s_cell2, adminSecret: %[7]s}
       cellMessageBus: {adminSecret: %[8]s, transportURLSecret: nova-cell2-transport}
       noVNCProxyServiceTemplate: {enabled: false}
   flavors:
   - {name: m1.tiny, vcpus: 1, ram: 512, disk: 1}
-`, local.ServiceSecretName, local.HostGateway, NovaRegion, local.RunnerNodeLabel, local.RunnerNodeValue,
+`, local.ServiceSecretName, local.HostGateway, NovaRegion, local.RealNodeLabel, local.ImageRef(e2e.NovaImage),
 		env.Run, local.DatabaseAdminSecretName, local.MessageBusAdminSecretName, apiPort)
 }
 
 // TestNovaControlPlane is the Nova control plane's life on the real stack, in one flow: a Nova with
-// cell0, cell1 and cell2 deploys its services as pods the stack's pod runner runs as real Nova
-// processes; bad input is said in conditions; a NovaConductor runs alone from hand-made Secrets; a
+// cell0, cell1 and cell2 deploys its services as containers of the Nova image on the real node; bad input is said in conditions; a NovaConductor runs alone from hand-made Secrets; a
 // customServiceConfig change rolls the scheduler alone; the EDPM computes join cell1 and cell2 through
 // host discovery and a server boots on cell2's through the deployed compute API; removing cell2 waits
 // for its compute, then unmaps it and removes its database, user and vhost; deleting the Nova removes
@@ -163,10 +164,10 @@ spec: {role: compute, hostName: %s, ansibleHost: %s, deploy: true}
 	t.Logf("FIGURE: Nova with cell0, cell1 and cell2 Ready %s after it was created", time.Since(novaStart).Round(time.Second))
 	forbidSecrets(t)
 
-	// Every service a process the pod runner runs, from the pod spec on runner-0.
+	// Every service a container on the real node, which loaded its merged configuration.
 	for _, inst := range []string{"nova-api", "nova-scheduler", "nova-metadata", "nova-cell0-conductor", "nova-cell1-conductor", "nova-cell1-novncproxy", "nova-cell2-conductor"} {
 		s := mustService(t, inst)
-		require.Equal(t, local.RunnerNode, s.node, "%s runs on the pod runner's node", inst)
+		require.Equal(t, local.RealNode, s.node, "%s runs on the real node", inst)
 		require.Contains(t, e2e.ReadFile(t, s.mergedConfig()), "[DEFAULT]", "%s loaded its merged configuration", inst)
 	}
 
@@ -192,8 +193,9 @@ spec: {role: compute, hostName: %s, ansibleHost: %s, deploy: true}
 	require.Contains(t, e2e.ReadFile(t, mustService(t, "nova-cell2-conductor").mergedConfig()), "/"+ns+"-nova-cell2\n",
 		"cell2's conductor on cell2's own vhost")
 
-	// The compute API answers through the deployed API, registered in Keystone in the Nova's region.
-	endpoint := fmt.Sprintf("http://%s:%d/v2.1", local.HostGateway, apiPort)
+	// The compute API answers through the deployed API, registered in Keystone in the Nova's region at
+	// its pod's address.
+	endpoint := fmt.Sprintf("http://%s:%d/v2.1", mustService(t, "nova-api").ip, apiPort)
 	require.Equal(t, endpoint, e2e.Str(get(t, gvrAPI, "nova-api"), "status", "endpoint"))
 	require.Equal(t, "True", string(e2e.Condition(get(t, gvrAPI, "nova-api"), "KeystoneEndpointReady").Status))
 	cc := env.ComputeClient(t, NovaRegion)
@@ -447,15 +449,17 @@ func byHandConductor(name string) string {
 	return fmt.Sprintf(`
 apiVersion: nova.openstack.org/v1beta1
 kind: NovaConductor
-metadata: {name: %s}
+metadata: {name: %[1]s}
 spec:
   cellName: cell1
   secret: byhand
-  keystoneAuthURL: http://%s:5000/v3
-  cellDatabaseHostname: 127.0.0.1
-  cellDatabaseUser: %s_cell1
-  cellDatabaseName: %s_cell1
+  keystoneAuthURL: http://%[2]s:5000/v3
+  cellDatabaseHostname: %[2]s
+  cellDatabaseUser: %[3]s_cell1
+  cellDatabaseName: %[3]s_cell1
   transportURLSecret: byhand-transport
-  nodeSelector: {%s: %s}
-`, name, local.HostGateway, env.Run, env.Run, local.RunnerNodeLabel, local.RunnerNodeValue)
+  nodeSelector: {%[4]s: "true"}
+  tolerations: [{key: %[4]s, operator: Exists, effect: NoSchedule}]
+  containerImage: %[5]s
+`, name, local.HostGateway, env.Run, local.RealNodeLabel, local.ImageRef(e2e.NovaImage))
 }
