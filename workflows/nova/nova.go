@@ -105,9 +105,16 @@ func NovaPlanFor(ref lifecycle.ObjectRef, s novav1beta1.NovaSpec) (*NovaPlan, er
 	addBus("api", s.APIMessageBus)
 	auth := s.NovaServiceAuth
 	auth.Secret = secret
-	withSelector := func(base novav1beta1.NovaServiceBase) novav1beta1.NovaServiceBase {
+	// A template's own placement and image win; the Nova's fill what it leaves unset.
+	withDefaults := func(base novav1beta1.NovaServiceBase) novav1beta1.NovaServiceBase {
 		if len(base.NodeSelector) == 0 {
 			base.NodeSelector = s.NodeSelector
+		}
+		if len(base.Tolerations) == 0 {
+			base.Tolerations = s.Tolerations
+		}
+		if base.ContainerImage == "" {
+			base.ContainerImage = s.ContainerImage
 		}
 		return base
 	}
@@ -137,9 +144,9 @@ func NovaPlanFor(ref lifecycle.ObjectRef, s novav1beta1.NovaSpec) (*NovaPlan, er
 			// Every cell gets the API database's address for its mapping Job; hasAPIAccess alone gives
 			// its services upcalls.
 			APIDatabaseHostname: s.APIDatabase.Hostname, APIDatabaseUser: apiUser, HasAPIAccess: t.HasAPIAccess,
-			TransportURLSecret: transport, ConductorServiceTemplate: withSelector(t.ConductorServiceTemplate),
-			MetadataServiceTemplate:   novav1beta1.NovaMetadataTemplate{Enabled: t.MetadataServiceTemplate.Enabled, NovaServiceBase: withSelector(t.MetadataServiceTemplate.NovaServiceBase)},
-			NoVNCProxyServiceTemplate: novav1beta1.NovaNoVNCProxyTemplate{Enabled: t.NoVNCProxyServiceTemplate.Enabled, NovaServiceBase: withSelector(t.NoVNCProxyServiceTemplate.NovaServiceBase)},
+			TransportURLSecret: transport, ConductorServiceTemplate: withDefaults(t.ConductorServiceTemplate),
+			MetadataServiceTemplate:   novav1beta1.NovaMetadataTemplate{Enabled: t.MetadataServiceTemplate.Enabled, NovaServiceBase: withDefaults(t.MetadataServiceTemplate.NovaServiceBase)},
+			NoVNCProxyServiceTemplate: novav1beta1.NovaNoVNCProxyTemplate{Enabled: t.NoVNCProxyServiceTemplate.Enabled, NovaServiceBase: withDefaults(t.NoVNCProxyServiceTemplate.NovaServiceBase)},
 		}
 	}
 	// Two managed databases of one server cannot share a user: each has its own password.
@@ -166,12 +173,12 @@ func NovaPlanFor(ref lifecycle.ObjectRef, s novav1beta1.NovaSpec) (*NovaPlan, er
 		CellDatabase: CellDatabaseKey(novav1beta1.Cell0Name), MetadataSecret: KeyMetadata}
 	names := novav1beta1.DatabaseNames{APIDatabaseName: apiDBName, CellDatabaseName: cell0.CellDatabaseName}
 	cell0DB := novav1beta1.Cell0Database{Cell0DatabaseHostname: cell0.CellDatabaseHostname, Cell0DatabaseUser: cell0.CellDatabaseUser}
-	p.Services[KindNovaAPI+"/"+name+"-api"] = novav1beta1.NovaAPISpec{NovaServiceBase: withSelector(s.APIServiceTemplate), NovaServiceAuth: apiAuth, DatabaseNames: names,
+	p.Services[KindNovaAPI+"/"+name+"-api"] = novav1beta1.NovaAPISpec{NovaServiceBase: withDefaults(s.APIServiceTemplate), NovaServiceAuth: apiAuth, DatabaseNames: names,
 		APIDatabaseHostname: s.APIDatabase.Hostname, APIDatabaseUser: apiUser, Cell0Database: cell0DB, TransportURLSecret: s.APIMessageBus.TransportURLSecret}
-	p.Services[KindNovaScheduler+"/"+name+"-scheduler"] = novav1beta1.NovaSchedulerSpec{NovaServiceBase: withSelector(s.SchedulerServiceTemplate), NovaServiceAuth: apiAuth, DatabaseNames: names,
+	p.Services[KindNovaScheduler+"/"+name+"-scheduler"] = novav1beta1.NovaSchedulerSpec{NovaServiceBase: withDefaults(s.SchedulerServiceTemplate), NovaServiceAuth: apiAuth, DatabaseNames: names,
 		APIDatabaseHostname: s.APIDatabase.Hostname, APIDatabaseUser: apiUser, Cell0Database: cell0DB, TransportURLSecret: s.APIMessageBus.TransportURLSecret}
 	if m := s.MetadataServiceTemplate; m.Enabled == nil || *m.Enabled {
-		p.Services[KindNovaMetadata+"/"+name+"-metadata"] = novav1beta1.NovaMetadataSpec{NovaServiceBase: withSelector(m.NovaServiceBase), NovaServiceAuth: apiAuth, DatabaseNames: names,
+		p.Services[KindNovaMetadata+"/"+name+"-metadata"] = novav1beta1.NovaMetadataSpec{NovaServiceBase: withDefaults(m.NovaServiceBase), NovaServiceAuth: apiAuth, DatabaseNames: names,
 			APIDatabaseHostname: s.APIDatabase.Hostname, APIDatabaseUser: apiUser, CellDatabaseHostname: cell0.CellDatabaseHostname, CellDatabaseUser: cell0.CellDatabaseUser,
 			TransportURLSecret: s.APIMessageBus.TransportURLSecret}
 	}

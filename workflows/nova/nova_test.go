@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/stackflow/stackflow/activities/kube"
 	"github.com/stackflow/stackflow/api/lifecycle"
@@ -69,6 +70,50 @@ func TestNovaPlan(t *testing.T) {
 	bad.CellTemplates = map[string]novav1beta1.NovaCellTemplate{"cell0": {CellDatabase: novav1beta1.DatabaseAccess{Hostname: "127.0.0.1", Database: "x", User: "r1_api", AdminSecret: "mariadb-admin"}}}
 	_, err = NovaPlanFor(ref, bad)
 	require.ErrorContains(t, err, "both name user r1_api")
+}
+
+// The Nova's node selector, tolerations and image fill what a template leaves unset; a template's own win.
+func TestNovaDefaultsFillTemplates(t *testing.T) {
+	ref := lifecycle.ObjectRef{Group: "nova.openstack.org", Version: "v1beta1", Kind: KindNova, Namespace: "ns", Name: "nova", UID: "u"}
+	real := []corev1.Toleration{{Key: "stackflow.io/real-node", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}
+	own := []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "nova", Effect: corev1.TaintEffectNoSchedule}}
+	db := novav1beta1.DatabaseAccess{Hostname: "198.51.100.1", Database: "x_cell0"}
+	spec := novav1beta1.NovaSpec{
+		NovaServiceAuth: novav1beta1.NovaServiceAuth{Secret: "osp-secret", KeystoneAuthURL: "http://198.51.100.1:5000/v3"},
+		NodeSelector:    map[string]string{"stackflow.io/real-node": "true"}, Tolerations: real, ContainerImage: "stackflow.local/stackflow-nova:dev",
+		APIDatabase:   novav1beta1.DatabaseAccess{Hostname: "198.51.100.1", Database: "x_api"},
+		APIMessageBus: novav1beta1.MessageBusAccess{TransportURLSecret: "api-transport"},
+		APIServiceTemplate: novav1beta1.NovaServiceBase{ContainerImage: "example.org/nova-api:1", Tolerations: own,
+			NodeSelector: map[string]string{"role": "api"}},
+		CellTemplates: map[string]novav1beta1.NovaCellTemplate{"cell0": {CellDatabase: db}},
+	}
+	p, err := NovaPlanFor(ref, spec)
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		name     string
+		base     novav1beta1.NovaServiceBase
+		image    string
+		selector map[string]string
+		tol      []corev1.Toleration
+	}{
+		{"the API's template sets its own", p.Services[KindNovaAPI+"/nova-api"].(novav1beta1.NovaAPISpec).NovaServiceBase, "example.org/nova-api:1", map[string]string{"role": "api"}, own},
+		{"the scheduler's sets none", p.Services[KindNovaScheduler+"/nova-scheduler"].(novav1beta1.NovaSchedulerSpec).NovaServiceBase, spec.ContainerImage, spec.NodeSelector, real},
+		{"a cell's conductor sets none", p.Cells["cell0"].ConductorServiceTemplate, spec.ContainerImage, spec.NodeSelector, real},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, tc.image, tc.base.ContainerImage)
+			require.Equal(t, tc.selector, tc.base.NodeSelector)
+			require.Equal(t, tc.tol, tc.base.Tolerations)
+		})
+	}
+	// What the scheduler's pods get.
+	in, err := ServiceInstance(novaRef(KindNovaScheduler, "ns", "nova-scheduler"), mustJSON(t, p.Services[KindNovaScheduler+"/nova-scheduler"]))
+	require.NoError(t, err)
+	pod := in.Deployment("h").Spec.Template.Spec
+	require.Equal(t, real, pod.Tolerations)
+	require.Equal(t, spec.NodeSelector, pod.NodeSelector)
+	require.Equal(t, spec.ContainerImage, pod.Containers[0].Image)
+	require.Equal(t, spec.ContainerImage, pod.InitContainers[0].Image)
 }
 
 func TestCellChildren(t *testing.T) {

@@ -69,8 +69,8 @@ const (
 	DefaultNoVNCProxyPort = 6080
 )
 
-// DefaultImages are the images used when a template names none. On the local stack the pod runner
-// replaces every image by the machine's Debian packages.
+// DefaultImages are the images used when neither a template nor its Nova names one (the local stack's
+// samples name the image `make images` builds of Debian's Nova packages).
 var DefaultImages = map[Service]string{
 	API:        "quay.io/podified-antelope-centos9/openstack-nova-api:current-podified",
 	Scheduler:  "quay.io/podified-antelope-centos9/openstack-nova-scheduler:current-podified",
@@ -111,6 +111,8 @@ type Instance struct {
 	Replicas  int32
 	// NodeSelector places the pods.
 	NodeSelector map[string]string
+	// Tolerations let the pods onto tainted nodes.
+	Tolerations []corev1.Toleration
 	// CustomServiceConfig always wins over what is generated.
 	CustomServiceConfig string
 	// Secret holds the passwords (PasswordKey of each DB, ServicePasswordKey, MetadataSecretKey).
@@ -165,7 +167,9 @@ func (in Instance) keystoneClient(ini oslo.INI, creds oslo.INI, section string) 
 	ini.Set(section, "user_domain_name", "Default")
 	ini.Set(section, "project_name", "service")
 	ini.Set(section, "username", in.ServiceUser)
-	ini.Set(section, "valid_interfaces", "public")
+	// Pods reach the catalog's internal endpoints (a public one may be an address only outside the
+	// cluster reaches: the local stack's are on loopback), as the computes do.
+	ini.Set(section, "valid_interfaces", "internal")
 	creds.Set(section, "password", secretRef("raw", in.Secret, in.ServicePasswordKey))
 }
 
@@ -416,6 +420,7 @@ func (in Instance) podSpec(container, script string, env []corev1.EnvVar, restar
 		{Name: "config-data-merged", MountPath: MergedDir},
 	}
 	secretMode := int32(0o400)
+	fsGroup := PodFSGroup
 	for i, s := range in.Secrets() {
 		v := fmt.Sprintf("secret-%d", i)
 		vols = append(vols, corev1.Volume{Name: v, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: s, DefaultMode: &secretMode}}})
@@ -424,8 +429,12 @@ func (in Instance) podSpec(container, script string, env []corev1.EnvVar, restar
 	return corev1.PodSpec{
 		RestartPolicy:                restart,
 		NodeSelector:                 in.NodeSelector,
+		Tolerations:                  in.Tolerations,
 		AutomountServiceAccountToken: &no,
-		Volumes:                      vols,
+		// The volumes' group: an image that runs as a user of its own reads the Secrets (mode 0400,
+		// owned by root otherwise) through it.
+		SecurityContext: &corev1.PodSecurityContext{FSGroup: &fsGroup},
+		Volumes:         vols,
 		InitContainers: []corev1.Container{{
 			Name: "config-merge", Image: in.Image,
 			Command:      []string{"python3", ScriptsDir + "/merge_config.py", "merge", ConfigDataDir, SecretsDir, MergedConfig},
@@ -445,6 +454,9 @@ func (in Instance) podSpec(container, script string, env []corev1.EnvVar, restar
 		}},
 	}
 }
+
+// PodFSGroup owns the pods' volumes: stackflow's images run as 65532:65532.
+const PodFSGroup int64 = 65532
 
 // MinReadySeconds is how long a service without a readiness probe must stay up to count as available.
 const MinReadySeconds = 10

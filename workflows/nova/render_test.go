@@ -124,6 +124,7 @@ func TestDeploymentMounts(t *testing.T) {
 	require.Equal(t, []string{"/bin/bash", ScriptsDir + "/run.sh"}, spec.Containers[0].Command)
 	require.NotNil(t, spec.Containers[0].ReadinessProbe.HTTPGet)
 	require.False(t, *spec.AutomountServiceAccountToken)
+	require.Equal(t, PodFSGroup, *spec.SecurityContext.FSGroup, "a non-root image reads the Secrets through the volumes' group")
 
 	j := instance(Cell).Job("cell-mapping", "cell-mapping.sh", "h1", map[string]string{"CELL_NAME": "cell1"})
 	require.Equal(t, "nova-nova-cell-cell-mapping", j.Name)

@@ -70,6 +70,7 @@ func resolveAuth(in *Instance, base novav1beta1.NovaServiceBase, auth novav1beta
 		in.Replicas = *base.Replicas
 	}
 	in.NodeSelector = base.NodeSelector
+	in.Tolerations = base.Tolerations
 	in.CustomServiceConfig = base.CustomServiceConfig
 	in.Secret = auth.Secret
 	in.ServicePasswordKey = SecretKey(firstNonEmpty(auth.PasswordSelectors.Service, "NovaPassword"))

@@ -1,5 +1,7 @@
 package v1beta1
 
+import corev1 "k8s.io/api/core/v1"
+
 // Cell0Name is the cell holding instances that failed to schedule; it has no computes, no metadata
 // service and no console proxy, and no message bus of its own.
 const Cell0Name = "cell0"
@@ -39,6 +41,11 @@ type NovaServiceBase struct {
 	// NodeSelector places the service's pods.
 	// +optional
 	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+	// Tolerations let the service's pods onto tainted nodes (a node set aside for the control plane).
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
 	// NetworkAttachments are the networks the service's pods attach to.
 	// +optional
 	// +listType=set

@@ -1,6 +1,7 @@
 package v1beta1
 
 import (
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/stackflow/stackflow/api/lifecycle"
@@ -57,6 +58,17 @@ type NovaSpec struct {
 	// NodeSelector places every service whose template sets none.
 	// +optional
 	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+	// Tolerations are those of every service whose template sets none.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
+	// ContainerImage is the image of every service whose template names none (one image holding all of
+	// Nova's services); the deployment's default per service when unset too.
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([a-z0-9._-]*[a-z0-9])?(:[0-9]+)?(/[a-z0-9]([a-z0-9._-]*[a-z0-9])?)*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[a-f0-9]{64})?$`
+	ContainerImage string `json:"containerImage,omitempty"`
 	// APIDatabase is the API database (nova_api).
 	APIDatabase DatabaseAccess `json:"apiDatabase"`
 	// APIMessageBus is the top-level message bus (API, scheduler, superconductor).
