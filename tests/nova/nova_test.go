@@ -413,10 +413,10 @@ metadata: {name: cell0-again}
 spec:
   cellName: cell0
   secret: nova-secret
-  keystoneAuthURL: http://%s:5000/v3
-  cellDatabaseHostname: 127.0.0.1
-  apiDatabaseHostname: 127.0.0.1
-  apiDatabaseName: %s_api
+  keystoneAuthURL: http://%[1]s:5000/v3
+  cellDatabaseHostname: %[1]s
+  apiDatabaseHostname: %[1]s
+  apiDatabaseName: %[2]s_api
   transportURLSecret: nova-api-transport
 `, local.HostGateway, env.Run))
 	// JSON that names cell0 twice, as a hand-edited manifest could: refused with the duplicate named.
