@@ -29,7 +29,7 @@ func TestKubeNodesReadyWithRoleLabels(t *testing.T) {
 	defer cancel()
 
 	nodes := local.KwokNodes()
-	require.Len(t, nodes, 6)
+	require.Len(t, nodes, 5)
 	roles := map[string]int{}
 	for _, want := range nodes {
 		n, err := cs.CoreV1().Nodes().Get(ctx, want.Name, metav1.GetOptions{})
