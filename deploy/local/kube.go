@@ -21,7 +21,8 @@ const (
 	ControllerManagerPort = 10257
 	SchedulerPort         = 10259
 	KwokPort              = 10247
-	// ServiceClusterIPRange is only the API server's allocation range for Service IPs: nothing routes to it.
+	// ServiceClusterIPRange is where Services take their ClusterIPs; kube-proxy (iptables) on this machine
+	// routes them to the real node's pods.
 	ServiceClusterIPRange = "10.96.0.0/16"
 	// KwokPodCIDR is where kwok takes the (status-only) Pod IPs of pods on its nodes.
 	KwokPodCIDR = "10.244.0.0/16"
@@ -59,6 +60,7 @@ func (s *Stack) upKubernetes(ctx context.Context) error {
 		{procScheduler, "KUBERNETES_VERSION"},
 		{"kubectl", "KUBERNETES_VERSION"},
 		{procKubelet, "KUBERNETES_VERSION"},
+		{procKubeProxy, "KUBERNETES_VERSION"},
 		{procKwok, "KWOK_VERSION"},
 	} {
 		p, err := s.Tool(t.name, t.key)
@@ -123,6 +125,11 @@ func (s *Stack) upKubernetes(ctx context.Context) error {
 		return err
 	}
 	started, err = s.upRealNode(ctx, bins[procKubelet], creds.nodeToken)
+	if err != nil {
+		return err
+	}
+	cold = cold || started
+	started, err = s.upKubeProxy(ctx, bins[procKubeProxy])
 	if err != nil {
 		return err
 	}

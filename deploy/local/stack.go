@@ -436,6 +436,9 @@ func Down(ctx context.Context, opts Options) error {
 	if err := s.downRealNode(ctx); err != nil {
 		errs = append(errs, err)
 	}
+	if err := s.downKubeProxy(ctx); err != nil {
+		errs = append(errs, err)
+	}
 	for name := range s.StartedPIDs() {
 		if err := s.Stop(name, 15*time.Second); err != nil {
 			errs = append(errs, err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/http"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -54,7 +55,7 @@ func TestRealNodeRunsContainers(t *testing.T) {
 			PeriodSeconds: 1, FailureThreshold: 1, TimeoutSeconds: 2}
 	}
 	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "web"},
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Labels: map[string]string{"app": "web"}},
 		Spec: corev1.PodSpec{
 			// python as PID 1 has no SIGTERM handler: a short grace period keeps the deletion quick.
 			TerminationGracePeriodSeconds: &grace,
@@ -119,6 +120,33 @@ func TestRealNodeRunsContainers(t *testing.T) {
 	out, err = py(fmt.Sprintf("import socket; s=socket.create_connection(('%s', 22), 5); print(s.recv(64).decode().strip())", h.Address))
 	require.NoError(t, err, out)
 	require.True(t, strings.HasPrefix(out, "SSH-2.0-"), "banner of %s from the pod: %q", h.Name, out)
+	// A Service's ClusterIP reaches the pod (kube-proxy) from this machine, from a test host (routed
+	// through this machine) and from the pod itself (hairpin, masqueraded).
+	svc, err := cs.CoreV1().Services(ns).Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web"},
+		Spec: corev1.ServiceSpec{Selector: map[string]string{"app": "web"}, Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(8080)}}}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, svcNet, _ := net.ParseCIDR(local.ServiceClusterIPRange)
+	require.True(t, svcNet.Contains(net.ParseIP(svc.Spec.ClusterIP)), "ClusterIP %s in %s", svc.Spec.ClusterIP, local.ServiceClusterIPRange)
+	url := "http://" + svc.Spec.ClusterIP + "/alive"
+	// Only once kube-proxy wrote the Service's rule: before, the address is routed like any other, off
+	// this machine.
+	require.Eventually(t, func() bool {
+		rules, err := exec.CommandContext(ctx, "iptables", "-t", "nat", "-S", "KUBE-SERVICES").Output()
+		return err == nil && strings.Contains(string(rules), "-d "+svc.Spec.ClusterIP+"/32")
+	}, 30*time.Second, 100*time.Millisecond, "kube-proxy programs Service %s", svc.Spec.ClusterIP)
+	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	resp, err := client.Get(url)
+	require.NoError(t, err, "GET %s from this machine", url)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode, "GET %s from this machine", url)
+	hostOut, err := exec.CommandContext(ctx, "ip", "netns", "exec", h.Namespace, "/usr/bin/python3", "-c",
+		fmt.Sprintf("import urllib.request; print(urllib.request.urlopen('%s', timeout=5).status)", url)).CombinedOutput()
+	require.NoError(t, err, "GET %s from test host %s: %s", url, h.Name, hostOut)
+	require.Equal(t, "200", strings.TrimSpace(string(hostOut)))
+	out2, err := py(fmt.Sprintf("import urllib.request; print(urllib.request.urlopen('%s', timeout=5).status)", url))
+	require.NoError(t, err, out2)
+	require.Equal(t, "200", out2, "the pod reaches itself through its Service")
+
 	// The kubelet's probes are in the container's log, read through the API server.
 	require.Eventually(t, func() bool {
 		out, err = run("logs", "web")

@@ -20,7 +20,7 @@ build_kube() {
   local v=$KUBERNETES_VERSION minor=${KUBERNETES_VERSION#v1.}
   minor=${minor%%.*}
   local ld="-s -w -X k8s.io/component-base/version.gitVersion=$v -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor -X k8s.io/client-go/pkg/version.gitVersion=$v -X k8s.io/client-go/pkg/version.gitMajor=1 -X k8s.io/client-go/pkg/version.gitMinor=$minor"
-  for c in kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet; do
+  for c in kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kube-proxy; do
     if want "$c" "$v"; then
       (cd "$here/kubernetes" && go build -trimpath -ldflags "$ld" -o "$bin/$c-$v.tmp" "k8s.io/kubernetes/cmd/$c")
       mv "$bin/$c-$v.tmp" "$bin/$c-$v"
