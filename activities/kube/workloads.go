@@ -252,6 +252,54 @@ func (k *Kube) ApplyDeployment(ctx context.Context, in DeploymentInput) error {
 	return Classify("apply Deployment "+d.Namespace+"/"+d.Name, err)
 }
 
+// ServiceInput is a Service to create or update.
+type ServiceInput struct {
+	Service *corev1.Service `json:"service"`
+}
+
+// ServiceState is where a Service answers.
+type ServiceState struct {
+	// ClusterIP is the Service's stable address: it outlives every pod behind it.
+	ClusterIP string `json:"clusterIP"`
+}
+
+// ApplyService creates the Service or replaces its ports, selector, labels and owners (keeping the
+// ClusterIP the API server gave it, which is immutable), and returns its address.
+func (k *Kube) ApplyService(ctx context.Context, in ServiceInput) (*ServiceState, error) {
+	want := in.Service
+	svcs := k.Core.CoreV1().Services(want.Namespace)
+	var got *corev1.Service
+	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+		cur, err := svcs.Get(ctx, want.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			got, err = svcs.Create(ctx, want, metav1.CreateOptions{FieldManager: "stackflow"})
+			if apierrors.IsAlreadyExists(err) {
+				return apierrors.NewConflict(corev1.Resource("services"), want.Name, err)
+			}
+			return err
+		}
+		if err != nil {
+			return err
+		}
+		if tool := ManagedByOther(cur.Labels); tool != "" {
+			return errManagedByOther("Service "+want.Namespace+"/"+want.Name, tool)
+		}
+		cur.Spec.Ports = want.Spec.Ports
+		cur.Spec.Selector = want.Spec.Selector
+		cur.Labels = want.Labels
+		cur.OwnerReferences = want.OwnerReferences
+		got, err = svcs.Update(ctx, cur, metav1.UpdateOptions{FieldManager: "stackflow"})
+		return err
+	})
+	if err != nil {
+		return nil, Classify("apply Service "+want.Namespace+"/"+want.Name, err)
+	}
+	if got.Spec.ClusterIP == "" || got.Spec.ClusterIP == corev1.ClusterIPNone {
+		return nil, temporal.NewNonRetryableApplicationError("Service "+want.Namespace+"/"+want.Name+" has no ClusterIP", ErrInvalid, nil)
+	}
+	return &ServiceState{ClusterIP: got.Spec.ClusterIP}, nil
+}
+
 // DeploymentState is how far a Deployment's rollout is.
 type DeploymentState struct {
 	Replicas int32 `json:"replicas"`

@@ -194,8 +194,12 @@ spec: {role: compute, hostName: %s, ansibleHost: %s, deploy: true}
 		"cell2's conductor on cell2's own vhost")
 
 	// The compute API answers through the deployed API, registered in Keystone in the Nova's region at
-	// its pod's address.
-	endpoint := fmt.Sprintf("http://%s:%d/v2.1", mustService(t, "nova-api").ip, apiPort)
+	// its Service's address, which outlives the pod (checked again once the pod is replaced, below).
+	apiSvc, err := env.Kube.CoreV1().Services(ns).Get(ctx, "nova-api", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Equal(t, map[string]string{"app.kubernetes.io/instance": "nova-api", "app.kubernetes.io/managed-by": "stackflow", "app.kubernetes.io/name": "nova-api"}, apiSvc.Spec.Selector)
+	firstAPI := mustService(t, "nova-api")
+	endpoint := fmt.Sprintf("http://%s:%d/v2.1", apiSvc.Spec.ClusterIP, apiPort)
 	require.Equal(t, endpoint, e2e.Str(get(t, gvrAPI, "nova-api"), "status", "endpoint"))
 	require.Equal(t, "True", string(e2e.Condition(get(t, gvrAPI, "nova-api"), "KeystoneEndpointReady").Status))
 	cc := env.ComputeClient(t, NovaRegion)
@@ -216,7 +220,7 @@ spec: {role: compute, hostName: %s, ansibleHost: %s, deploy: true}
 	// its deletion leaves that Deployment alone.
 	zero := int32(0)
 	helmLabels := map[string]string{"app.kubernetes.io/managed-by": "Helm", "app": "clash"}
-	_, err := env.Kube.AppsV1().Deployments(ns).Create(ctx, &appsv1.Deployment{
+	_, err = env.Kube.AppsV1().Deployments(ns).Create(ctx, &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Name: "clash-conductor", Labels: helmLabels},
 		Spec: appsv1.DeploymentSpec{Replicas: &zero, Selector: &metav1.LabelSelector{MatchLabels: helmLabels},
 			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: helmLabels},
@@ -350,12 +354,36 @@ spec: {role: compute, hostName: %s, ansibleHost: %s, deploy: true}
 	for _, inst := range []string{"nova-api", "nova-scheduler"} {
 		require.True(t, strings.HasSuffix(e2e.ReadFile(t, mustService(t, inst).mappedCells()), "\ncell0\ncell1\n"), "%s restarted with cell0 and cell1 mapped", inst)
 	}
+	// The API runs in a new pod at a new address; the catalog still names the Service, and the compute
+	// API answers through it.
+	restarted := mustService(t, "nova-api")
+	require.NotEqual(t, firstAPI.uid, restarted.uid, "the API pod was replaced")
+	require.Equal(t, endpoint, e2e.Str(get(t, gvrAPI, "nova-api"), "status", "endpoint"))
+	cc = env.ComputeClient(t, NovaRegion)
+	require.Equal(t, endpoint+"/", cc.Endpoint)
+	_, err = flavors.ListDetail(cc, nil).AllPages(ctx)
+	require.NoError(t, err, "the compute API answers at its catalog endpoint after the pod changed (old pod %s, new pod %s)", firstAPI.ip, restarted.ip)
 
 	// Everything goes with the Nova: services, cells, databases, users, vhosts, endpoints.
 	forbidSecrets(t)
 	deleteAndWait(t, gvrConductor, "byhand-conductor")
 	deleteAndWait(t, gvrNode, "edpm-compute-0")
 	deleteAndWait(t, gvrNova, "nova")
+	svcs, err := env.Kube.CoreV1().Services(ns).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/managed-by=stackflow"})
+	require.NoError(t, err)
+	require.Empty(t, svcs.Items, "the services' Services went with them")
+	// Nor do the Jobs' pods stay behind (a Job deleted with the API's default orphans them).
+	e2e.WaitFor(t, "no pod of the Nova left", 2*time.Minute, func() (bool, string) {
+		pods, err := env.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/managed-by=stackflow"})
+		if err != nil {
+			return false, err.Error()
+		}
+		var names []string
+		for _, p := range pods.Items {
+			names = append(names, p.Name)
+		}
+		return len(names) == 0, strings.Join(names, ", ")
+	})
 	require.Empty(t, databases(t, db))
 	require.Empty(t, users(t, db))
 	require.Empty(t, vhosts(t, broker))

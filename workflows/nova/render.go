@@ -502,6 +502,31 @@ func (in Instance) Deployment(hash string) *appsv1.Deployment {
 	}
 }
 
+// Listens reports whether the instance serves a port (the API, metadata service, console proxy): those
+// get a Service, whose address is what the catalog and the hosts are given.
+func (in Instance) Listens() bool {
+	switch in.Service {
+	case API, Metadata, NoVNCProxy:
+		return true
+	}
+	return false
+}
+
+// KubeService is the ClusterIP Service in front of the instance's pods, named as the instance. Its
+// address stays when a pod is replaced (a rollout, an eviction), unlike the pod's.
+func (in Instance) KubeService() *corev1.Service {
+	return &corev1.Service{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
+		ObjectMeta: metav1.ObjectMeta{Name: in.Name, Namespace: in.Namespace, Labels: in.labels(), OwnerReferences: in.ownerRefs()},
+		Spec: corev1.ServiceSpec{
+			Type:     corev1.ServiceTypeClusterIP,
+			Selector: in.labels(),
+			Ports: []corev1.ServicePort{{Name: "service", Protocol: corev1.ProtocolTCP, Port: in.Port,
+				TargetPort: intstr.FromString("service")}},
+		},
+	}
+}
+
 // Job runs one of the instance's scripts to completion (retried up to 3 times), with env. Its name is
 // <name>-<job>; hash says which inputs it ran with.
 func (in Instance) Job(job, script, hash string, env map[string]string) *batchv1.Job {

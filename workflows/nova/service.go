@@ -328,6 +328,14 @@ func (r *serviceReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycle
 	if err := lc.Step(ctx, "deployment "+in.Name+" ("+hash+")"); err != nil {
 		return err
 	}
+	var address string // where the service answers: its Service's ClusterIP, or before that change its pod's
+	if in.Listens() && workflow.GetVersion(ctx, ChangeServiceAddress, workflow.DefaultVersion, 1) == 1 {
+		var svc kube.ServiceState
+		if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kubeActs.ApplyService, kube.ServiceInput{Service: in.KubeService()}).Get(ctx, &svc); err != nil {
+			return fmt.Errorf("Service %s: %w", in.Name, err)
+		}
+		address = svc.ClusterIP
+	}
 	if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kubeActs.ApplyDeployment, kube.DeploymentInput{Deployment: in.Deployment(hash)}).Get(ctx, nil); err != nil {
 		return fmt.Errorf("Deployment %s: %w", in.Name, err)
 	}
@@ -342,11 +350,14 @@ func (r *serviceReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycle
 	_ = lc.SetField(ctx, "readyCount", dep.Ready)
 	lc.SetCondition(ctx, metav1.Condition{Type: novav1beta1.ConditionDeploymentReady, Status: metav1.ConditionTrue, Reason: "RolledOut",
 		Message: fmt.Sprintf("%d/%d replica(s) ready with configuration %s", dep.Ready, dep.Replicas, hash)})
-	if in.Service == Metadata && len(dep.PodIPs) > 0 && workflow.GetVersion(ctx, ChangeMetadataEndpoint, workflow.DefaultVersion, 1) == 1 {
-		_ = lc.SetField(ctx, "endpoint", fmt.Sprintf("http://%s", net.JoinHostPort(dep.PodIPs[0], strconv.Itoa(int(in.Port)))))
+	if address == "" && len(dep.PodIPs) > 0 {
+		address = dep.PodIPs[0]
+	}
+	if in.Service == Metadata && address != "" && workflow.GetVersion(ctx, ChangeMetadataEndpoint, workflow.DefaultVersion, 1) == 1 {
+		_ = lc.SetField(ctx, "endpoint", fmt.Sprintf("http://%s", net.JoinHostPort(address, strconv.Itoa(int(in.Port)))))
 	}
 	if in.Service == API {
-		if err := registerEndpoints(ctx, lc, in, dep.PodIPs, &rec); err != nil {
+		if err := registerEndpoints(ctx, lc, in, address, &rec); err != nil {
 			return err
 		}
 	}
@@ -354,16 +365,15 @@ func (r *serviceReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycle
 }
 
 // registerEndpoints puts the compute API in Keystone's catalog, public and internal, in the instance's
-// region, at the address of its ready pod (the first by address), and records the endpoints for the
-// teardown.
-func registerEndpoints(ctx workflow.Context, lc *object.Lifecycle, in Instance, podIPs []string, rec *serviceRecord) error {
+// region, at address (its Service's), and records the endpoints for the teardown.
+func registerEndpoints(ctx workflow.Context, lc *object.Lifecycle, in Instance, address string, rec *serviceRecord) error {
 	if err := lc.Step(ctx, "keystone endpoints"); err != nil {
 		return err
 	}
-	if len(podIPs) == 0 {
+	if address == "" {
 		return specError("NoPodAddress", "the API's pods report no address to register in Keystone")
 	}
-	url := fmt.Sprintf("http://%s/v2.1", net.JoinHostPort(podIPs[0], strconv.Itoa(int(in.Port))))
+	url := fmt.Sprintf("http://%s/v2.1", net.JoinHostPort(address, strconv.Itoa(int(in.Port))))
 	auth := openstack.ServiceUser{AuthURL: in.KeystoneAuthURL, User: in.ServiceUser,
 		Password: kube.SecretKeyRef{Namespace: in.Namespace, Name: in.Secret, Key: string(in.ServicePasswordKey)}}
 	var owned []string
@@ -434,5 +444,10 @@ func (r *serviceReconciler) Teardown(ctx workflow.Context, lc *object.Lifecycle)
 			return err
 		}
 	}
-	return deleteAll(ctx, deploymentRef(ns, name), jobRef(ns, name+"-db-sync"), configMapRef(ns, ConfigDataName(name)), configMapRef(ns, ScriptsName(name)))
+	refs := []lifecycle.ObjectRef{deploymentRef(ns, name), jobRef(ns, name+"-db-sync"), configMapRef(ns, ConfigDataName(name)), configMapRef(ns, ScriptsName(name))}
+	if workflow.GetVersion(ctx, ChangeTeardownService, workflow.DefaultVersion, 1) == 1 {
+		// Every kind of service: deleting a Service that never existed is a no-op.
+		refs = append(refs, serviceRef(ns, name))
+	}
+	return deleteAll(ctx, refs...)
 }

@@ -63,6 +63,10 @@ func deploymentRef(ns, name string) lifecycle.ObjectRef {
 	return lifecycle.ObjectRef{Group: "apps", Version: "v1", Kind: "Deployment", Resource: "deployments", Namespace: ns, Name: name}
 }
 
+func serviceRef(ns, name string) lifecycle.ObjectRef {
+	return lifecycle.ObjectRef{Version: "v1", Kind: "Service", Resource: "services", Namespace: ns, Name: name}
+}
+
 func jobRef(ns, name string) lifecycle.ObjectRef {
 	return lifecycle.ObjectRef{Group: "batch", Version: "v1", Kind: "Job", Resource: "jobs", Namespace: ns, Name: name}
 }
@@ -133,6 +137,13 @@ const ChangeFlavors = "nova-flavors"
 // ChangeMetadataEndpoint is the GetVersion change after which a metadata service reports where it
 // answers (status.endpoint), for the OVN metadata agents that forward to it.
 const ChangeMetadataEndpoint = "nova-metadata-endpoint"
+
+// ChangeServiceAddress is the GetVersion change after which a service that listens gets a ClusterIP
+// Service, and its catalog endpoints and status.endpoint name that address instead of its pod's.
+const ChangeServiceAddress = "nova-service-address"
+
+// ChangeTeardownService is the GetVersion change after which a service's teardown deletes its Service.
+const ChangeTeardownService = "nova-teardown-service"
 
 // ChangeTeardownWaitsForComputes is the GetVersion change after which a Nova deleted while its cells have
 // computes waits for them to go (runs recorded before it failed, waiting for a retry signal).

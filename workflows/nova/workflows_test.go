@@ -3,6 +3,7 @@ package nova
 import (
 	"context"
 	"encoding/json"
+	corev1 "k8s.io/api/core/v1"
 	"sync"
 	"testing"
 	"time"
@@ -31,6 +32,7 @@ type fakeCluster struct {
 	mu          sync.Mutex
 	spec        json.RawMessage
 	deployments []*DeploymentSeen
+	services    []*corev1.Service
 	jobs        []string
 	deleted     []string
 	endpoints   []openstack.EndpointsInput
@@ -80,6 +82,12 @@ func newEnv(t *testing.T, f *fakeCluster, kind string, wf any) *testsuite.TestWo
 		f.deployments = append(f.deployments, seen)
 		return nil
 	})
+	env.OnActivity(kubeActs.ApplyService, mock.Anything, mock.Anything).Return(func(_ context.Context, in kube.ServiceInput) (*kube.ServiceState, error) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.services = append(f.services, in.Service)
+		return &kube.ServiceState{ClusterIP: "10.96.0.20"}, nil
+	})
 	env.OnActivity(kubeActs.WaitDeployment, mock.Anything, mock.Anything, mock.Anything).Return(&kube.DeploymentState{Replicas: 1, Ready: 1, Updated: 1, RolledOut: true, PodIPs: []string{"198.51.100.1"}}, nil)
 	env.OnActivity(kubeActs.RunJob, mock.Anything, mock.Anything).Return(func(_ context.Context, in kube.JobInput) (*kube.JobState, error) {
 		f.mu.Lock()
@@ -127,8 +135,9 @@ func (f *fakeCluster) lastField(key string) string {
 }
 
 // The API's Deployment reaches its activity whole (its readiness probe's named port survives Temporal's
-// converter), its endpoints are registered at its pod's address in the Nova's region, and deleting it
-// removes the endpoints it registered before its Deployment and ConfigMaps.
+// converter), its endpoints are registered at its Service's address (not its pod's, which changes with
+// the pod) in the Nova's region, and deleting it removes the endpoints it registered before its
+// Deployment, Service and ConfigMaps.
 func TestNovaAPIRegistersAndRemovesItsEndpoints(t *testing.T) {
 	spec := novav1beta1.NovaAPISpec{
 		NovaServiceBase:     novav1beta1.NovaServiceBase{CustomServiceConfig: "[DEFAULT]\nosapi_compute_listen_port = 18774\n"},
@@ -145,7 +154,7 @@ func TestNovaAPIRegistersAndRemovesItsEndpoints(t *testing.T) {
 	env.SetOnActivityStartedListener(func(*activity.Info, context.Context, converter.EncodedValues) { acts++ })
 	env.SetOnTimerScheduledListener(func(string, time.Duration) { timers++ })
 	env.RegisterDelayedCallback(func() {
-		require.Equal(t, "http://198.51.100.1:18774/v2.1", f.lastField("endpoint"))
+		require.Equal(t, "http://10.96.0.20:18774/v2.1", f.lastField("endpoint"))
 		require.Equal(t, 2, chain.Runs(), "the settled reconcile continued as new")
 		settled = acts + timers
 	}, time.Minute)
@@ -163,13 +172,21 @@ func TestNovaAPIRegistersAndRemovesItsEndpoints(t *testing.T) {
 	require.Len(t, f.endpoints, 1)
 	ep := f.endpoints[0]
 	require.Equal(t, "NovaE2E", ep.Region)
-	require.Equal(t, map[string]string{"public": "http://198.51.100.1:18774/v2.1", "internal": "http://198.51.100.1:18774/v2.1"}, ep.URLs)
+	require.Equal(t, map[string]string{"public": "http://10.96.0.20:18774/v2.1", "internal": "http://10.96.0.20:18774/v2.1"}, ep.URLs)
+	require.Len(t, f.services, 1)
+	svc := f.services[0]
+	require.Equal(t, "nova-api", svc.Name)
+	require.Equal(t, int32(18774), svc.Spec.Ports[0].Port, "the Service answers on the port the user's config chose")
+	require.Equal(t, "service", svc.Spec.Ports[0].TargetPort.String(), "it forwards to the container's named port")
+	require.Equal(t, "nova-api", svc.Spec.Selector["app.kubernetes.io/name"])
+	require.Equal(t, "nova-api", svc.Spec.Selector["app.kubernetes.io/instance"])
 	require.Equal(t, kube.SecretKeyRef{Namespace: "ns", Name: "nova-secret", Key: "NovaPassword"}, ep.Auth.Password, "a reference, never the password")
 	require.ElementsMatch(t, []string{"ep-public", "ep-internal"}, f.removedEPs)
 	require.Contains(t, f.deleted, "Deployment/nova-api")
+	require.Contains(t, f.deleted, "Service/nova-api")
 }
 
-// The global metadata service reports where it answers (its pod's address and its listen port, the
+// The global metadata service reports where it answers (its Service's address and its listen port, the
 // user's customServiceConfig winning): the OVN metadata agents forward there.
 func TestNovaMetadataReportsItsEndpoint(t *testing.T) {
 	spec := novav1beta1.NovaMetadataSpec{
@@ -182,7 +199,7 @@ func TestNovaMetadataReportsItsEndpoint(t *testing.T) {
 	chain := objecttest.New(env)
 	env.RegisterDelayedCallback(func() { require.NoError(t, chain.Signal(lifecycle.SignalSpec, lifecycle.SpecSignal{Generation: 1})) }, time.Second)
 	env.RegisterDelayedCallback(func() {
-		require.Equal(t, "http://198.51.100.1:28775", f.lastField("endpoint"))
+		require.Equal(t, "http://10.96.0.20:28775", f.lastField("endpoint"))
 		require.NoError(t, chain.Signal(lifecycle.SignalDelete, lifecycle.DeleteSignal{}))
 	}, time.Minute)
 	chain.Execute(KindNovaMetadata, object.Input{ObjectRef: novaRef(KindNovaMetadata, "ns", "nova-metadata")})
