@@ -451,7 +451,10 @@ func (k *Kube) DeleteObject(ctx context.Context, ref lifecycle.ObjectRef) error 
 			return nil
 		}
 	}
-	opts := metav1.DeleteOptions{}
+	// Background: a batch/v1 Job deleted with the API's default orphans its pods (kept for old
+	// clients), which then outlive their owner.
+	bg := metav1.DeletePropagationBackground
+	opts := metav1.DeleteOptions{PropagationPolicy: &bg}
 	if ref.UID != "" {
 		uid := types.UID(ref.UID)
 		opts.Preconditions = &metav1.Preconditions{UID: &uid}
