@@ -100,7 +100,7 @@ func (s *Stack) ensureKwokNodes(ctx context.Context, cs kubernetes.Interface, bi
 	if err == nil || ctx.Err() != nil {
 		return err
 	}
-	s.Logf("kubernetes: kwok made the nodes Ready within %s no more (%v); restarting it once", kwokStall, err)
+	s.Logf("kubernetes: kwok left nodes NotReady for %s (%v); restarting it once", kwokStall, err)
 	if err := s.Stop(procKwok, 5*time.Second); err != nil {
 		return err
 	}
