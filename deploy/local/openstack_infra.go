@@ -277,6 +277,23 @@ func tail(s string, n int) string {
 	return strings.Join(lines, "\n")
 }
 
+// migrateOnce is once for a service's database migration (the marker is the service's MariaDB user of
+// osDatabases): it starts from empty databases. MariaDB's DDL is not transactional, so a migration killed
+// midway (an interrupted first up) leaves a schema alembic cannot resume ("Duplicate column name"); as
+// the step never completed, nothing in them is worth keeping.
+func (o *osEnv) migrateOnce(ctx context.Context, service string, step func(context.Context) error) error {
+	return o.once(ctx, service, func(ctx context.Context) error {
+		var b strings.Builder
+		for _, db := range osDatabases[service] {
+			fmt.Fprintf(&b, "DROP DATABASE IF EXISTS %[1]s;\nCREATE DATABASE %[1]s CHARACTER SET utf8;\nGRANT ALL PRIVILEGES ON %[1]s.* TO '%[2]s'@'%%';\n", db, service)
+		}
+		if _, err := o.sql(ctx, b.String()); err != nil {
+			return fmt.Errorf("empty the %s databases: %w", service, err)
+		}
+		return step(ctx)
+	})
+}
+
 // once runs step unless its marker exists, then writes the marker: schema migrations and bootstraps are
 // skipped on later Ups, which keep the data.
 func (o *osEnv) once(ctx context.Context, marker string, step func(context.Context) error) error {

@@ -113,7 +113,7 @@ func (o *osEnv) upKeystone(ctx context.Context) (bool, error) {
 			return false, err
 		}
 	}
-	err := o.once(ctx, "keystone", func(ctx context.Context) error {
+	err := o.migrateOnce(ctx, "keystone", func(ctx context.Context) error {
 		if err := o.run(ctx, "keystone-manage db_sync", nil, manage("db_sync")...); err != nil {
 			return err
 		}
@@ -159,7 +159,7 @@ func ensureFernetKeys(dir string) error {
 // upPlacement, upGlance, upNeutron, upIronic and upCinder migrate their database once and start their
 // services; they return whether any process was started.
 func (o *osEnv) upPlacement(ctx context.Context) (bool, error) {
-	if err := o.once(ctx, "placement", func(ctx context.Context) error {
+	if err := o.migrateOnce(ctx, "placement", func(ctx context.Context) error {
 		return o.run(ctx, "placement-manage db sync", nil,
 			pyMain("placement-manage", "placement.cmd.manage", "main", append(o.configArgs("placement/placement.conf"), "db", "sync")...)...)
 	}); err != nil {
@@ -173,7 +173,7 @@ func (o *osEnv) upPlacement(ctx context.Context) (bool, error) {
 }
 
 func (o *osEnv) upGlance(ctx context.Context) (bool, error) {
-	if err := o.once(ctx, "glance", func(ctx context.Context) error {
+	if err := o.migrateOnce(ctx, "glance", func(ctx context.Context) error {
 		return o.run(ctx, "glance-manage db_sync", nil,
 			pyMain("glance-manage", "glance.cmd.manage", "main", append(o.configArgs("glance/glance-api.conf"), "db_sync")...)...)
 	}); err != nil {
@@ -194,7 +194,7 @@ func (o *osEnv) upNeutron(ctx context.Context) (bool, error) {
 			return false, fmt.Errorf("the state directory %s holds a cloud set up before the stack ran OVN (its tenant network is vxlan, which ML2/OVN cannot bind): stop the stack and remove it (bin/stackflow-local down && rm -rf %s), then start again", o.s.StateDir, o.s.StateDir)
 		}
 	}
-	if err := o.once(ctx, "neutron", func(ctx context.Context) error {
+	if err := o.migrateOnce(ctx, "neutron", func(ctx context.Context) error {
 		return o.run(ctx, "neutron-db-manage upgrade heads", nil,
 			pyMain("neutron-db-manage", "neutron.db.migration.cli", "main",
 				append(o.configArgs("neutron/neutron.conf", "neutron/ml2_conf.ini"), "upgrade", "heads")...)...)
@@ -213,7 +213,7 @@ func (o *osEnv) upNeutron(ctx context.Context) (bool, error) {
 
 func (o *osEnv) upIronic(ctx context.Context) (bool, error) {
 	conf := "ironic/ironic.conf"
-	if err := o.once(ctx, "ironic", func(ctx context.Context) error {
+	if err := o.migrateOnce(ctx, "ironic", func(ctx context.Context) error {
 		return o.run(ctx, "ironic-dbsync upgrade", nil,
 			pyMain("ironic-dbsync", "ironic.cmd.dbsync", "main", append(o.configArgs(conf), "upgrade")...)...)
 	}); err != nil {
@@ -232,7 +232,7 @@ func (o *osEnv) upIronic(ctx context.Context) (bool, error) {
 
 func (o *osEnv) upCinder(ctx context.Context) (bool, error) {
 	conf := "cinder/cinder.conf"
-	if err := o.once(ctx, "cinder", func(ctx context.Context) error {
+	if err := o.migrateOnce(ctx, "cinder", func(ctx context.Context) error {
 		return o.run(ctx, "cinder-manage db sync", nil,
 			pyMain("cinder-manage", "cinder.cmd.manage", "main", append(o.configArgs(conf), "db", "sync")...)...)
 	}); err != nil {
