@@ -85,7 +85,12 @@ func (s *Stack) upKubernetes(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	s.KubeAPI = fmt.Sprintf("https://127.0.0.1:%d", KubeAPIPort)
+	// On the hosts' gateway, not loopback: the kubernetes Service's endpoint is this address, so pods on
+	// the real node (stackflow's own among them) reach the API server through in-cluster config.
+	s.KubeAPI = fmt.Sprintf("https://%s:%d", HostGateway, KubeAPIPort)
+	if err := s.retireLoopbackAPICert(); err != nil {
+		return err
+	}
 
 	// cold is true when any part of the control plane had to be started by this call.
 	cold := false
@@ -213,9 +218,11 @@ func (s *Stack) startEtcd(ctx context.Context, bin string) (bool, error) {
 func (s *Stack) startAPIServer(ctx context.Context, bin string, creds kubeCredentials) (bool, error) {
 	started, err := s.Start(Proc{Name: procAPIServer, Argv: []string{bin,
 		"--etcd-servers", fmt.Sprintf("http://127.0.0.1:%d", EtcdClientPort),
-		"--bind-address", "127.0.0.1",
+		// Bound to (and so advertising) the gateway: the kubernetes Service points pods here.
+		"--bind-address", HostGateway,
 		"--secure-port", fmt.Sprint(KubeAPIPort),
-		// The API server writes a self-signed serving certificate (valid for 127.0.0.1) here once.
+		// The API server writes a self-signed serving certificate here once, valid for the advertised
+		// address, the kubernetes Service's ClusterIP and kubernetes.default.svc.
 		"--cert-dir", s.Path("kubernetes", "pki", "apiserver"),
 		"--service-account-key-file", creds.saPublic,
 		"--service-account-signing-key-file", creds.saPrivate,
@@ -236,11 +243,11 @@ func (s *Stack) startAPIServer(ctx context.Context, bin string, creds kubeCreden
 		return false, err
 	}
 	if started {
-		s.Logf("kubernetes: started kube-apiserver on 127.0.0.1:%d", KubeAPIPort)
+		s.Logf("kubernetes: started kube-apiserver on %s", s.KubeAPI)
 	}
 	wctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
-	url := fmt.Sprintf("https://127.0.0.1:%d/readyz", KubeAPIPort)
+	url := s.KubeAPI + "/readyz"
 	return started, s.WaitFor(wctx, "kube-apiserver ready", procAPIServer, 300*time.Millisecond, func(ctx context.Context) error {
 		body, err := httpGet(ctx, url, creds.token)
 		if err != nil {

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -103,12 +104,12 @@ func ensureToken(file, user, group string) (string, error) {
 }
 
 // writeKubeconfig writes the admin kubeconfig and sets s.Kubeconfig. The API server's self-signed
-// serving certificate is trusted when it verifies for 127.0.0.1; otherwise the kubeconfig skips
+// serving certificate is trusted when it verifies for HostGateway; otherwise the kubeconfig skips
 // verification (loopback only).
 func (s *Stack) writeKubeconfig(token string) error {
 	path := s.Path("kubeconfig")
 	cluster := &clientcmdapi.Cluster{Server: s.KubeAPI}
-	ca, err := apiServerCA(filepath.Join(s.Path("kubernetes", "pki", "apiserver"), "apiserver.crt"), "127.0.0.1")
+	ca, err := apiServerCA(s.apiServerCert(), HostGateway)
 	if err != nil {
 		s.Logf("kubernetes: %v; the kubeconfig skips TLS verification", err)
 		cluster.InsecureSkipTLSVerify = true
@@ -213,4 +214,32 @@ func writeFileAtomic(path string, data []byte, perm os.FileMode) error {
 		return err
 	}
 	return os.Rename(tmp.Name(), path)
+}
+
+// apiServerCert is the serving certificate (followed by its CA) the API server wrote into its cert dir.
+func (s *Stack) apiServerCert() string {
+	return filepath.Join(s.Path("kubernetes", "pki", "apiserver"), "apiserver.crt")
+}
+
+// retireLoopbackAPICert removes a serving certificate that does not verify for HostGateway (one a stack
+// of an earlier release wrote when the API server listened on loopback), stopping the API server that
+// serves it, so the API server writes one for its address again.
+func (s *Stack) retireLoopbackAPICert() error {
+	cert := s.apiServerCert()
+	if !fileExists(cert) {
+		return nil
+	}
+	if _, err := apiServerCA(cert, HostGateway); err == nil {
+		return nil
+	}
+	s.Logf("kubernetes: the API server's certificate is not valid for %s; restarting it with a new one", HostGateway)
+	if err := s.Stop(procAPIServer, 10*time.Second); err != nil {
+		return err
+	}
+	for _, f := range []string{cert, strings.TrimSuffix(cert, ".crt") + ".key"} {
+		if err := os.Remove(f); err != nil && !os.IsNotExist(err) {
+			return fmt.Errorf("remove %s: %w", f, err)
+		}
+	}
+	return nil
 }

@@ -331,7 +331,7 @@ evictionHard:
 	}
 	kc := clientcmdapi.NewConfig()
 	cluster := &clientcmdapi.Cluster{Server: s.KubeAPI}
-	if ca, err := apiServerCA(filepath.Join(s.Path("kubernetes", "pki", "apiserver"), "apiserver.crt"), "127.0.0.1"); err == nil {
+	if ca, err := apiServerCA(s.apiServerCert(), HostGateway); err == nil {
 		cluster.CertificateAuthorityData = ca
 	} else {
 		cluster.InsecureSkipTLSVerify = true

@@ -307,9 +307,9 @@ func Up(ctx context.Context, opts Options) (*Stack, error) {
 		return nil, err
 	}
 	start := time.Now()
-	// The hosts' bridge comes first: OpenStack's services bind to its gateway address, and the real
-	// node's kubelet serves there.
-	if s.Has(Hosts) || s.Has(OpenStack) || s.Has(Kubernetes) {
+	// The hosts' bridge comes first: OpenStack's services, the API server, Temporal's TLS front and the
+	// real node's kubelet bind to its gateway address.
+	if s.Has(Hosts) || s.Has(OpenStack) || s.Has(Kubernetes) || s.Has(Temporal) {
 		if err := s.locked("network", func() error { return s.ensureHostNetwork(ctx) }); err != nil {
 			return s, err
 		}

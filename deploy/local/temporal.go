@@ -172,7 +172,9 @@ func (s *Stack) upTemporalFront(ctx context.Context) error {
 			return fmt.Errorf("build the temporal TLS front: %w\n%s", err, out)
 		}
 		started, err := s.Start(Proc{Name: procTemporalFront, Argv: []string{bin,
-			"--listen", t.Address,
+			// Also on the gateway, for stackflow's own pods on the real node (the release tests/install
+			// deploys); they verify the server name, which the certificate carries.
+			"--listen", t.Address + "," + fmt.Sprintf("%s:%d", HostGateway, TemporalTLSPort),
 			"--backend", s.TemporalAddress,
 			"--client-ca", t.CA,
 			"--cert", s.Path("temporal", "pki", "server.crt"),

@@ -32,7 +32,7 @@ import (
 
 // Config configures a front.
 type Config struct {
-	// Listen is the TLS address clients use.
+	// Listen is the TLS address clients use; a comma-separated list serves each.
 	Listen string
 	// Backend is the dev server's plain gRPC address.
 	Backend string
@@ -76,12 +76,15 @@ func Serve(ctx context.Context, cfg Config) error {
 	}
 	srv := &http.Server{Handler: f.handler(newProxy(cfg.Backend)), TLSConfig: tlsCfg, ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog: slog.NewLogLogger(cfg.Log.Handler(), slog.LevelDebug)}
-	ln, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		return fmt.Errorf("listen %s: %w", cfg.Listen, err)
+	addrs := strings.Split(cfg.Listen, ",")
+	errc := make(chan error, len(addrs)+1)
+	for _, addr := range addrs {
+		ln, err := net.Listen("tcp", strings.TrimSpace(addr))
+		if err != nil {
+			return fmt.Errorf("listen %s: %w", addr, err)
+		}
+		go func() { errc <- srv.ServeTLS(ln, "", "") }()
 	}
-	errc := make(chan error, 2)
-	go func() { errc <- srv.ServeTLS(ln, "", "") }()
 	cfg.Log.Info("temporal front", "listen", cfg.Listen, "backend", cfg.Backend, "apiKey", f.apiKey != nil)
 
 	var codecSrv *http.Server
