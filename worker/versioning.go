@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"strings"
 	"time"
 
 	"go.temporal.io/sdk/client"
@@ -17,8 +18,8 @@ import (
 const DefaultDeployment = "stackflow"
 
 // BuildIDFromBinary is the build ID of this binary: the VCS revision it was built from (12 hex digits),
-// with "-dirty" when the tree had uncommitted changes; empty when the binary carries no VCS information
-// (go run, tests).
+// with "-dirty" when the tree had uncommitted changes and "-<tag>" per build tag (the same tree built
+// with other tags holds other code); empty when the binary carries no VCS information (go run, tests).
 func BuildIDFromBinary() string {
 	info, ok := debug.ReadBuildInfo()
 	if !ok {
@@ -28,13 +29,15 @@ func BuildIDFromBinary() string {
 }
 
 func buildIDFromSettings(settings []debug.BuildSetting) string {
-	var rev, modified string
+	var rev, modified, tags string
 	for _, s := range settings {
 		switch s.Key {
 		case "vcs.revision":
 			rev = s.Value
 		case "vcs.modified":
 			modified = s.Value
+		case "-tags":
+			tags = s.Value
 		}
 	}
 	if rev == "" {
@@ -45,6 +48,11 @@ func buildIDFromSettings(settings []debug.BuildSetting) string {
 	}
 	if modified == "true" {
 		rev += "-dirty"
+	}
+	for _, t := range strings.Split(tags, ",") {
+		if t != "" {
+			rev += "-" + t
+		}
 	}
 	return rev
 }

@@ -22,6 +22,9 @@ func TestBuildIDFromSettings(t *testing.T) {
 		{"clean tree", []debug.BuildSetting{{Key: "vcs.revision", Value: "f61b275c0ffee1234567"}, {Key: "vcs.modified", Value: "false"}}, "f61b275c0ffe"},
 		{"uncommitted changes", []debug.BuildSetting{{Key: "vcs.revision", Value: "f61b275c0ffee1234567"}, {Key: "vcs.modified", Value: "true"}}, "f61b275c0ffe-dirty"},
 		{"short revision", []debug.BuildSetting{{Key: "vcs.revision", Value: "abc"}}, "abc"},
+		{"build tags", []debug.BuildSetting{{Key: "-tags", Value: "upgradeprobe,netgo"}, {Key: "vcs.revision", Value: "0123456789abcdef"}, {Key: "vcs.modified", Value: "true"}},
+			"0123456789ab-dirty-upgradeprobe-netgo"},
+		{"tags without VCS information", []debug.BuildSetting{{Key: "-tags", Value: "upgradeprobe"}}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := buildIDFromSettings(tc.settings); got != tc.want {

@@ -48,6 +48,9 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 )
 
+// buildTags are the Go build tags of the binaries (-tags).
+var buildTags string
+
 // epoch is the time of every file and of the images (SOURCE_DATE_EPOCH overrides it).
 var epoch = time.Unix(1700000000, 0).UTC()
 
@@ -59,6 +62,9 @@ type spec struct {
 	closure bool     // with their dependencies
 	shell   bool     // provide /usr/bin/sh (dash)
 	env     []string // extra environment
+	// vcs stamps the binary with the VCS revision even where GOFLAGS turns it off (-buildvcs=false): the
+	// worker's build ID, which versions its workflows in Temporal, is that revision.
+	vcs bool
 }
 
 var specs = map[string]spec{
@@ -69,7 +75,7 @@ var specs = map[string]spec{
 	},
 	"stackflow-worker": {
 		name: "stackflow-worker", pkg: "./worker/cmd/stackflow-worker",
-		debs: []string{"python3", "ansible-core", "openssh-client", "ca-certificates", "netbase", "dash", "libc-bin"}, closure: true, shell: true,
+		debs: []string{"python3", "ansible-core", "openssh-client", "ca-certificates", "netbase", "dash", "libc-bin"}, closure: true, shell: true, vcs: true,
 		env: []string{"ANSIBLE_LOCAL_TEMP=/tmp/ansible", "ANSIBLE_HOME=/tmp/ansible", "PYTHONDONTWRITEBYTECODE=1"},
 	},
 	"stackflow-pause": {
@@ -91,6 +97,7 @@ func main() {
 	out := flag.String("out", "../../bin/images", "directory of the OCI layouts (one per image)")
 	cache := flag.String("cache", filepath.Join(cacheDir(), "images"), "download cache of .deb files")
 	version := flag.String("version", "dev", "image tag (the ref name annotation of the layout)")
+	flag.StringVar(&buildTags, "tags", "", "Go build tags of the binaries (a build with other code, such as tests/install's upgraded worker)")
 	flag.Parse()
 	if v := os.Getenv("SOURCE_DATE_EPOCH"); v != "" {
 		var s int64
@@ -157,7 +164,14 @@ func build(s spec, repo, outDir, cache, version string) (result, error) {
 	var bin string
 	if s.pkg != "" {
 		bin = filepath.Join(work, s.name)
-		cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w -buildid=", "-o", bin, s.pkg)
+		args := []string{"build", "-trimpath", "-ldflags", "-s -w -buildid=", "-o", bin}
+		if buildTags != "" {
+			args = append(args, "-tags", buildTags)
+		}
+		if s.vcs {
+			args = append(args, "-buildvcs=auto")
+		}
+		cmd := exec.Command("go", append(args, s.pkg)...)
 		cmd.Dir = repo
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64")
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
