@@ -19,7 +19,7 @@ import (
 // Path is the chart's directory relative to the module root.
 const Path = "deploy/chart/stackflow"
 
-// Load loads the chart under the module root root (its crds/ and templates/admission are links to
+// Load loads the chart under the module root root (its crds/ and files/admission are links to
 // deploy/crds and deploy/admission, which the loader follows).
 func Load(root string) (*chart.Chart, error) {
 	ch, err := loader.Load(filepath.Join(root, Path))

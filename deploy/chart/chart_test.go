@@ -270,3 +270,36 @@ func TestRBACIsTheDerivedRules(t *testing.T) {
 		})
 	}
 }
+
+// The admission policies are the files of deploy/admission, each policy with its binding; a second
+// release in a cluster (admission.enabled=false) renders none of them.
+func TestAdmissionPoliciesToggle(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join(root, "deploy", "admission", "*.yaml"))
+	require.NoError(t, err)
+	require.NotEmpty(t, files)
+	for _, tc := range []struct {
+		name    string
+		values  map[string]any
+		wantPol int
+	}{
+		{"default", nil, len(files)},
+		{"disabled", map[string]any{"admission": map[string]any{"enabled": false}}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pol, bind := 0, 0
+			for _, o := range render(t, tc.values) {
+				switch o.GetKind() {
+				case "ValidatingAdmissionPolicy":
+					pol++
+				case "ValidatingAdmissionPolicyBinding":
+					bind++
+				}
+			}
+			require.GreaterOrEqual(t, pol, tc.wantPol)
+			if tc.wantPol == 0 {
+				require.Zero(t, pol)
+			}
+			require.Equal(t, pol, bind, "each policy has its binding")
+		})
+	}
+}
