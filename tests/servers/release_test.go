@@ -1,0 +1,452 @@
+package servers
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/operatorservice/v1"
+	"go.temporal.io/sdk/client"
+	"helm.sh/helm/v3/pkg/action"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"sigs.k8s.io/yaml"
+
+	osacts "github.com/stackflow/stackflow/activities/openstack"
+	"github.com/stackflow/stackflow/api/lifecycle"
+	"github.com/stackflow/stackflow/deploy/chart"
+	"github.com/stackflow/stackflow/deploy/local"
+	"github.com/stackflow/stackflow/tests/e2e"
+)
+
+// release is stackflow installed by its chart into the run's namespace: the bridge and one worker
+// Deployment per task queue as pods on the real node, from the images `make images` built of this
+// checkout, over mutual TLS with the payload codec, in a Temporal namespace of their own.
+type release struct {
+	name, namespace, temporalNS string
+	cfg                         *action.Configuration
+}
+
+// installRelease installs the chart as a user would (helm install with values) and waits until every
+// Deployment is available. The test's cleanup uninstalls it.
+func installRelease(ctx context.Context, t *testing.T) *release {
+	t.Helper()
+	s := env.Stack
+	// A Temporal namespace of its own per run, as a new installation has: a worker deployment whose
+	// current version is an earlier run's build B would route the new workflows to B.
+	r := &release{name: "rel-" + env.Run, namespace: env.Namespace, temporalNS: "stackflow-e2e-release-" + env.Run}
+	require.NoError(t, e2e.EnsureTemporalNamespace(ctx, s, r.temporalNS))
+	t.Cleanup(func() { deleteTemporalNamespace(t, r.temporalNS) })
+	for _, img := range []string{"stackflow-bridge", "stackflow-worker"} {
+		_, err := os.Stat(filepath.Join(s.CheckoutImages(), img, "index.json"))
+		require.NoError(t, err, "make images builds %s; make up imports it", img)
+	}
+
+	// What a user creates before installing: Temporal's client certificate and API key, the codec keys.
+	read := func(path string) []byte {
+		b, err := os.ReadFile(path)
+		require.NoError(t, err)
+		return b
+	}
+	codec := map[string][]byte{}
+	entries, err := os.ReadDir(s.CodecKeys)
+	require.NoError(t, err)
+	for _, e := range entries {
+		codec[e.Name()] = read(filepath.Join(s.CodecKeys, e.Name()))
+	}
+	for name, data := range map[string]map[string][]byte{
+		"temporal-client":  {"ca.crt": read(s.TemporalTLS.CA), "tls.crt": read(s.TemporalTLS.Cert), "tls.key": read(s.TemporalTLS.Key)},
+		"temporal-api-key": {"api-key": read(s.TemporalTLS.APIKeyFile)},
+		"stackflow-codec":  codec,
+	} {
+		_, err := env.Kube.CoreV1().Secrets(r.namespace).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name}, Data: data}, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+
+	small := map[string]any{"requests": map[string]any{"cpu": "10m", "memory": "32Mi"}, "limits": map[string]any{"memory": "512Mi"}}
+	onRealNode := map[string]any{
+		"nodeSelector": map[string]any{local.RealNodeLabel: "true"},
+		"tolerations":  []any{map[string]any{"key": local.RealNodeTaint.Key, "operator": "Equal", "value": local.RealNodeTaint.Value, "effect": string(local.RealNodeTaint.Effect)}},
+	}
+	worker := func() map[string]any { return map[string]any{"replicas": 1, "resources": small} }
+	values := map[string]any{
+		"image": map[string]any{"registry": local.ImageRepository, "tag": "dev", "pullPolicy": "Never"},
+		"temporal": map[string]any{
+			"address":   fmt.Sprintf("%s:%d", local.HostGateway, local.TemporalTLSPort),
+			"namespace": r.temporalNS,
+			"ui":        s.TemporalUI,
+			"tls":       map[string]any{"enabled": true, "secretName": "temporal-client", "serverName": s.TemporalTLS.ServerName},
+			"apiKey":    map[string]any{"secretName": "temporal-api-key", "key": "api-key"},
+		},
+		"watchNamespaces": []any{r.namespace},
+		"helmReleases":    map[string]any{"namespaces": []any{r.namespace}},
+		// The stack's own release holds the cluster-wide admission policies.
+		"admission": map[string]any{"enabled": false},
+		// Cluster-scoped kinds are the stack's release's (and make run's) to serve.
+		"bridge": merge(map[string]any{"replicas": 2, "resources": small,
+			"kinds": []any{"OpenStackServer", "OpenStackMachine", "OpenStackCluster"}}, onRealNode),
+		"worker": onRealNode,
+		"workers": map[string]any{"stackflow": worker(), "stackflow-kube": worker(),
+			"stackflow-ansible": worker(), "stackflow-openstack": worker()},
+	}
+	ch, err := chart.Load(s.RepoRoot)
+	require.NoError(t, err)
+	kubeconfig, ns := s.Kubeconfig, r.namespace
+	r.cfg = new(action.Configuration)
+	require.NoError(t, r.cfg.Init(&genericclioptions.ConfigFlags{KubeConfig: &kubeconfig, Namespace: &ns}, ns, "secret", t.Logf))
+	inst := action.NewInstall(r.cfg)
+	inst.ReleaseName, inst.Namespace, inst.SkipCRDs = r.name, r.namespace, true
+	inst.Wait, inst.Timeout = true, 4*time.Minute
+	t0 := time.Now()
+	t.Cleanup(func() { r.uninstall(t) })
+	t.Cleanup(func() {
+		if t.Failed() {
+			r.describePods(t)
+			r.logs(t)
+		}
+	})
+	_, err = inst.RunWithContext(ctx, ch, values)
+	if err != nil {
+		r.describePods(t)
+	}
+	require.NoError(t, err, "helm install")
+	t.Logf("release %s installed, every Deployment available in %s", r.name, time.Since(t0).Round(100*time.Millisecond))
+	return r
+}
+
+// deleteTemporalNamespace deletes the run's Temporal namespace and its workflows.
+func deleteTemporalNamespace(t *testing.T, ns string) {
+	c, err := e2e.Dial(context.Background(), env.Stack, env.Stack.TemporalNamespace)
+	if err != nil {
+		t.Errorf("delete Temporal namespace %s: %v", ns, err)
+		return
+	}
+	defer c.Close()
+	if _, err := c.OperatorService().DeleteNamespace(context.Background(), &operatorservice.DeleteNamespaceRequest{Namespace: ns}); err != nil {
+		t.Errorf("delete Temporal namespace %s: %v", ns, err)
+	}
+}
+
+func merge(a, b map[string]any) map[string]any {
+	for k, v := range b {
+		a[k] = v
+	}
+	return a
+}
+
+// pods lists the release's pods of a component (bridge, worker, worker-openstack, …).
+func (r *release) pods(ctx context.Context, t *testing.T, component string) []corev1.Pod {
+	t.Helper()
+	sel := "app.kubernetes.io/instance=" + r.name
+	if component != "" {
+		sel += ",app.kubernetes.io/component=" + component
+	}
+	l, err := env.Kube.CoreV1().Pods(r.namespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
+	require.NoError(t, err)
+	return l.Items
+}
+
+// describePods logs each pod's phase and containers' states, for a release that did not become ready.
+func (r *release) describePods(t *testing.T) {
+	l, err := env.Kube.CoreV1().Pods(r.namespace).List(context.Background(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/instance=" + r.name})
+	if err != nil {
+		return
+	}
+	for _, p := range l.Items {
+		t.Logf("pod %s on %s: %s %s", p.Name, p.Spec.NodeName, p.Status.Phase, mustJSON(p.Status.ContainerStatuses))
+	}
+}
+
+// logs logs the last lines of each pod's log, for a failed test.
+func (r *release) logs(t *testing.T) {
+	l, err := env.Kube.CoreV1().Pods(r.namespace).List(context.Background(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/instance=" + r.name})
+	if err != nil {
+		return
+	}
+	tail := int64(30)
+	for _, p := range l.Items {
+		b, err := env.Kube.CoreV1().Pods(r.namespace).GetLogs(p.Name, &corev1.PodLogOptions{TailLines: &tail}).DoRaw(context.Background())
+		t.Logf("--- log of pod %s (%v):\n%s", p.Name, err, b)
+	}
+}
+
+// uninstall runs helm uninstall (a no-op when it is gone).
+func (r *release) uninstall(t *testing.T) {
+	un := action.NewUninstall(r.cfg)
+	un.Wait, un.Timeout, un.IgnoreNotFound = true, 2*time.Minute, true
+	if _, err := un.Run(r.name); err != nil {
+		t.Errorf("helm uninstall %s: %v", r.name, err)
+	}
+}
+
+// killContainer sends SIGKILL to the main process of a pod's container through the node's containerd,
+// as the kernel's OOM killer or a crash would end it; the kubelet restarts it.
+func killContainer(t *testing.T, p corev1.Pod) {
+	t.Helper()
+	require.NotEmpty(t, p.Status.ContainerStatuses, "pod %s has no container", p.Name)
+	id := strings.TrimPrefix(p.Status.ContainerStatuses[0].ContainerID, "containerd://")
+	require.NotEmpty(t, id, "pod %s: no container ID", p.Name)
+	out, err := exec.Command("ctr", "-a", env.Stack.ContainerdSocket(), "-n", "k8s.io", "tasks", "kill", "--signal", "SIGKILL", id).CombinedOutput()
+	require.NoError(t, err, "kill %s: %s", p.Name, out)
+}
+
+// upgradedTag is the image tag of build B: this tree built with the upgradeprobe tag, whose reconcile
+// has one more step behind GetVersion (workflows/object/upgrade_probe.go) and whose build ID differs.
+const upgradedTag = "upgraded"
+
+// buildUpgradedImages builds the bridge and worker images of build B (make images with -tags
+// upgradeprobe) and imports them onto the real node as stackflow.local/<name>:upgraded.
+func buildUpgradedImages(ctx context.Context, t *testing.T) {
+	t.Helper()
+	out := filepath.Join(env.Dir, "images-"+upgradedTag)
+	t0 := time.Now()
+	cmd := exec.CommandContext(ctx, "go", "run", ".", "-repo", env.Stack.RepoRoot, "-out", out, "-version", upgradedTag,
+		"-tags", "upgradeprobe", "stackflow-bridge", "stackflow-worker")
+	cmd.Dir = filepath.Join(env.Stack.RepoRoot, "deploy", "images")
+	b, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", b)
+	for _, name := range []string{"stackflow-bridge", "stackflow-worker"} {
+		require.NoError(t, env.Stack.ImportImage(ctx, filepath.Join(out, name), name))
+		// Removed when the test ends (after the uninstall, which stops the pods that run them).
+		t.Cleanup(func() {
+			ref := local.ImageRepository + "/" + name + ":" + upgradedTag
+			if out, err := exec.Command("ctr", "-a", env.Stack.ContainerdSocket(), "-n", "k8s.io", "images", "rm", ref).CombinedOutput(); err != nil {
+				t.Errorf("remove image %s: %v: %s", ref, err, out)
+			}
+		})
+	}
+	t.Logf("build B's images built and imported in %s:\n%s", time.Since(t0).Round(100*time.Millisecond), b)
+}
+
+// upgrade runs helm upgrade --reuse-values --set image.tag=tag and waits until the rollout is done.
+func (r *release) upgrade(ctx context.Context, t *testing.T, tag string) {
+	t.Helper()
+	ch, err := chart.Load(env.Stack.RepoRoot)
+	require.NoError(t, err)
+	up := action.NewUpgrade(r.cfg)
+	up.Namespace, up.ReuseValues, up.SkipCRDs = r.namespace, true, true
+	up.Wait, up.Timeout = true, 4*time.Minute
+	t0 := time.Now()
+	_, err = up.RunWithContext(ctx, r.name, ch, map[string]any{"image": map[string]any{"tag": tag}})
+	if err != nil {
+		r.describePods(t)
+	}
+	require.NoError(t, err, "helm upgrade")
+	t.Logf("helm upgrade to %s rolled out in %s", tag, time.Since(t0).Round(100*time.Millisecond))
+}
+
+// buildsOf reads an object's workflow: the workflow tasks each build ID completed (all runs) and how
+// many times build B's probe step ran.
+func buildsOf(ctx context.Context, t *testing.T, c client.Client, wfID string) (tasks map[string]int, probes int) {
+	t.Helper()
+	dc, err := env.DataConverter()
+	require.NoError(t, err)
+	runs, err := e2e.Runs(ctx, c, wfID)
+	require.NoError(t, err)
+	tasks = map[string]int{}
+	for _, run := range runs {
+		for _, ev := range run {
+			switch ev.GetEventType() {
+			case enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
+				a := ev.GetWorkflowTaskCompletedEventAttributes()
+				build := a.GetDeploymentVersion().GetBuildId()
+				if v := a.GetWorkerDeploymentVersion(); build == "" && v != "" {
+					build = v[strings.Index(v, ".")+1:]
+				}
+				tasks[build]++
+			case enumspb.EVENT_TYPE_MARKER_RECORDED:
+				m := ev.GetMarkerRecordedEventAttributes()
+				var v string
+				if m.GetMarkerName() == "SideEffect" && dc.FromPayloads(m.GetDetails()["data"], &v) == nil && v == "reconciled on the upgraded build" {
+					probes++
+				}
+			}
+		}
+	}
+	return tasks, probes
+}
+
+// The chart, installed as the README tells users, runs stackflow as pods on the real node:
+//   - its bridge and workers boot a server on the Nova stackflow deployed, and a SIGKILL of the worker
+//     processes while the server is being built loses nothing and repeats nothing (one server, one port);
+//   - helm upgrade to build B (a changed workflow behind GetVersion) with a server in flight: the running
+//     workflows go on on B's pods without non-determinism, and a new server reconciles with B's step;
+//   - deleting the servers removes them from OpenStack, and helm uninstall leaves no pod, account or
+//     cluster-wide rule behind.
+func TestInstalledReleaseServesServersThroughKillNineAndUpgrade(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	r := installRelease(ctx, t)
+	for _, p := range r.pods(ctx, t, "") {
+		require.Equal(t, local.RealNode, p.Spec.NodeName, "pod %s", p.Name)
+		require.Equal(t, imageOf(p, "dev"), p.Spec.Containers[0].Image, "pod %s", p.Name)
+		require.True(t, p.Status.ContainerStatuses[0].Ready, "pod %s", p.Name)
+	}
+	require.Len(t, r.pods(ctx, t, "bridge"), 2)
+
+	// The user's identity Secret: the cloud as pods reach it, Keystone on the gateway and the catalog's
+	// internal endpoints (the public ones are this machine's loopback).
+	yml, err := os.ReadFile(env.Stack.CloudsYAML)
+	require.NoError(t, err)
+	var cy map[string]any
+	require.NoError(t, yaml.Unmarshal(yml, &cy))
+	cloud := cy["clouds"].(map[string]any)[env.Stack.CloudName].(map[string]any)
+	auth := cloud["auth"].(map[string]any)
+	auth["auth_url"] = strings.Replace(auth["auth_url"].(string), "127.0.0.1", local.HostGateway, 1)
+	cloud["interface"] = "internal"
+	podsYAML, err := yaml.Marshal(cy)
+	require.NoError(t, err)
+	const identity = "openstack-clouds-in-cluster"
+	_, err = env.Kube.CoreV1().Secrets(r.namespace).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: identity},
+		Data: map[string][]byte{osacts.CloudsYAMLKey: podsYAML}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	// create creates a server and returns once its workers have made it in Nova (in flight: the object
+	// is not Ready before the server is ACTIVE and its status complete).
+	var names []string
+	refs := map[string]lifecycle.ObjectRef{}
+	t.Cleanup(func() { env.ForceDelete(ServersGVR, names...) })
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, n := range names {
+				if u, err := env.Get(context.Background(), ServersGVR, n); err == nil {
+					t.Logf("%s status: %s", n, mustJSON(u.Object["status"]))
+				}
+			}
+		}
+	})
+	create := func(name string) {
+		t.Helper()
+		spec := env.ServerSpec(env.Flavor(), 1)
+		id := env.Identity()
+		id["name"] = identity
+		spec["identityRef"] = id
+		names = append(names, name)
+		srv, err := env.Create(ctx, ServersGVR, env.Object("infrastructure.cluster.x-k8s.io/v1alpha1", "OpenStackServer", name, spec))
+		require.NoError(t, err)
+		refs[name] = e2e.Ref("OpenStackServer", ServersGVR, srv)
+		require.Eventually(t, func() bool {
+			o, err := env.ListOwned(ctx, refs[name])
+			return err == nil && len(o.Servers) > 0
+		}, 5*time.Minute, 100*time.Millisecond, "the release's workers created no server for %s", name)
+	}
+	workflowOf := func(name string) string {
+		u, err := env.WaitFor(ctx, ServersGVR, name, ready)
+		require.NoError(t, err)
+		require.Equal(t, "ACTIVE", u.Object["status"].(map[string]any)["instanceState"])
+		id, _, _ := unstructured.NestedString(u.Object, "status", "workflowID")
+		require.NotEmpty(t, id)
+		return id
+	}
+
+	// 1. SIGKILL of the workflow worker and the OpenStack worker with the server in Nova.
+	first := "rel1-" + env.Run
+	create(first)
+	killed := map[string]int32{}
+	for _, component := range []string{"worker", "worker-openstack"} {
+		for _, p := range r.pods(ctx, t, component) {
+			killContainer(t, p)
+			killed[p.Name] = p.Status.ContainerStatuses[0].RestartCount
+		}
+	}
+	t.Logf("SIGKILLed %d worker processes with %s in Nova", len(killed), first)
+	firstWF := workflowOf(first)
+	requireOwned(t, refs[first], 1, 1, 0)
+	// The kubelet restarted each killed container, and it serves again.
+	require.Eventually(t, func() bool {
+		for pod, before := range killed {
+			p, err := env.Kube.CoreV1().Pods(r.namespace).Get(ctx, pod, metav1.GetOptions{})
+			if err != nil || len(p.Status.ContainerStatuses) == 0 {
+				return false
+			}
+			if cs := p.Status.ContainerStatuses[0]; cs.RestartCount <= before || !cs.Ready {
+				return false
+			}
+		}
+		return true
+	}, 2*time.Minute, 500*time.Millisecond, "the killed workers were not restarted")
+
+	// 2. helm upgrade to build B with a second server in flight.
+	c, err := e2e.Dial(ctx, env.Stack, r.temporalNS)
+	require.NoError(t, err)
+	defer c.Close()
+	tasksA, _ := buildsOf(ctx, t, c, firstWF)
+	var buildA string
+	for b, n := range tasksA {
+		if n > tasksA[buildA] {
+			buildA = b
+		}
+	}
+	require.NotEmpty(t, buildA, "the release's workflow worker is versioned by its binary: %v", tasksA)
+	buildUpgradedImages(ctx, t)
+	second := "rel2-" + env.Run
+	create(second)
+	r.upgrade(ctx, t, upgradedTag)
+	for _, p := range r.pods(ctx, t, "") {
+		if p.DeletionTimestamp == nil {
+			require.Equal(t, imageOf(p, upgradedTag), p.Spec.Containers[0].Image, "pod %s", p.Name)
+		}
+	}
+	secondWF := workflowOf(second)
+	third := "rel3-" + env.Run
+	create(third)
+	thirdWF := workflowOf(third)
+
+	// 3. Deleted through the release's workers (on B): nothing of them is left in OpenStack.
+	require.NoError(t, env.DeleteAndWait(ctx, ServersGVR, first, second, third))
+	for name, ref := range refs {
+		o, err := env.ListOwned(ctx, ref)
+		require.NoError(t, err)
+		require.Zero(t, o.Count(), "%s left %s", name, o)
+	}
+	tasks1, _ := buildsOf(ctx, t, c, firstWF)
+	tasks2, probes2 := buildsOf(ctx, t, c, secondWF)
+	tasks3, probes3 := buildsOf(ctx, t, c, thirdWF)
+	t.Logf("workflow tasks by build: %s %v, %s %v (B's step %d), %s %v (B's step %d)", first, tasks1, second, tasks2, probes2, third, tasks3, probes3)
+	buildB := buildA + "-upgradeprobe"
+	require.Positive(t, tasks1[buildB], "%s, started on A, was torn down on B", first)
+	require.Positive(t, tasks2[buildB], "%s, in flight during the upgrade, finished on B", second)
+	require.Equal(t, map[string]int{buildB: tasks3[buildB]}, tasks3, "%s ran on B alone", third)
+	require.Positive(t, probes3, "%s reconciled with B's new step", third)
+	// No panic, no non-determinism, no payload in clear in any of them.
+	for _, id := range []string{firstWF, secondWF, thirdWF} {
+		scan, err := e2e.ScanWorkflow(ctx, c, r.temporalNS, id)
+		require.NoError(t, err)
+		require.NoError(t, scan.Check(), id)
+	}
+
+	// 4. helm uninstall leaves nothing of the release: no pod, no ServiceAccount, no cluster-wide rule.
+	r.uninstall(t)
+	require.Eventually(t, func() bool { return len(r.pods(ctx, t, "")) == 0 }, 2*time.Minute, time.Second, "pods of the release left")
+	sel := metav1.ListOptions{LabelSelector: "app.kubernetes.io/instance=" + r.name}
+	sas, err := env.Kube.CoreV1().ServiceAccounts(r.namespace).List(ctx, sel)
+	require.NoError(t, err)
+	require.Empty(t, sas.Items)
+	crs, err := env.Kube.RbacV1().ClusterRoles().List(ctx, sel)
+	require.NoError(t, err)
+	require.Empty(t, crs.Items)
+	crbs, err := env.Kube.RbacV1().ClusterRoleBindings().List(ctx, sel)
+	require.NoError(t, err)
+	require.Empty(t, crbs.Items)
+	deps, err := env.Kube.AppsV1().Deployments(r.namespace).List(ctx, sel)
+	require.NoError(t, err)
+	require.Empty(t, deps.Items)
+}
+
+// imageOf is the image a pod of the release runs at tag.
+func imageOf(p corev1.Pod, tag string) string {
+	name := "stackflow-worker"
+	if p.Labels["app.kubernetes.io/component"] == "bridge" {
+		name = "stackflow-bridge"
+	}
+	return local.ImageRepository + "/" + name + ":" + tag
+}
