@@ -283,9 +283,14 @@ func (b *Bridge) Run(ctx context.Context) error {
 }
 
 // ensureLeaseNamespace creates the Lease's namespace when missing. Best effort: without the right to do
-// so, an installer is expected to have created it, and leader election reports the problem.
+// so, an installer is expected to have created it, and leader election reports the problem. The chart
+// grants no right on namespaces (its release namespace holds the Lease), so a refusal is no warning.
 func (b *Bridge) ensureLeaseNamespace(ctx context.Context) {
 	_, err := b.core.CoreV1().Namespaces().Get(ctx, b.cfg.LeaseNamespace, metav1.GetOptions{})
+	if apierrors.IsForbidden(err) {
+		b.log.Debug("may not read the lease namespace; assuming it exists", "namespace", b.cfg.LeaseNamespace)
+		return
+	}
 	if apierrors.IsNotFound(err) {
 		_, err = b.core.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: b.cfg.LeaseNamespace}}, metav1.CreateOptions{})
 		if apierrors.IsAlreadyExists(err) {
