@@ -115,9 +115,6 @@ func installRelease(ctx context.Context, t *testing.T) *release {
 		}
 	})
 	_, err = inst.RunWithContext(ctx, ch, values)
-	if err != nil {
-		r.describePods(t)
-	}
 	require.NoError(t, err, "helm install")
 	t.Logf("release %s installed, every Deployment available in %s", r.name, time.Since(t0).Round(100*time.Millisecond))
 	return r
@@ -136,6 +133,7 @@ func deleteTemporalNamespace(t *testing.T, ns string) {
 	}
 }
 
+// merge sets b's keys in a.
 func merge(a, b map[string]any) map[string]any {
 	for k, v := range b {
 		a[k] = v
