@@ -104,7 +104,8 @@ func installRelease(ctx context.Context, t *testing.T) *release {
 	r.cfg = new(action.Configuration)
 	require.NoError(t, r.cfg.Init(&genericclioptions.ConfigFlags{KubeConfig: &kubeconfig, Namespace: &ns}, ns, "secret", t.Logf))
 	inst := action.NewInstall(r.cfg)
-	inst.ReleaseName, inst.Namespace, inst.SkipCRDs = r.name, r.namespace, true
+	// As a user runs it: with the chart's crds/ (Helm leaves CRDs that exist, here the stack's, alone).
+	inst.ReleaseName, inst.Namespace = r.name, r.namespace
 	inst.Wait, inst.Timeout = true, 4*time.Minute
 	t0 := time.Now()
 	t.Cleanup(func() { r.uninstall(t) })
@@ -231,13 +232,10 @@ func (r *release) upgrade(ctx context.Context, t *testing.T, tag string) {
 	ch, err := chart.Load(env.Stack.RepoRoot)
 	require.NoError(t, err)
 	up := action.NewUpgrade(r.cfg)
-	up.Namespace, up.ReuseValues, up.SkipCRDs = r.namespace, true, true
+	up.Namespace, up.ReuseValues = r.namespace, true
 	up.Wait, up.Timeout = true, 4*time.Minute
 	t0 := time.Now()
 	_, err = up.RunWithContext(ctx, r.name, ch, map[string]any{"image": map[string]any{"tag": tag}})
-	if err != nil {
-		r.describePods(t)
-	}
 	require.NoError(t, err, "helm upgrade")
 	t.Logf("helm upgrade to %s rolled out in %s", tag, time.Since(t0).Round(100*time.Millisecond))
 }
