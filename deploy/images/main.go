@@ -3,7 +3,7 @@
 //
 //	stackflow-bridge  the bridge, on a base of CA certificates and netbase;
 //	stackflow-worker  the worker (its playbooks are embedded in the binary), on a base of python3,
-//	                  ansible-core and openssh-client with their dependencies;
+//	                  ansible-core, openssh-client and coreutils with their dependencies;
 //	stackflow-pause   the sandbox image of the local stack's real node (built by the stack itself);
 //	stackflow-nova    Debian's Nova services and nova-manage, no binary of ours (the pods name the
 //	                  commands).
@@ -75,7 +75,9 @@ var specs = map[string]spec{
 	},
 	"stackflow-worker": {
 		name: "stackflow-worker", pkg: "./worker/cmd/stackflow-worker",
-		debs: []string{"python3", "ansible-core", "openssh-client", "ca-certificates", "netbase", "dash", "libc-bin"}, closure: true, shell: true, vcs: true,
+		// ansible-playbook and its SSH client for the data plane; coreutils for nice, which runs playbooks
+		// at a lower priority than the worker's own orchestration.
+		debs: []string{"python3", "ansible-core", "openssh-client", "coreutils", "ca-certificates", "netbase", "dash", "libc-bin"}, closure: true, shell: true, vcs: true,
 		env: []string{"ANSIBLE_LOCAL_TEMP=/tmp/ansible", "ANSIBLE_HOME=/tmp/ansible", "PYTHONDONTWRITEBYTECODE=1"},
 	},
 	"stackflow-pause": {
