@@ -99,7 +99,7 @@ func (s *Stack) TemporalEnv(namespace string) []string {
 // upTemporal starts the Temporal CLI's dev server with its UI and a database file in the state directory,
 // so a restart keeps every workflow's history, and registers stackflow's search attributes.
 func (s *Stack) upTemporal(ctx context.Context) error {
-	bin, err := s.Tool("temporal", "TEMPORAL_CLI_VERSION")
+	bin, err := s.Tool("temporal", "TEMPORAL_CLI_BUILD")
 	if err != nil {
 		return err
 	}

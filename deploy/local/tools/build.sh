@@ -36,6 +36,15 @@ build_etcd() {
   fi
 }
 
+build_temporal() {
+  # Built from a module (tools/temporal) that pins a newer SQLite driver than the CLI's own; the binary's
+  # name says both versions, so a machine with the older build builds this one.
+  if want temporal "$TEMPORAL_CLI_BUILD"; then
+    (cd "$here/temporal" && go build -trimpath -ldflags "-s -w" -o "$bin/temporal-$TEMPORAL_CLI_BUILD.tmp" github.com/temporalio/cli/cmd/temporal)
+    mv "$bin/temporal-$TEMPORAL_CLI_BUILD.tmp" "$bin/temporal-$TEMPORAL_CLI_BUILD"
+  fi
+}
+
 build_tctl() {
   # tctl v1.18.0 cannot be go-installed here (the proxy refuses the version list it reads for deprecation
   # notices); a module that requires it builds it.
@@ -81,7 +90,7 @@ for t in $targets; do
     etcd) build_etcd ;;
     kube) build_kube ;;
     kwok) goinstall kwok "$KWOK_VERSION" sigs.k8s.io/kwok/cmd/kwok; kwok_stages ;;
-    temporal) goinstall temporal "$TEMPORAL_CLI_VERSION" github.com/temporalio/cli/cmd/temporal ;;
+    temporal) build_temporal ;;
     tctl) build_tctl ;;
     controller-gen) goinstall controller-gen "$CONTROLLER_GEN_VERSION" sigs.k8s.io/controller-tools/cmd/controller-gen ;;
     workflowcheck) goinstall workflowcheck "$WORKFLOWCHECK_VERSION" go.temporal.io/sdk/contrib/tools/workflowcheck ;;
