@@ -193,6 +193,18 @@ func HostFile(h local.TestHost, path string) string {
 	return string(b)
 }
 
+// StepLog is the host's own record of the playbook steps that ran on it to the end: step → runs (each
+// playbook appends its step as its last task).
+func StepLog(h local.TestHost) map[string]int {
+	out := map[string]int{}
+	for _, line := range strings.Split(HostFile(h, "var/log/stackflow/edpm-steps.log"), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 {
+			out[f[1]]++
+		}
+	}
+	return out
+}
+
 // ReadFile reads a file of this machine; a failure fails the test.
 func ReadFile(t testing.TB, path string) string {
 	t.Helper()

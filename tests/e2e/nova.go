@@ -48,8 +48,9 @@ const ComputeKinds = "OpenStackDataPlaneRole,OpenStackDataPlaneNode,NovaExternal
 
 // Resources of a Nova's computes.
 var (
-	gvrComputeRole = schema.GroupVersionResource{Group: "dataplane.openstack.org", Version: "v1beta1", Resource: "openstackdataplaneroles"}
-	gvrComputeNode = schema.GroupVersionResource{Group: "dataplane.openstack.org", Version: "v1beta1", Resource: "openstackdataplanenodes"}
+	// GVRDataPlaneRole and GVRDataPlaneNode are the resources of the data-plane role and node kinds.
+	GVRDataPlaneRole = schema.GroupVersionResource{Group: "dataplane.openstack.org", Version: "v1beta1", Resource: "openstackdataplaneroles"}
+	GVRDataPlaneNode = schema.GroupVersionResource{Group: "dataplane.openstack.org", Version: "v1beta1", Resource: "openstackdataplanenodes"}
 	// GVRNovaExternalCompute is the resource of the NovaExternalCompute kind.
 	GVRNovaExternalCompute = schema.GroupVersionResource{Group: "nova.openstack.org", Version: "v1beta1", Resource: "novaexternalcomputes"}
 )
@@ -228,8 +229,8 @@ func (e *Env) StartNova(ctx context.Context, o NovaOptions) (_ *Nova, err error)
 		if err := yaml.Unmarshal([]byte(m), &u.Object); err != nil {
 			return nil, fmt.Errorf("manifest: %w", err)
 		}
-		gvr := map[string]schema.GroupVersionResource{"Nova": GVRNova, "OpenStackDataPlaneRole": gvrComputeRole,
-			"OpenStackDataPlaneNode": gvrComputeNode, "NovaExternalCompute": GVRNovaExternalCompute}[u.GetKind()]
+		gvr := map[string]schema.GroupVersionResource{"Nova": GVRNova, "OpenStackDataPlaneRole": GVRDataPlaneRole,
+			"OpenStackDataPlaneNode": GVRDataPlaneNode, "NovaExternalCompute": GVRNovaExternalCompute}[u.GetKind()]
 		if _, err := e.Dyn.Resource(gvr).Namespace(o.Namespace).Create(ctx, u, metav1.CreateOptions{}); err != nil {
 			return nil, fmt.Errorf("create %s %s: %w", u.GetKind(), u.GetName(), err)
 		}
@@ -338,7 +339,7 @@ func (n *Nova) Close() int {
 		for _, step := range []struct {
 			gvr   schema.GroupVersionResource
 			names []string
-		}{{GVRNovaExternalCompute, names}, {gvrComputeNode, names}, {gvrComputeRole, []string{computeRole}}} {
+		}{{GVRNovaExternalCompute, names}, {GVRDataPlaneNode, names}, {GVRDataPlaneRole, []string{computeRole}}} {
 			if err := n.env.DeleteAndWait(ctx, step.gvr, n.Namespace, step.names...); err != nil {
 				n.scope.Errorf("the computes' teardown: %v", err)
 				code = 1

@@ -2,7 +2,6 @@ package edpm
 
 import (
 	"context"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -14,7 +13,6 @@ import (
 
 	"github.com/stackflow/stackflow/activities/ansible"
 	"github.com/stackflow/stackflow/api/lifecycle"
-	"github.com/stackflow/stackflow/deploy/local"
 	"github.com/stackflow/stackflow/tests/e2e"
 )
 
@@ -48,17 +46,6 @@ func create(t *testing.T, gvr schema.GroupVersionResource, manifest string) *uns
 func get(t *testing.T, gvr schema.GroupVersionResource, name string) *unstructured.Unstructured {
 	t.Helper()
 	return env.Get(t, gvr, ns, name)
-}
-
-// stepLog is the host's own record of the steps that ran on it: step → runs.
-func stepLog(h local.TestHost) map[string]int {
-	out := map[string]int{}
-	for _, line := range strings.Split(e2e.HostFile(h, "var/log/stackflow/edpm-steps.log"), "\n") {
-		if f := strings.Fields(line); len(f) >= 2 {
-			out[f[1]]++
-		}
-	}
-	return out
 }
 
 // workflowID is the workflow ID the bridge derives for an object.

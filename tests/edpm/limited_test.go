@@ -37,7 +37,7 @@ var gvrRun = schema.GroupVersionResource{Group: "dataplane.openstack.org", Versi
 //     fails the run with InvalidSpec naming it, before anything runs.
 func limitedRuns(t *testing.T, h0, h1 local.TestHost) {
 	ctx := context.Background()
-	before0, before1 := stepLog(h0), stepLog(h1)
+	before0, before1 := e2e.StepLog(h0), e2e.StepLog(h1)
 	sysctl, marker := "etc/edpm/os/99-edpm-sysctl.conf", "var/lib/edpm/os.done"
 	require.NotEmpty(t, e2e.HostFile(h0, sysctl))
 	require.NotEmpty(t, e2e.HostFile(h0, marker))
@@ -52,8 +52,8 @@ func limitedRuns(t *testing.T, h0, h1 local.TestHost) {
 	require.NotEmpty(t, want)
 	require.NoError(t, os.Remove(filepath.Join(h1.Root, custom)), "drift by hand")
 	requireDataPlanePreview(t, h0, h1, "/"+sysctl, "/"+marker, "/"+custom)
-	require.Equal(t, before0, stepLog(h0), "a preview runs no step")
-	require.Equal(t, before1, stepLog(h1))
+	require.Equal(t, before0, e2e.StepLog(h0), "a preview runs no step")
+	require.Equal(t, before1, e2e.StepLog(h1))
 
 	run := func(name, spec string) *unstructured.Unstructured {
 		t.Helper()
@@ -91,7 +91,7 @@ func limitedRuns(t *testing.T, h0, h1 local.TestHost) {
 	require.Equal(t, want, e2e.HostFile(h1, custom), "the tagged tasks put the file back")
 	require.Equal(t, pid1, e2e.HostFile(h1, "run/stackflow/nova-compute.pid"), "nova-compute was not restarted")
 	require.Equal(t, pid0, e2e.HostFile(h0, "run/stackflow/nova-compute.pid"))
-	require.Equal(t, before1["nova-compute"]+1, stepLog(h1)["nova-compute"])
+	require.Equal(t, before1["nova-compute"]+1, e2e.StepLog(h1)["nova-compute"])
 	before1["nova-compute"]++
 	require.Equal(t, "True", string(e2e.Condition(get(t, gvrNEC, "upd-1"), "Ready").Status), "the compute's own workflow is untouched")
 
@@ -104,11 +104,11 @@ func limitedRuns(t *testing.T, h0, h1 local.TestHost) {
 	require.NotZero(t, step["changed"], "the sysctl file was written")
 	require.Contains(t, e2e.HostFile(h0, sysctl), "net.ipv4.ip_forward", "the tagged task put the file back")
 	require.Empty(t, e2e.HostFile(h0, marker), "a task outside the tag did not run")
-	after0 := stepLog(h0)
+	after0 := e2e.StepLog(h0)
 	require.Equal(t, before0["configure-os"]+1, after0["configure-os"], "configure-os ran once on upd-0")
 	after0["configure-os"] = before0["configure-os"]
 	require.Equal(t, before0, after0, "no other step ran on upd-0")
-	require.Equal(t, before1, stepLog(h1), "nothing ran on upd-1")
+	require.Equal(t, before1, e2e.StepLog(h1), "nothing ran on upd-1")
 	require.Contains(t, kubectlGet(t, "osdpd", "fix-sysctl"), "upd")
 
 	u = run("fix-os", "{dataPlane: upd, nodes: [upd-0], services: [configure-os]}")

@@ -139,12 +139,12 @@ spec: {role: steered, hostName: edpm-compute-0, ansibleHost: %s, deploy: true}
 				n := get(t, gvrNode, name)
 				return e2e.Str(n, "status", "phase") == lifecycle.PhasePaused, e2e.Summary(n)
 			})
-			held := stepLog(h0)
+			held := e2e.StepLog(h0)
 			status := c.run(t, c.query(id))
 			require.Regexp(t, `"paused":\s*true`, status, "the status query, decoded by the codec endpoint")
 			require.Regexp(t, `"phase":\s*"Paused"`, status)
 			time.Sleep(3 * time.Second)
-			require.Equal(t, held, stepLog(h0), "no playbook ran on the host while paused")
+			require.Equal(t, held, e2e.StepLog(h0), "no playbook ran on the host while paused")
 
 			c.run(t, c.signal(id, lifecycle.SignalResume, ""))
 			e2e.WaitFor(t, name+" failed at configure-network", 5*time.Minute, func() (bool, string) {

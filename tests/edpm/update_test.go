@@ -290,10 +290,10 @@ spec:
 	})
 	require.Equal(t, "1", fmt.Sprint(nodeState(t, "to-3", "upd-0")["attempts"]), "the node that succeeded is not run again")
 	require.Equal(t, "2", fmt.Sprint(nodeState(t, "to-3", "upd-1")["attempts"]))
-	require.Equal(t, 2, stepLog(h0)["update-apply"], "one update playbook per update on the first host")
-	require.Equal(t, 2, stepLog(h1)["update-apply"], "the failed run never finished; the first update's and the retry's did")
-	require.Equal(t, 1, stepLog(h1)["update-rollback"])
-	require.Zero(t, stepLog(h0)["update-rollback"])
+	require.Equal(t, 2, e2e.StepLog(h0)["update-apply"], "one update playbook per update on the first host")
+	require.Equal(t, 2, e2e.StepLog(h1)["update-apply"], "the failed run never finished; the first update's and the retry's did")
+	require.Equal(t, 1, e2e.StepLog(h1)["update-rollback"])
+	require.Zero(t, e2e.StepLog(h0)["update-rollback"])
 	for _, h := range []string{hostA, hostB} {
 		require.Equal(t, []string{"CUSTOM_STACKFLOW_NOVA_COMPUTE_3"}, versionClasses(t, cc, h), h)
 	}
