@@ -1,7 +1,7 @@
 // Package nova proves the Nova control plane end to end on the real local stack: a Nova CR with cell0,
 // cell1 and cell2 deployed by the real worker and bridge (built from this tree) into the stack's MariaDB
-// and RabbitMQ, its services run by the stack's pod runner as real Nova processes, its compute API
-// registered in Keystone in a region of its own, EDPM computes joining cell1 and cell2 and a server
+// and RabbitMQ, its services run as containers of the stackflow-nova image on the stack's real node, its
+// compute API registered in Keystone in a region of its own, EDPM computes joining cell1 and cell2 and a server
 // booting on cell2, a NovaConductor deployed on its own, a customServiceConfig roll, the removal of a
 // cell, bad input, and no password in any workflow history.
 //
