@@ -26,6 +26,7 @@ import (
 	"github.com/stackflow/stackflow/deploy/chart"
 	"github.com/stackflow/stackflow/deploy/local"
 	"github.com/stackflow/stackflow/tests/e2e"
+	"github.com/stackflow/stackflow/workflows/dataplane"
 )
 
 // release is stackflow installed by its chart into the run's namespace: the bridge and one worker
@@ -93,7 +94,7 @@ func installRelease(ctx context.Context, t *testing.T) *release {
 		"admission": map[string]any{"enabled": false},
 		// Cluster-scoped kinds are the stack's release's (and make run's) to serve.
 		"bridge": merge(map[string]any{"replicas": 2, "resources": small,
-			"kinds": []any{"OpenStackServer", "OpenStackMachine", "OpenStackCluster"}}, onRealNode),
+			"kinds": []any{"OpenStackServer", "OpenStackMachine", "OpenStackCluster", "OpenStackDataPlaneRole", "OpenStackDataPlaneNode"}}, onRealNode),
 		"worker": onRealNode,
 		"workers": map[string]any{"stackflow": worker(), "stackflow-kube": worker(),
 			"stackflow-ansible": worker(), "stackflow-openstack": worker()},
@@ -274,6 +275,8 @@ func buildsOf(ctx context.Context, t *testing.T, c client.Client, wfID string) (
 // The chart, installed as the README tells users, runs stackflow as pods on the real node:
 //   - its bridge and workers boot a server on the Nova stackflow deployed, and a SIGKILL of the worker
 //     processes while the server is being built loses nothing and repeats nothing (one server, one port);
+//   - its ansible worker deploys a data-plane node over SSH from its pod, and a SIGKILL of that worker in
+//     the middle of a playbook repeats only the interrupted playbook (each step once on the host);
 //   - helm upgrade to build B (a changed workflow behind GetVersion) with a server in flight: the running
 //     workflows go on on B's pods without non-determinism, and a new server reconciles with B's step;
 //   - deleting the servers removes them from OpenStack, and helm uninstall leaves no pod, account or
@@ -305,6 +308,14 @@ func TestInstalledReleaseServesServersThroughKillNineAndUpgrade(t *testing.T) {
 	_, err = env.Kube.CoreV1().Secrets(r.namespace).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: identity},
 		Data: map[string][]byte{osacts.CloudsYAMLKey: podsYAML}}, metav1.CreateOptions{})
 	require.NoError(t, err)
+
+	// The data-plane node first: its ansible worker is SIGKILLed in its second playbook, whose retry
+	// runs while the first server boots.
+	c, err := e2e.Dial(ctx, env.Stack, r.temporalNS)
+	require.NoError(t, err)
+	defer c.Close()
+	dp := startDataPlaneNode(ctx, t, r)
+	dp.killMidPlaybook(ctx, t, r, c)
 
 	// create creates a server and returns once its workers have made it in Nova (in flight: the object
 	// is not Ready before the server is ACTIVE and its status complete).
@@ -371,10 +382,9 @@ func TestInstalledReleaseServesServersThroughKillNineAndUpgrade(t *testing.T) {
 		return true
 	}, 2*time.Minute, 500*time.Millisecond, "the killed workers were not restarted")
 
+	dpWF := dp.deployed(ctx, t, c)
+
 	// 2. helm upgrade to build B with a second server in flight.
-	c, err := e2e.Dial(ctx, env.Stack, r.temporalNS)
-	require.NoError(t, err)
-	defer c.Close()
 	tasksA, _ := buildsOf(ctx, t, c, firstWF)
 	var buildA string
 	for b, n := range tasksA {
@@ -404,17 +414,27 @@ func TestInstalledReleaseServesServersThroughKillNineAndUpgrade(t *testing.T) {
 		require.NoError(t, err)
 		require.Zero(t, o.Count(), "%s left %s", name, o)
 	}
+	// The node's teardown runs on B too; the host's check (at the test's end) finds nothing left.
+	env.Env.DeleteAndWaitT(t, e2e.GVRDataPlaneNode, r.namespace, dp.name)
+	env.Env.DeleteAndWaitT(t, e2e.GVRDataPlaneRole, r.namespace, dp.role)
 	tasks1, _ := buildsOf(ctx, t, c, firstWF)
 	tasks2, probes2 := buildsOf(ctx, t, c, secondWF)
 	tasks3, probes3 := buildsOf(ctx, t, c, thirdWF)
 	t.Logf("workflow tasks by build: %s %v, %s %v (B's step %d), %s %v (B's step %d)", first, tasks1, second, tasks2, probes2, third, tasks3, probes3)
-	buildB := buildA + "-upgradeprobe"
+	// B is what the third server ran on, alone: a build of its own, with the probe's tag in its ID (the
+	// images are built from the tree as it is then, so A's revision may be an earlier commit's).
+	require.Len(t, tasks3, 1, "%s ran on one build: %v", third, tasks3)
+	var buildB string
+	for b := range tasks3 {
+		buildB = b
+	}
+	require.NotEqual(t, buildA, buildB)
+	require.True(t, strings.HasSuffix(buildB, "-upgradeprobe"), "build B %q names its build tag", buildB)
 	require.Positive(t, tasks1[buildB], "%s, started on A, was torn down on B", first)
 	require.Positive(t, tasks2[buildB], "%s, in flight during the upgrade, finished on B", second)
-	require.Equal(t, map[string]int{buildB: tasks3[buildB]}, tasks3, "%s ran on B alone", third)
 	require.Positive(t, probes3, "%s reconciled with B's new step", third)
 	// No panic, no non-determinism, no payload in clear in any of them.
-	for _, id := range []string{firstWF, secondWF, thirdWF} {
+	for _, id := range []string{firstWF, secondWF, thirdWF, dpWF} {
 		scan, err := e2e.ScanWorkflow(ctx, c, r.temporalNS, id)
 		require.NoError(t, err)
 		require.NoError(t, scan.Check(), id)
@@ -436,6 +456,133 @@ func TestInstalledReleaseServesServersThroughKillNineAndUpgrade(t *testing.T) {
 	deps, err := env.Kube.AppsV1().Deployments(r.namespace).List(ctx, sel)
 	require.NoError(t, err)
 	require.Empty(t, deps.Items)
+}
+
+// dataPlaneHost is the test host of the release's data-plane node (the package's compute is on
+// edpm-compute-0).
+const dataPlaneHost = "edpm-compute-1"
+
+// dataPlaneNode is the data-plane node the release deploys: a role without a cell (phase 0 only).
+type dataPlaneNode struct {
+	name, role string
+	host       local.TestHost
+}
+
+// startDataPlaneNode creates, in the release's namespace, the hosts' SSH key Secret, a role and a node on
+// dataPlaneHost, as a user does; the test's cleanup deletes them through the release before uninstalling
+// it, and then checks that their teardown left nothing on the host.
+func startDataPlaneNode(ctx context.Context, t *testing.T, r *release) *dataPlaneNode {
+	t.Helper()
+	dp := &dataPlaneNode{name: "rel-" + dataPlaneHost, role: "rel-infra", host: env.Host(t, dataPlaneHost)}
+	e2e.CleanHost(t, dp.host)
+	key, err := env.Kube.CoreV1().Secrets(local.SystemNamespace).Get(ctx, local.HostsSSHKeySecretName, metav1.GetOptions{})
+	require.NoError(t, err)
+	require.NoError(t, env.CreateSecret(ctx, r.namespace, local.HostsSSHKeySecretName, key.Data))
+	env.Env.Create(t, e2e.GVRDataPlaneRole, r.namespace, fmt.Sprintf(`
+apiVersion: dataplane.openstack.org/v1beta1
+kind: OpenStackDataPlaneRole
+metadata: {name: %s}
+spec:
+  preProvisioned: true
+  nodeTemplate:
+    ansibleUser: root
+    ansibleSSHPrivateKeySecret: %s
+    managementNetwork: ctlplane
+    # configure-network lasts long enough for the SIGKILL to find it running.
+    ansibleVars: {edpm_network_config_command: "sleep 5"}
+`, dp.role, local.HostsSSHKeySecretName))
+	env.Env.Create(t, e2e.GVRDataPlaneNode, r.namespace, fmt.Sprintf(`
+apiVersion: dataplane.openstack.org/v1beta1
+kind: OpenStackDataPlaneNode
+metadata: {name: %s}
+spec: {role: %s, hostName: %s, ansibleHost: %s, deploy: true}
+`, dp.name, dp.role, env.Run+"-rel-"+dataPlaneHost, dp.host.Address))
+	return dp
+}
+
+// killMidPlaybook waits until the host has recorded bootstrap and a worker has started
+// configure-network's playbook (a RunPlaybook activity in the started state, the host's record without
+// it), and SIGKILLs the ansible worker's process: ansible-playbook dies with its container.
+func (dp *dataPlaneNode) killMidPlaybook(ctx context.Context, t *testing.T, r *release, c client.Client) {
+	t.Helper()
+	var wfID string
+	e2e.WaitFor(t, dp.name+"'s workflow", time.Minute, func() (bool, string) {
+		n := env.Env.Get(t, e2e.GVRDataPlaneNode, r.namespace, dp.name)
+		wfID = e2e.Str(n, "status", "workflowID")
+		return wfID != "", e2e.Summary(n)
+	})
+	running := func() (bool, string) {
+		steps := e2e.StepLog(dp.host)
+		if steps[dataplane.StepBootstrap] != 1 || steps[dataplane.StepConfigureNetwork] != 0 {
+			return false, fmt.Sprintf("host's steps %v", steps)
+		}
+		n := env.Env.Get(t, e2e.GVRDataPlaneNode, r.namespace, dp.name)
+		if !strings.Contains(e2e.Str(n, "status", "currentStep"), "configure-network.yml on host") {
+			return false, e2e.Summary(n)
+		}
+		d, err := c.DescribeWorkflowExecution(ctx, wfID, "")
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, a := range d.GetPendingActivities() {
+			if a.GetActivityType().GetName() == "RunPlaybook" && a.GetState() == enumspb.PENDING_ACTIVITY_STATE_STARTED {
+				return true, "configure-network's playbook started"
+			}
+		}
+		return false, "configure-network's activity not started yet"
+	}
+	// Polled closely: the playbook runs for a few seconds.
+	deadline := time.Now().Add(5 * time.Minute)
+	for ok, seen := running(); !ok; ok, seen = running() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never ran configure-network after bootstrap; last seen: %s", dp.name, seen)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	pods := r.pods(ctx, t, "worker-ansible")
+	require.Len(t, pods, 1)
+	killContainer(t, pods[0])
+	t.Logf("SIGKILLed the ansible worker with configure-network running on %s", dp.host.Name)
+}
+
+// deployed waits until the node is Ready and checks that each phase-0 playbook ran to its end once on
+// the host, the interrupted one included (its activity's second attempt), and returns its workflow ID.
+func (dp *dataPlaneNode) deployed(ctx context.Context, t *testing.T, c client.Client) string {
+	t.Helper()
+	var n *unstructured.Unstructured
+	e2e.WaitFor(t, dp.name+" Ready", 5*time.Minute, func() (bool, string) {
+		n = env.Env.Get(t, e2e.GVRDataPlaneNode, env.Namespace, dp.name)
+		return e2e.Ready(n), e2e.Summary(n)
+	})
+	require.Equal(t, map[string]int{dataplane.StepBootstrap: 1, dataplane.StepConfigureNetwork: 1, dataplane.StepConfigureOS: 1},
+		e2e.StepLog(dp.host), "each phase-0 step ran to its end once on the host")
+	require.Contains(t, e2e.HostFile(dp.host, "etc/edpm/node.json"), `"kernelHostname": "`+dp.host.Name+`"`,
+		"the playbooks ran on the host itself, from the pod")
+	wfID := e2e.Str(n, "status", "workflowID")
+	require.NotEmpty(t, wfID)
+	runs, err := e2e.Runs(ctx, c, wfID)
+	require.NoError(t, err)
+	attempts := map[string]int32{}
+	scheduled := map[int64]string{}
+	dc, err := env.DataConverter()
+	require.NoError(t, err)
+	for _, run := range runs {
+		for _, ev := range run {
+			if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil && a.GetActivityType().GetName() == "RunPlaybook" {
+				var in struct{ Step string }
+				require.NoError(t, dc.FromPayload(a.GetInput().GetPayloads()[0], &in))
+				scheduled[ev.GetEventId()] = in.Step
+			}
+			if a := ev.GetActivityTaskStartedEventAttributes(); a != nil {
+				if step, ok := scheduled[a.GetScheduledEventId()]; ok {
+					attempts[step] = max(attempts[step], a.GetAttempt())
+				}
+			}
+		}
+	}
+	t.Logf("%s Ready; RunPlaybook attempts by step: %v", dp.name, attempts)
+	require.GreaterOrEqual(t, attempts[dataplane.StepConfigureNetwork], int32(2), "the SIGKILL interrupted configure-network's run")
+	return wfID
 }
 
 // imageOf is the image a pod of the release runs at tag.
