@@ -149,6 +149,15 @@ kind: OpenStackDataPlaneNode
 metadata: {name: late-0}
 spec: {role: late, hostName: edpm-compute-0, ansibleHost: %s, deploy: true}
 `, h0.Address))
+	// An unreachable host (an address of the project's host network nobody holds): it starts with
+	// late-0, once the key exists, and its retries run out (≈ 1.5 min of backoff) while the rest of the
+	// test runs; checked at the end.
+	unreachable := create(t, gvrNode, `
+apiVersion: dataplane.openstack.org/v1beta1
+kind: OpenStackDataPlaneNode
+metadata: {name: unreachable}
+spec: {role: late, hostName: edpm-unreachable, ansibleHost: 198.51.100.250, deploy: true}
+`)
 	e2e.WaitFor(t, "late-0 waiting for its SSH key Secret", 3*time.Minute, func() (bool, string) {
 		c := e2e.Condition(get(t, gvrNode, "late-0"), "SSHKeyReady")
 		return c != nil && c.Reason == "WaitingForSecret" && strings.Contains(c.Message, ns+"/late-key"), e2e.CondString(c)
@@ -160,36 +169,6 @@ spec: {role: late, hostName: edpm-compute-0, ansibleHost: %s, deploy: true}
 		n := get(t, gvrNode, "late-0")
 		return e2e.Str(n, "status", "deployed") == "true", e2e.Summary(n)
 	})
-
-	// An unreachable host (an address of the project's host network nobody holds).
-	unreachable := create(t, gvrNode, `
-apiVersion: dataplane.openstack.org/v1beta1
-kind: OpenStackDataPlaneNode
-metadata: {name: unreachable}
-spec: {role: late, hostName: edpm-unreachable, ansibleHost: 198.51.100.250, deploy: true}
-`)
-	e2e.WaitFor(t, "unreachable node failed", 10*time.Minute, func() (bool, string) {
-		n := get(t, gvrNode, "unreachable")
-		return e2e.Str(n, "status", "phase") == lifecycle.PhaseFailed, e2e.Summary(n)
-	})
-	c := e2e.Condition(get(t, gvrNode, "unreachable"), "InfrastructureReady")
-	require.Equal(t, "HostUnreachable", c.Reason)
-	require.Contains(t, c.Message, "edpm-unreachable")
-	require.Contains(t, c.Message, "198.51.100.250")
-	attempts := 0
-	for _, ev := range historyEvents(t, workflowID("OpenStackDataPlaneNode", gvrNode, unreachable)) {
-		if a := ev.GetActivityTaskStartedEventAttributes(); a != nil {
-			attempts = max(attempts, int(a.GetAttempt()))
-		}
-	}
-	require.Equal(t, 5, attempts, "retried with backoff up to the policy's attempts")
-	// The cloud's tree (kubectl stackflow describe) marks the failing leaf with its reason and message.
-	roots, err := describe.Read(ctx, env.Dyn, describe.Scope{Namespace: ns, Object: "osdpnode/unreachable"}, time.Now())
-	require.NoError(t, err)
-	var tree strings.Builder
-	require.NoError(t, describe.Render(&tree, roots, describe.RenderOptions{}))
-	require.Regexp(t, `✗ OpenStackDataPlaneNode/unreachable\s+False\s+Failed\s+\S+\s+HostUnreachable`, tree.String())
-	require.Contains(t, tree.String(), "198.51.100.250", "the message in full")
 
 	// customServiceConfig that is not INI: the API server refuses it.
 	nec := func(name, cell, custom string) string {
@@ -278,6 +257,30 @@ spec: {cellName: cell3, secret: %[1]s-secret, keystoneAuthURL: http://198.51.100
 		c := e2e.Condition(get(t, gvrNEC, "ambiguous"), "ComputeDeployed")
 		return c != nil && c.Reason == "WaitingForCell" && strings.Contains(c.Message, "left-cell3-transport"), e2e.CondString(c)
 	})
+
+	// The unreachable host, created at the start.
+	e2e.WaitFor(t, "unreachable node failed", 10*time.Minute, func() (bool, string) {
+		n := get(t, gvrNode, "unreachable")
+		return e2e.Str(n, "status", "phase") == lifecycle.PhaseFailed, e2e.Summary(n)
+	})
+	c := e2e.Condition(get(t, gvrNode, "unreachable"), "InfrastructureReady")
+	require.Equal(t, "HostUnreachable", c.Reason)
+	require.Contains(t, c.Message, "edpm-unreachable")
+	require.Contains(t, c.Message, "198.51.100.250")
+	attempts := 0
+	for _, ev := range historyEvents(t, workflowID("OpenStackDataPlaneNode", gvrNode, unreachable)) {
+		if a := ev.GetActivityTaskStartedEventAttributes(); a != nil {
+			attempts = max(attempts, int(a.GetAttempt()))
+		}
+	}
+	require.Equal(t, 5, attempts, "retried with backoff up to the policy's attempts")
+	// The cloud's tree (kubectl stackflow describe) marks the failing leaf with its reason and message.
+	roots, err := describe.Read(ctx, env.Dyn, describe.Scope{Namespace: ns, Object: "osdpnode/unreachable"}, time.Now())
+	require.NoError(t, err)
+	var tree strings.Builder
+	require.NoError(t, describe.Render(&tree, roots, describe.RenderOptions{}))
+	require.Regexp(t, `✗ OpenStackDataPlaneNode/unreachable\s+False\s+Failed\s+\S+\s+HostUnreachable`, tree.String())
+	require.Contains(t, tree.String(), "198.51.100.250", "the message in full")
 }
 
 func yamlInto(manifest string, u *unstructured.Unstructured) error {
