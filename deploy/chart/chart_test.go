@@ -115,6 +115,27 @@ func TestRenderedObjects(t *testing.T) {
 	}
 }
 
+// podAnnotations reach every pod of the release (a new image digest there rolls the pods), and none are
+// set by default.
+func TestPodAnnotations(t *testing.T) {
+	for _, o := range render(t, nil) {
+		if o.GetKind() == "Deployment" {
+			_, found, _ := unstructured.NestedMap(o.Object, "spec", "template", "metadata", "annotations")
+			require.False(t, found, o.GetName())
+		}
+	}
+	deployments := 0
+	for _, o := range render(t, map[string]any{"podAnnotations": map[string]any{"stackflow.io/worker-image": "abc"}}) {
+		if o.GetKind() != "Deployment" {
+			continue
+		}
+		deployments++
+		v, _, _ := unstructured.NestedString(o.Object, "spec", "template", "metadata", "annotations", "stackflow.io/worker-image")
+		require.Equal(t, "abc", v, o.GetName())
+	}
+	require.Equal(t, 5, deployments, "the bridge and four workers")
+}
+
 func podSpec(t *testing.T, d *unstructured.Unstructured) map[string]any {
 	t.Helper()
 	spec, ok, _ := unstructured.NestedMap(d.Object, "spec", "template", "spec")

@@ -32,20 +32,33 @@ func ServiceAccount(account string) string {
 	return "system:serviceaccount:" + ChartNamespace + ":" + ChartRelease + "-" + account
 }
 
-// installChart installs or upgrades the chart. The CRDs and admission policies the stack applied itself
-// are adopted (the chart holds the same), and CRDs are left to the stack's own apply.
+// installChart installs or upgrades the chart with no replicas (see above) when the release does not
+// hold this tree's chart yet. The CRDs and admission policies the stack applied itself are adopted (the
+// chart holds the same), and CRDs are left to the stack's own apply. A release `make run` scaled up
+// stays as it is while its chart is this tree's.
 func (s *Stack) installChart(ctx context.Context) error {
-	t0 := time.Now()
-	ch, err := chart.Load(s.RepoRoot)
-	if err != nil {
-		return err
-	}
-	values := map[string]any{
+	return s.upgradeChart(ctx, idleReleaseValues(), false)
+}
+
+// idleReleaseValues are the values of the stack's release at rest: accounts and rules, no pods.
+func idleReleaseValues() map[string]any {
+	return map[string]any{
 		"bridge": map[string]any{"replicas": 0},
 		"workers": map[string]any{
 			"stackflow": map[string]any{"replicas": 0}, "stackflow-kube": map[string]any{"replicas": 0},
 			"stackflow-ansible": map[string]any{"replicas": 0}, "stackflow-openstack": map[string]any{"replicas": 0},
 		},
+	}
+}
+
+// upgradeChart installs the chart as the stack's release, or upgrades it to values (reset to the
+// chart's defaults first). Unless always is set, a release that holds this tree's chart is left alone.
+// With wait, it returns once every Deployment is available.
+func (s *Stack) upgradeChart(ctx context.Context, values map[string]any, always bool) error {
+	t0 := time.Now()
+	ch, err := chart.Load(s.RepoRoot)
+	if err != nil {
+		return err
 	}
 	ns, kubeconfig := ChartNamespace, s.Kubeconfig
 	flags := &genericclioptions.ConfigFlags{KubeConfig: &kubeconfig, Namespace: &ns}
@@ -56,7 +69,7 @@ func (s *Stack) installChart(ctx context.Context) error {
 	hash := chartHash(ch)
 	what := "upgraded"
 	hist, err := action.NewHistory(cfg).Run(ChartRelease)
-	if err == nil && len(hist) > 0 && hist[len(hist)-1].Labels[chartHashLabel] == hash && hist[len(hist)-1].Info.Status == release.StatusDeployed {
+	if !always && err == nil && len(hist) > 0 && hist[len(hist)-1].Labels[chartHashLabel] == hash && hist[len(hist)-1].Info.Status == release.StatusDeployed {
 		return nil // what is installed is this tree's chart
 	}
 	labels := map[string]string{chartHashLabel: hash}
@@ -65,13 +78,13 @@ func (s *Stack) installChart(ctx context.Context) error {
 		inst := action.NewInstall(cfg)
 		inst.ReleaseName, inst.Namespace = ChartRelease, ns
 		inst.CreateNamespace, inst.TakeOwnership, inst.SkipCRDs = true, true, true
-		inst.Timeout, inst.Labels = 2*time.Minute, labels
+		inst.Timeout, inst.Labels, inst.Wait = releaseTimeout, labels, true
 		_, err = inst.RunWithContext(ctx, ch, values)
 		what = "installed"
 	case err == nil:
 		up := action.NewUpgrade(cfg)
 		up.Namespace, up.TakeOwnership, up.SkipCRDs, up.ResetValues = ns, true, true, true
-		up.MaxHistory, up.Timeout, up.Labels = 3, 2*time.Minute, labels
+		up.MaxHistory, up.Timeout, up.Labels, up.Wait = 3, releaseTimeout, labels, true
 		_, err = up.RunWithContext(ctx, ChartRelease, ch, values)
 	}
 	if err != nil {
@@ -80,6 +93,9 @@ func (s *Stack) installChart(ctx context.Context) error {
 	s.Logf("kubernetes: %s stackflow's chart as release %s/%s (%s)", what, ns, ChartRelease, time.Since(t0).Round(100*time.Millisecond))
 	return nil
 }
+
+// releaseTimeout bounds an install or upgrade of the stack's release, its rollout included.
+const releaseTimeout = 4 * time.Minute
 
 // chartHashLabel records on the release which chart content it holds, so an unchanged chart is not
 // upgraded again on every `up`.

@@ -16,11 +16,12 @@ import (
 )
 
 // ChartRepoPort is where the stack serves the project's charts (deploy/charts) as a Helm chart
-// repository, so the sample profile and any user profile can name http://127.0.0.1:8879.
+// repository on the hosts' gateway, so the sample profile and any user profile can name
+// http://198.51.100.1:8879: the kube worker reaches it there from its pod as from this machine.
 const ChartRepoPort = 8879
 
 // ChartRepoURL is the stack's chart repository.
-var ChartRepoURL = fmt.Sprintf("http://127.0.0.1:%d", ChartRepoPort)
+var ChartRepoURL = fmt.Sprintf("http://%s:%d", HostGateway, ChartRepoPort)
 
 const procChartRepo = "chart-repo"
 
@@ -82,8 +83,14 @@ func (s *Stack) upChartRepo(ctx context.Context) error {
 		return err
 	}
 	s.ChartRepository = ChartRepoURL
+	// A server an older stack started on loopback starts again on the gateway.
+	if _, ok := s.Running(procChartRepo); ok && dial(fmt.Sprintf("%s:%d", HostGateway, ChartRepoPort)) != nil {
+		if err := s.Stop(procChartRepo, 5*time.Second); err != nil {
+			return err
+		}
+	}
 	if _, err := s.Start(Proc{Name: procChartRepo, Dir: dir,
-		Argv: []string{"/usr/bin/python3", "-m", "http.server", "--bind", "127.0.0.1", "--directory", dir, fmt.Sprint(ChartRepoPort)}}); err != nil {
+		Argv: []string{"/usr/bin/python3", "-m", "http.server", "--bind", HostGateway, "--directory", dir, fmt.Sprint(ChartRepoPort)}}); err != nil {
 		return err
 	}
 	return s.WaitFor(ctx, "chart repository", procChartRepo, 200*time.Millisecond, func(ctx context.Context) error {

@@ -43,7 +43,7 @@ import (
 const (
 	MariaDBPort  = 3306
 	RabbitMQPort = 5672
-	// RabbitMQManagementPort serves RabbitMQ's management HTTP API (loopback only).
+	// RabbitMQManagementPort serves RabbitMQ's management HTTP API (on HostGateway only).
 	RabbitMQManagementPort = 15672
 	KeystonePort           = 5000
 	PlacementPort          = 8778
@@ -199,15 +199,15 @@ func (s *Stack) upOpenStack(ctx context.Context) error {
 		ServiceSecret:      SystemNamespace + "/" + ServiceSecretName,
 		Cinder:             true,
 	}
-	s.QueueSecret(SystemNamespace, CloudsSecretName, map[string][]byte{"clouds.yaml": clouds, "cloud": []byte(CloudName)})
+	s.QueueSecret(SystemNamespace, CloudsSecretName, map[string][]byte{"clouds.yaml": o.cloudsSecretYAML(), "cloud": []byte(CloudName)})
 	s.QueueSecret(SystemNamespace, TransportSecretName, map[string][]byte{"transport_url": []byte(o.EDPMTransport)})
 	s.QueueSecret(SystemNamespace, DatabaseAdminSecretName, map[string][]byte{
 		"username": []byte(DatabaseAdminUser), "password": []byte(o.Pw["db-admin"]),
-		"host": []byte("127.0.0.1"), "port": []byte(fmt.Sprint(MariaDBPort))})
-	// Services connect to the broker on the hosts' gateway: the real node's pods and the EDPM test
-	// hosts both reach it there.
+		"host": []byte(HostGateway), "port": []byte(fmt.Sprint(MariaDBPort))})
+	// The administrators' Secrets name the hosts' gateway: stackflow's workers run in the real node's
+	// pods (make run) or on this machine (tests), and both reach it there; so do the EDPM test hosts.
 	s.QueueSecret(SystemNamespace, MessageBusAdminSecretName, map[string][]byte{
-		"management_url": []byte(fmt.Sprintf("http://127.0.0.1:%d", RabbitMQManagementPort)),
+		"management_url": []byte(fmt.Sprintf("http://%s:%d", HostGateway, RabbitMQManagementPort)),
 		"username":       []byte("openstack"), "password": []byte(o.Pw["rabbit"]),
 		"amqp_host": []byte(HostGateway), "amqp_port": []byte(fmt.Sprint(RabbitMQPort))})
 	s.QueueSecret(SystemNamespace, ServiceSecretName, map[string][]byte{"NovaPassword": []byte(o.Pw["nova"])})

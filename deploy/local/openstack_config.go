@@ -256,8 +256,19 @@ func writeIfChanged(path string, content []byte, mode os.FileMode) error {
 	return os.WriteFile(path, content, mode)
 }
 
-// cloudsYAML is the admin cloud for clients on this machine.
+// cloudsYAML is the admin cloud for clients on this machine (public endpoints, on loopback).
 func (o *osEnv) cloudsYAML() []byte {
+	return o.clouds(o.Keystone, "public")
+}
+
+// cloudsSecretYAML is the admin cloud of the Secret stackflow's workers read: Keystone and the catalog's
+// internal endpoints on the hosts' gateway, which the workers reach from the real node's pods as from
+// this machine.
+func (o *osEnv) cloudsSecretYAML() []byte {
+	return o.clouds(strings.Replace(o.Keystone, "127.0.0.1", HostGateway, 1), "internal")
+}
+
+func (o *osEnv) clouds(keystone, iface string) []byte {
 	return fmt.Appendf(nil, `clouds:
   %s:
     auth:
@@ -268,7 +279,7 @@ func (o *osEnv) cloudsYAML() []byte {
       user_domain_name: Default
       project_domain_name: Default
     region_name: %s
-    interface: public
+    interface: %s
     identity_api_version: 3
-`, CloudName, o.Keystone, o.Pw["admin"], o.Region)
+`, CloudName, keystone, o.Pw["admin"], o.Region, iface)
 }

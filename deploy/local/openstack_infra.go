@@ -127,6 +127,14 @@ func (o *osEnv) upRabbitMQ(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
+	// A broker started by an older stack serves its management API on loopback only: it starts again
+	// with this configuration (the gateway listener), its queues and users kept in its data directory.
+	if _, ok := o.s.Running(procRabbitMQ); ok && dial(net.JoinHostPort("127.0.0.1", fmt.Sprint(RabbitMQManagementPort))) == nil {
+		o.s.Logf("openstack: rabbitmq serves its management API on loopback; restarting it on %s", HostGateway)
+		if err := o.s.Stop(procRabbitMQ, 30*time.Second); err != nil {
+			return err
+		}
+	}
 	if _, err := o.s.Start(Proc{Name: procRabbitMQ, Argv: []string{"/usr/lib/rabbitmq/bin/rabbitmq-server"}, Env: o.rabbitEnv(), Dir: home}); err != nil {
 		return err
 	}
@@ -146,7 +154,7 @@ func (o *osEnv) upRabbitMQ(ctx context.Context) error {
 // ensureRabbitManagement makes sure the management API answers: a broker started before the stack
 // enabled the plugin (in enabled_plugins) gets it enabled online.
 func (o *osEnv) ensureRabbitManagement(ctx context.Context) error {
-	addr := net.JoinHostPort("127.0.0.1", fmt.Sprint(RabbitMQManagementPort))
+	addr := net.JoinHostPort(HostGateway, fmt.Sprint(RabbitMQManagementPort))
 	if dial(addr) == nil {
 		return nil
 	}

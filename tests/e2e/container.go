@@ -2,12 +2,15 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os/exec"
 	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/stackflow/stackflow/deploy/local"
 )
@@ -42,4 +45,22 @@ func RunningContainerPID(ctx context.Context, s *local.Stack, p corev1.Pod) int 
 		return 0
 	}
 	return pid
+}
+
+// DumpPods logs, for a failed test, each pod of namespace ns whose labels match selector: its phase,
+// its containers' states and the last lines of its log.
+func DumpPods(t TB, cs kubernetes.Interface, ns, selector string) {
+	ctx := context.Background()
+	l, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
+	if err != nil {
+		t.Logf("pods of %s (%s): %v", ns, selector, err)
+		return
+	}
+	tail := int64(30)
+	for _, p := range l.Items {
+		st, _ := json.Marshal(p.Status.ContainerStatuses)
+		t.Logf("pod %s on %s: %s %s", p.Name, p.Spec.NodeName, p.Status.Phase, st)
+		b, err := cs.CoreV1().Pods(ns).GetLogs(p.Name, &corev1.PodLogOptions{TailLines: &tail}).DoRaw(ctx)
+		t.Logf("--- log of pod %s (%v):\n%s", p.Name, err, b)
+	}
 }

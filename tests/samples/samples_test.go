@@ -1,5 +1,6 @@
 // Package samples proves the first thing a user meets: `make run`'s samples (exactly deploy/samples)
-// converge on the local stack with the real bridge and worker, an idle system then stays idle (no
+// converge on the local stack with stackflow's bridge and workers running as make run runs them (pods of
+// the stack's release of the chart, from this checkout's images), an idle system then stays idle (no
 // workflow makes progress while nothing changes, though kwok's Node heartbeats keep flowing), and
 // deleting the samples tears everything down.
 package samples
@@ -51,7 +52,8 @@ func mainErr(m *testing.M) int {
 	defer cancel()
 	var err error
 	env, err = e2e.Setup(ctx, e2e.Config{TemporalNamespace: "stackflow-e2e-samples", RunPrefix: "sm",
-		Components: local.AllComponents, HostCount: 2})
+		// stackflow runs from the images make up imported, not from binaries of the test's own.
+		Components: local.AllComponents, HostCount: 2, Binaries: []string{}})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -79,8 +81,9 @@ func TestSamplesConvergeAndStayIdle(t *testing.T) {
 		e2e.CleanHost(t, env.Host(t, name))
 	}
 
-	env.StartBridge(t, e2e.BridgeOptions{Identity: env.Run + "-bridge"})
-	env.StartWorker(t, e2e.WorkerOptions{Identity: env.Run + "-worker"})
+	// stackflow as make run runs it: the stack's release of the chart, its bridge and workers pods of
+	// this checkout's images, here in the test's Temporal namespace.
+	serveRelease(t)
 
 	start := time.Now()
 	applied, err := env.Stack.ApplySamples(ctx)
@@ -395,6 +398,23 @@ func samplesOf(t *testing.T) []local.Applied {
 	require.NoError(t, err)
 	require.NotEmpty(t, objs)
 	return objs
+}
+
+// serveRelease scales the stack's release up as make run does, and back to no pods when the test ends
+// (after the samples are gone); on failure, the pods' state and logs go to the test's output first.
+func serveRelease(t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	t0 := time.Now()
+	t.Cleanup(func() {
+		if t.Failed() {
+			e2e.DumpPods(t, env.Kube, local.ChartNamespace, "app.kubernetes.io/instance="+local.ChartRelease)
+		}
+		require.NoError(t, env.Stack.StopRelease(context.Background()), "the stack's release back to no pods")
+	})
+	require.NoError(t, env.Stack.ServeRelease(ctx, env.TemporalNamespace), "stackflow served by the stack's release")
+	t.Logf("the stack's release serves with every pod ready in %s", time.Since(t0).Round(100*time.Millisecond))
 }
 
 // removeRunSamples removes what `make run` left with `make delete-samples`'s script (a no-op when

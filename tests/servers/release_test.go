@@ -3,7 +3,6 @@ package servers
 import (
 	"context"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -19,7 +18,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
-	"sigs.k8s.io/yaml"
 
 	osacts "github.com/stackflow/stackflow/activities/openstack"
 	"github.com/stackflow/stackflow/api/lifecycle"
@@ -47,58 +45,16 @@ func installRelease(ctx context.Context, t *testing.T) *release {
 	r := &release{name: "rel-" + env.Run, namespace: env.Namespace, temporalNS: "stackflow-e2e-release-" + env.Run}
 	require.NoError(t, e2e.EnsureTemporalNamespace(ctx, s, r.temporalNS))
 	t.Cleanup(func() { deleteTemporalNamespace(t, r.temporalNS) })
-	for _, img := range []string{"stackflow-bridge", "stackflow-worker"} {
-		_, err := os.Stat(filepath.Join(s.CheckoutImages(), img, "index.json"))
-		require.NoError(t, err, "make images builds %s; make up imports it", img)
-	}
-
 	// What a user creates before installing: Temporal's client certificate and API key, the codec keys.
-	read := func(path string) []byte {
-		b, err := os.ReadFile(path)
-		require.NoError(t, err)
-		return b
-	}
-	codec := map[string][]byte{}
-	entries, err := os.ReadDir(s.CodecKeys)
-	require.NoError(t, err)
-	for _, e := range entries {
-		codec[e.Name()] = read(filepath.Join(s.CodecKeys, e.Name()))
-	}
-	for name, data := range map[string]map[string][]byte{
-		"temporal-client":  {"ca.crt": read(s.TemporalTLS.CA), "tls.crt": read(s.TemporalTLS.Cert), "tls.key": read(s.TemporalTLS.Key)},
-		"temporal-api-key": {"api-key": read(s.TemporalTLS.APIKeyFile)},
-		"stackflow-codec":  codec,
-	} {
-		_, err := env.Kube.CoreV1().Secrets(r.namespace).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name}, Data: data}, metav1.CreateOptions{})
-		require.NoError(t, err)
-	}
-
-	small := map[string]any{"requests": map[string]any{"cpu": "10m", "memory": "32Mi"}, "limits": map[string]any{"memory": "512Mi"}}
-	onRealNode := map[string]any{
-		"nodeSelector": map[string]any{local.RealNodeLabel: "true"},
-		"tolerations":  []any{map[string]any{"key": local.RealNodeTaint.Key, "operator": "Equal", "value": local.RealNodeTaint.Value, "effect": string(local.RealNodeTaint.Effect)}},
-	}
-	worker := func() map[string]any { return map[string]any{"replicas": 1, "resources": small} }
-	values := map[string]any{
-		"image": map[string]any{"registry": local.ImageRepository, "tag": "dev", "pullPolicy": "Never"},
-		"temporal": map[string]any{
-			"address":   fmt.Sprintf("%s:%d", local.HostGateway, local.TemporalTLSPort),
-			"namespace": r.temporalNS,
-			"ui":        s.TemporalUI,
-			"tls":       map[string]any{"enabled": true, "secretName": "temporal-client", "serverName": s.TemporalTLS.ServerName},
-			"apiKey":    map[string]any{"secretName": "temporal-api-key", "key": "api-key"},
-		},
-		"watchNamespaces": []any{r.namespace},
-		"helmReleases":    map[string]any{"namespaces": []any{r.namespace}},
-		// The stack's own release holds the cluster-wide admission policies.
-		"admission": map[string]any{"enabled": false},
-		// Cluster-scoped kinds are the stack's release's (and make run's) to serve.
-		"bridge": merge(map[string]any{"replicas": 2, "resources": small,
-			"kinds": []any{"OpenStackServer", "OpenStackMachine", "OpenStackCluster", "OpenStackDataPlaneRole", "OpenStackDataPlaneNode"}}, onRealNode),
-		"worker": onRealNode,
-		"workers": map[string]any{"stackflow": worker(), "stackflow-kube": worker(),
-			"stackflow-ansible": worker(), "stackflow-openstack": worker()},
-	}
+	require.NoError(t, s.ReleaseSecrets(ctx, r.namespace))
+	values, err := s.ReleaseValues(r.temporalNS)
+	require.NoError(t, err, "make images builds the images; make up imports them")
+	// This release serves the run's namespace only, beside the stack's release, which holds the
+	// cluster-wide admission policies and serves the cluster-scoped kinds.
+	values["watchNamespaces"] = []any{r.namespace}
+	values["helmReleases"] = map[string]any{"namespaces": []any{r.namespace}}
+	values["admission"] = map[string]any{"enabled": false}
+	values["bridge"].(map[string]any)["kinds"] = []any{"OpenStackServer", "OpenStackMachine", "OpenStackCluster", "OpenStackDataPlaneRole", "OpenStackDataPlaneNode"}
 	ch, err := chart.Load(s.RepoRoot)
 	require.NoError(t, err)
 	kubeconfig, ns := s.Kubeconfig, r.namespace
@@ -112,8 +68,7 @@ func installRelease(ctx context.Context, t *testing.T) *release {
 	t.Cleanup(func() { r.uninstall(t) })
 	t.Cleanup(func() {
 		if t.Failed() {
-			r.describePods(t)
-			r.logs(t)
+			e2e.DumpPods(t, env.Kube, r.namespace, "app.kubernetes.io/instance="+r.name)
 		}
 	})
 	_, err = inst.RunWithContext(ctx, ch, values)
@@ -135,14 +90,6 @@ func deleteTemporalNamespace(t *testing.T, ns string) {
 	}
 }
 
-// merge sets b's keys in a.
-func merge(a, b map[string]any) map[string]any {
-	for k, v := range b {
-		a[k] = v
-	}
-	return a
-}
-
 // pods lists the release's pods of a component (bridge, worker, worker-openstack, …).
 func (r *release) pods(ctx context.Context, t *testing.T, component string) []corev1.Pod {
 	t.Helper()
@@ -153,30 +100,6 @@ func (r *release) pods(ctx context.Context, t *testing.T, component string) []co
 	l, err := env.Kube.CoreV1().Pods(r.namespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
 	require.NoError(t, err)
 	return l.Items
-}
-
-// describePods logs each pod's phase and containers' states, for a release that did not become ready.
-func (r *release) describePods(t *testing.T) {
-	l, err := env.Kube.CoreV1().Pods(r.namespace).List(context.Background(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/instance=" + r.name})
-	if err != nil {
-		return
-	}
-	for _, p := range l.Items {
-		t.Logf("pod %s on %s: %s %s", p.Name, p.Spec.NodeName, p.Status.Phase, mustJSON(p.Status.ContainerStatuses))
-	}
-}
-
-// logs logs the last lines of each pod's log, for a failed test.
-func (r *release) logs(t *testing.T) {
-	l, err := env.Kube.CoreV1().Pods(r.namespace).List(context.Background(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/instance=" + r.name})
-	if err != nil {
-		return
-	}
-	tail := int64(30)
-	for _, p := range l.Items {
-		b, err := env.Kube.CoreV1().Pods(r.namespace).GetLogs(p.Name, &corev1.PodLogOptions{TailLines: &tail}).DoRaw(context.Background())
-		t.Logf("--- log of pod %s (%v):\n%s", p.Name, err, b)
-	}
 }
 
 // uninstall runs helm uninstall (a no-op when it is gone).
@@ -292,21 +215,13 @@ func TestInstalledReleaseServesServersThroughKillNineAndUpgrade(t *testing.T) {
 	}
 	require.Len(t, r.pods(ctx, t, "bridge"), 2)
 
-	// The user's identity Secret: the cloud as pods reach it, Keystone on the gateway and the catalog's
-	// internal endpoints (the public ones are this machine's loopback).
-	yml, err := os.ReadFile(env.Stack.CloudsYAML)
-	require.NoError(t, err)
-	var cy map[string]any
-	require.NoError(t, yaml.Unmarshal(yml, &cy))
-	cloud := cy["clouds"].(map[string]any)[env.Stack.CloudName].(map[string]any)
-	auth := cloud["auth"].(map[string]any)
-	auth["auth_url"] = strings.Replace(auth["auth_url"].(string), "127.0.0.1", local.HostGateway, 1)
-	cloud["interface"] = "internal"
-	podsYAML, err := yaml.Marshal(cy)
-	require.NoError(t, err)
+	// The user's identity Secret: the stack's, the cloud as pods reach it (Keystone on the gateway and the
+	// catalog's internal endpoints; the public ones are this machine's loopback).
 	const identity = "openstack-clouds-in-cluster"
+	stackClouds, err := env.Kube.CoreV1().Secrets(local.SystemNamespace).Get(ctx, local.CloudsSecretName, metav1.GetOptions{})
+	require.NoError(t, err)
 	_, err = env.Kube.CoreV1().Secrets(r.namespace).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: identity},
-		Data: map[string][]byte{osacts.CloudsYAMLKey: podsYAML}}, metav1.CreateOptions{})
+		Data: map[string][]byte{osacts.CloudsYAMLKey: stackClouds.Data[osacts.CloudsYAMLKey]}}, metav1.CreateOptions{})
 	require.NoError(t, err)
 
 	// The data-plane node first: its ansible worker is SIGKILLed in its second playbook, whose retry

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # `make delete-samples`: removes what `make run` left on the local stack (deploy/samples, and
-# deploy/samples/day2 if applied) the way a user would: a worker and a bridge serve the samples' workflows
-# while every object is deleted at once (kubectl delete -f), and each workflow tears down what it made
-# (nova-compute on the hosts, servers, the Nova's databases, Helm releases) before it removes its
-# finalizer. Nothing to do when no sample exists. `make e2e` runs it first: the suite uses the same hosts.
+# deploy/samples/day2 if applied) the way a user would: stackflow's bridge and workers (the stack's
+# release, as make run runs them) serve the samples' workflows while every object is deleted at once
+# (kubectl delete -f), and each workflow tears down what it made (nova-compute on the hosts, servers, the
+# Nova's databases, Helm releases) before it removes its finalizer. Nothing to do when no sample exists. `make e2e` runs it first: the suite uses the same hosts.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../../.." && pwd)
 cd "$root"
@@ -20,5 +20,5 @@ echo "removing make run's samples from the stack (their workflows tear down what
 echo "$found" | sed 's/^/  /'
 # shellcheck source=stackflow.sh
 source "$root/deploy/local/scripts/stackflow.sh"
-start_stackflow delete-
+start_stackflow
 bin/stackflow-local samples -delete -timeout "${STACKFLOW_DELETE_TIMEOUT:-20m}"

@@ -11,11 +11,13 @@ node="kubectl get osdpnode -n openstack edpm-compute-0 -o jsonpath='{.status.wor
 cat <<MSG
 Where to look:
   Temporal UI     $ui   (search: StackflowKind="OpenStackDataPlaneNode", StackflowPhase="Failed")
-  logs            $state/logs/{worker,bridge}.log and one per stack process
+  logs            kubectl logs -n stackflow-system deploy/stackflow-worker (-bridge, -worker-kube, -worker-ansible,
+                  -worker-openstack); the stack's own processes log to $state/logs
 
 In a new shell:
   cd $root && eval "\$(bin/stackflow-local env)"
   kubectl stackflow describe -A
+  kubectl get pods -n stackflow-system -o wide
   kubectl get osknodes
   kubectl get openstackdataplanenodes,novaexternalcomputes,ovnmetadataagents,openstackservers -A
   kubectl describe openstackdataplanenode -n openstack edpm-compute-0

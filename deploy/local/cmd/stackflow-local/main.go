@@ -8,6 +8,8 @@
 //	stackflow-local samples [-timeout 30m]  # apply deploy/samples, show their state live until all are Ready
 //	stackflow-local samples -present        # list the objects of deploy/samples (and day2) that exist; exit 3 when none
 //	stackflow-local samples -delete         # delete them all at once and wait until their workflows tore them down
+//	stackflow-local release -serve [-namespace NS]  # run stackflow as pods of the stack's release (make run)
+//	stackflow-local release -stop                   # scale the stack's release back to no pods
 //	stackflow-local down
 package main
 
@@ -40,6 +42,9 @@ func main() {
 	timeout := fs.Duration("timeout", 30*time.Minute, "samples: how long to wait for every sample to be Ready (or gone, with -delete)")
 	present := fs.Bool("present", false, "samples: list the samples that exist on the stack; exit 3 when none does")
 	del := fs.Bool("delete", false, "samples: delete every sample (deploy/samples and day2) and wait until each is torn down")
+	serve := fs.Bool("serve", false, "release: run the bridge and the workers as pods of the stack's release, from this checkout's images")
+	stopRelease := fs.Bool("stop", false, "release: scale the stack's release back to no pods")
+	namespace := fs.String("namespace", "", "release -serve: the Temporal namespace (default the stack's)")
 	_ = fs.Parse(os.Args[2:])
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -105,6 +110,22 @@ func main() {
 		}
 		// kubectl, temporal, tctl and kubectl-stackflow of the pinned versions, first on the PATH.
 		fmt.Printf("export PATH=%q:\"$PATH\"\n", s.Path("bin"))
+	case "release":
+		s, err := local.Load(*state)
+		if err != nil {
+			fail(err)
+		}
+		switch {
+		case *serve:
+			err = s.ServeRelease(ctx, *namespace)
+		case *stopRelease:
+			err = s.StopRelease(ctx)
+		default:
+			usage()
+		}
+		if err != nil {
+			fail(err)
+		}
 	case "samples":
 		var err error
 		switch {
@@ -244,7 +265,7 @@ func deleteSamples(ctx context.Context, state string, timeout time.Duration) err
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: stackflow-local up|down|status|env|stop|samples [flags] [names]")
+	fmt.Fprintln(os.Stderr, "usage: stackflow-local up|down|status|env|stop|samples|release [flags] [names]")
 	os.Exit(2)
 }
 
