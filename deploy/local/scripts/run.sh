@@ -8,7 +8,8 @@ cd "$root"
 # shellcheck source=stackflow.sh
 source "$root/deploy/local/scripts/stackflow.sh"
 start_stackflow
-trap 'echo; echo "stopping the bridge and the workers (the stack keeps running; make down stops it)"; stop_stackflow' INT TERM EXIT
+sleeper=""
+trap 'echo; echo "stopping the bridge and the workers (the stack keeps running; make down stops it)"; [ -z "$sleeper" ] || kill "$sleeper" 2>/dev/null; stop_stackflow' INT TERM EXIT
 
 cat <<MSG
 stackflow is running: its bridge and workers are pods of release stackflow in namespace stackflow-system.
@@ -21,5 +22,7 @@ fi
 echo
 bash "$root/deploy/local/scripts/hints.sh"
 echo "Ctrl-C stops the bridge and the workers; make down stops the stack; make delete-samples removes the samples."
+# In the foreground until Ctrl-C: a wait, unlike a plain sleep, lets the trap run at once.
 sleep infinity &
-wait $!
+sleeper=$!
+wait "$sleeper"
