@@ -3,6 +3,7 @@ package nova
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -16,12 +17,15 @@ import (
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/stackflow/stackflow/api/lifecycle"
+	novav1beta1 "github.com/stackflow/stackflow/api/nova/v1beta1"
 	"github.com/stackflow/stackflow/deploy/local"
 	"github.com/stackflow/stackflow/tests/e2e"
+	novawf "github.com/stackflow/stackflow/workflows/nova"
 )
 
 // NovaRegion is the Keystone region this test's Nova serves: the stack's own Nova has RegionOne.
@@ -228,12 +232,24 @@ spec: {role: compute, hostName: %s, ansibleHost: %s, deploy: true}
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	create(t, gvrConductor, byHandConductor("clash-conductor"))
+	// A conductor whose image cannot be pulled (a registry on a closed loopback port): while its db-sync
+	// Job waits, Ready says which pod and container and why, and the workflow does not go on.
+	create(t, gvrConductor, strings.Replace(byHandConductor("noimage-conductor"), local.ImageRef(e2e.NovaImage), noImage, 1))
 	clash := waitCondition(t, gvrConductor, "clash-conductor", "Ready", "ManagedByOther", 5*time.Minute)
 	require.Contains(t, clash.Message, "managed by Helm")
 	deleteAndWait(t, gvrConductor, "clash-conductor")
 	kept, err := env.Kube.AppsV1().Deployments(ns).Get(ctx, "clash-conductor", metav1.GetOptions{})
 	require.NoError(t, err, "the Helm release's Deployment outlives the NovaConductor of its name")
 	require.Equal(t, "helm-made", kept.Spec.Template.Spec.Containers[0].Image, "and was not taken over")
+	noimg := waitCondition(t, gvrConductor, "noimage-conductor", "Ready", novawf.ReasonPodsNotReady, 3*time.Minute)
+	require.Equal(t, metav1.ConditionFalse, noimg.Status)
+	require.Regexp(t, `^Job `+ns+`/noimage-conductor-db-sync running: pod noimage-conductor-db-sync-\S+ container config-merge (ErrImagePull|ImagePullBackOff): .*`+regexp.QuoteMeta(noImage), noimg.Message)
+	require.Equal(t, noimg.Message, e2e.Condition(get(t, gvrConductor, "noimage-conductor"), novav1beta1.ConditionDBSynced).Message, "DBSynced says the same")
+	_, err = env.Kube.AppsV1().Deployments(ns).Get(ctx, "noimage-conductor", metav1.GetOptions{})
+	require.True(t, apierrors.IsNotFound(err), "no Deployment before its database is synced: %v", err)
+	deleteAndWait(t, gvrConductor, "noimage-conductor")
+	_, err = env.Kube.BatchV1().Jobs(ns).Get(ctx, "noimage-conductor-db-sync", metav1.GetOptions{})
+	require.True(t, apierrors.IsNotFound(err), "its Job deleted with it: %v", err)
 
 	// A customServiceConfig change on the scheduler rolls the scheduler alone.
 	pods := map[string]string{}
@@ -471,6 +487,10 @@ spec:
 	deleteAndWait(t, gvrMetadata, "cell9-metadata")
 	deleteAndWait(t, gvrCell, "cell0-again")
 }
+
+// noImage is an image no registry serves: its registry is a closed port on loopback, so the pull fails
+// at once and sends nothing off the machine.
+const noImage = "127.0.0.1:1/stackflow-no-such-image:dev"
 
 // byHandConductor is a NovaConductor of cell1 from the Secrets made by hand (byhand, byhand-transport).
 func byHandConductor(name string) string {

@@ -278,7 +278,7 @@ func runJob(ctx workflow.Context, lc *object.Lifecycle, in Instance, job, script
 	}
 	lc.SetCondition(ctx, metav1.Condition{Type: cond, Status: metav1.ConditionFalse, Reason: "Running", Message: "Job " + in.Name + "-" + job + " running"})
 	var st kube.JobState
-	if err := workflow.ExecuteActivity(waitActivity(ctx, 20*time.Minute), kubeActs.RunJob, kube.JobInput{Job: in.Job(job, script, hash, env)}).Get(ctx, &st); err != nil {
+	if err := waitShowing(ctx, lc, cond, kube.ErrJobRunning, 20*time.Minute, &st, kubeActs.RunJob, kube.JobInput{Job: in.Job(job, script, hash, env)}); err != nil {
 		msg := object.FailureMessage(err)
 		lc.SetCondition(ctx, metav1.Condition{Type: cond, Status: metav1.ConditionFalse, Reason: ReasonJobFailed, Message: msg})
 		return nil, temporal.NewNonRetryableApplicationError(msg, ReasonJobFailed, err)
@@ -342,7 +342,7 @@ func (r *serviceReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycle
 	lc.SetCondition(ctx, metav1.Condition{Type: novav1beta1.ConditionDeploymentReady, Status: metav1.ConditionFalse, Reason: "RollingOut",
 		Message: fmt.Sprintf("rolling out %d replica(s) with configuration %s", in.Replicas, hash)})
 	var dep kube.DeploymentState
-	if err := workflow.ExecuteActivity(waitActivity(ctx, 15*time.Minute), kubeActs.WaitDeployment, in.Namespace, in.Name).Get(ctx, &dep); err != nil {
+	if err := waitShowing(ctx, lc, novav1beta1.ConditionDeploymentReady, kube.ErrNotRolledOut, 15*time.Minute, &dep, kubeActs.WaitDeployment, in.Namespace, in.Name); err != nil {
 		msg := object.FailureMessage(err)
 		lc.SetCondition(ctx, metav1.Condition{Type: novav1beta1.ConditionDeploymentReady, Status: metav1.ConditionFalse, Reason: "NotReady", Message: msg})
 		return temporal.NewNonRetryableApplicationError(msg, "DeploymentNotReady", err)

@@ -2,6 +2,7 @@ package nova
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -115,6 +116,40 @@ func waitActivity(ctx workflow.Context, within time.Duration) workflow.Context {
 			MaximumInterval:    5 * time.Second,
 		},
 	})
+}
+
+// ChangeShowPodTrouble is the GetVersion change after which a wait for a Deployment's rollout or a Job
+// runs in rounds of waitRound and, between rounds, shows why it is not done, with the pod, container and
+// reason its pods give (ErrImagePull, ImagePullBackOff, CrashLoopBackOff, …), in the waited-for
+// condition and in Ready: a broken image is visible while the workflow waits, not only after 15 min.
+const ChangeShowPodTrouble = "nova-show-pod-trouble"
+
+// waitRound is one round of such a wait: what becomes ready within it adds nothing to the history.
+const waitRound = 20 * time.Second
+
+// ReasonPodsNotReady is the reason of the waited-for condition and of Ready while pods are not ready.
+const ReasonPodsNotReady = "PodsNotReady"
+
+// waitShowing runs activity (one that fails retryably with type retryType, saying why, until what it
+// waits for is done) for up to within, and returns its last error as waitActivity does. From
+// ChangeShowPodTrouble on, it shows that why in condition cond and in Ready after each round.
+func waitShowing(ctx workflow.Context, lc *object.Lifecycle, cond, retryType string, within time.Duration, result, activity any, args ...any) error {
+	if workflow.GetVersion(ctx, ChangeShowPodTrouble, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		return workflow.ExecuteActivity(waitActivity(ctx, within), activity, args...).Get(ctx, result)
+	}
+	deadline := workflow.Now(ctx).Add(within)
+	for {
+		round := min(waitRound, deadline.Sub(workflow.Now(ctx)))
+		err := workflow.ExecuteActivity(waitActivity(ctx, round), activity, args...).Get(ctx, result)
+		if err == nil || object.IsPermanent(err) || object.Interrupted(err) || !workflow.Now(ctx).Add(time.Second).Before(deadline) {
+			return err
+		}
+		var app *temporal.ApplicationError
+		if errors.As(err, &app) && app.Type() == retryType && app.Message() != "" {
+			lc.SetCondition(ctx, metav1.Condition{Type: cond, Status: metav1.ConditionFalse, Reason: ReasonPodsNotReady, Message: app.Message()})
+			lc.SetCondition(ctx, metav1.Condition{Type: lifecycle.ConditionReady, Status: metav1.ConditionFalse, Reason: ReasonPodsNotReady, Message: app.Message()})
+		}
+	}
 }
 
 // computesGoneActivity waits for the computes of a Nova being deleted, with no deadline (a person

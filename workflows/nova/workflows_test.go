@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -38,6 +39,8 @@ type fakeCluster struct {
 	endpoints   []openstack.EndpointsInput
 	removedEPs  []string
 	statuses    []kube.StatusPatch
+	// notRolledOut is how many WaitDeployment calls fail first, as they do while pods are not ready.
+	notRolledOut int
 }
 
 // DeploymentSeen is what ApplyDeployment received, decoded as the activity decodes it.
@@ -88,7 +91,16 @@ func newEnv(t *testing.T, f *fakeCluster, kind string, wf any) *testsuite.TestWo
 		f.services = append(f.services, in.Service)
 		return &kube.ServiceState{ClusterIP: "10.96.0.20"}, nil
 	})
-	env.OnActivity(kubeActs.WaitDeployment, mock.Anything, mock.Anything, mock.Anything).Return(&kube.DeploymentState{Replicas: 1, Ready: 1, Updated: 1, RolledOut: true, PodIPs: []string{"198.51.100.1"}}, nil)
+	env.OnActivity(kubeActs.WaitDeployment, mock.Anything, mock.Anything, mock.Anything).Return(func(_ context.Context, ns, name string) (*kube.DeploymentState, error) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if f.notRolledOut > 0 {
+			f.notRolledOut--
+			return nil, temporal.NewApplicationError("Deployment "+ns+"/"+name+": 0/1 updated, 0 ready: pod "+name+"-7d4f9 container "+name+
+				` ImagePullBackOff: Back-off pulling image "127.0.0.1:1/missing:dev"`, kube.ErrNotRolledOut)
+		}
+		return &kube.DeploymentState{Replicas: 1, Ready: 1, Updated: 1, RolledOut: true, PodIPs: []string{"198.51.100.1"}}, nil
+	})
 	env.OnActivity(kubeActs.RunJob, mock.Anything, mock.Anything).Return(func(_ context.Context, in kube.JobInput) (*kube.JobState, error) {
 		f.mu.Lock()
 		defer f.mu.Unlock()
@@ -206,6 +218,41 @@ func TestNovaMetadataReportsItsEndpoint(t *testing.T) {
 	require.True(t, env.IsWorkflowCompleted())
 	require.NoError(t, env.GetWorkflowError())
 	require.Empty(t, f.endpoints, "the metadata API is not in Keystone's catalog")
+}
+
+// While a service's pods are not ready, the wait shows why (pod, container, reason) in DeploymentReady and
+// in Ready, once per change, and Ready turns True once they are.
+func TestServiceShowsWhyItsPodsAreNotReady(t *testing.T) {
+	spec := novav1beta1.NovaMetadataSpec{
+		NovaServiceAuth:     novav1beta1.NovaServiceAuth{Secret: "nova-secret", KeystoneAuthURL: "http://198.51.100.1:5000/v3"},
+		APIDatabaseHostname: "127.0.0.1", CellDatabaseHostname: "127.0.0.1", TransportURLSecret: "nova-api-transport",
+	}
+	// 12 failed calls, 1 s growing to 5 s apart: about a minute, three rounds of the wait.
+	f := &fakeCluster{spec: mustJSON(t, spec), notRolledOut: 12}
+	env := newEnv(t, f, KindNovaMetadata, NovaMetadataWorkflow)
+	chain := objecttest.New(env)
+	env.RegisterDelayedCallback(func() { require.NoError(t, chain.Signal(lifecycle.SignalSpec, lifecycle.SpecSignal{Generation: 1})) }, time.Second)
+	env.RegisterDelayedCallback(func() { require.NoError(t, chain.Signal(lifecycle.SignalDelete, lifecycle.DeleteSignal{})) }, 10*time.Minute)
+	chain.Execute(KindNovaMetadata, object.Input{ObjectRef: novaRef(KindNovaMetadata, "ns", "nova-metadata")})
+	require.NoError(t, env.GetWorkflowError())
+
+	var shown []string
+	readyAfter := false
+	for _, p := range f.statuses {
+		for _, c := range p.Conditions {
+			switch {
+			case c.Type == lifecycle.ConditionReady && c.Reason == ReasonPodsNotReady:
+				require.Equal(t, metav1.ConditionFalse, c.Status)
+				shown = append(shown, c.Message)
+			case c.Type == lifecycle.ConditionReady && c.Status == metav1.ConditionTrue:
+				readyAfter = len(shown) > 0
+			}
+		}
+	}
+	require.NotEmpty(t, shown, "Ready said why while the pods were not ready")
+	require.Contains(t, shown[0], `pod nova-metadata-7d4f9 container nova-metadata ImagePullBackOff: Back-off pulling image "127.0.0.1:1/missing:dev"`)
+	require.True(t, readyAfter, "Ready turned True once the pods were ready")
+	require.Len(t, shown, 1, "the same reason is written once, not once per round")
 }
 
 // A cell maps itself, discovers its hosts, and on deletion runs its unmapping Job before its services go.
