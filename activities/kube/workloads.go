@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
@@ -409,7 +410,55 @@ func (k *Kube) podTrouble(ctx context.Context, ns string, sel map[string]string)
 			}
 		}
 	}
+	// Running but not ready: the kubelet's last probe failure says why (an Event, not in the status).
+	for _, p := range pods.Items {
+		for _, cs := range p.Status.ContainerStatuses {
+			if cs.State.Running != nil && !cs.Ready {
+				msg := fmt.Sprintf("pod %s container %s running, not ready", p.Name, cs.Name)
+				if why := k.lastProbeFailure(ctx, ns, p.Name); why != "" {
+					msg += ": " + why
+				}
+				return msg, false
+			}
+		}
+	}
 	return "", false
+}
+
+// lastProbeFailure is the message of the pod's latest probe failure Event (reason Unhealthy: "Readiness
+// probe failed: …"), "" when there is none or it cannot be read.
+func (k *Kube) lastProbeFailure(ctx context.Context, ns, pod string) string {
+	evs, err := k.Core.CoreV1().Events(ns).List(ctx, metav1.ListOptions{
+		FieldSelector: "involvedObject.kind=Pod,involvedObject.name=" + pod + ",reason=Unhealthy"})
+	if err != nil {
+		return ""
+	}
+	var last *corev1.Event
+	for i, e := range evs.Items {
+		// The field selector is the API server's; the check here keeps the answer right without it.
+		if e.InvolvedObject.Name != pod || e.Reason != "Unhealthy" {
+			continue
+		}
+		if last == nil || eventTime(e).After(eventTime(*last)) {
+			last = &evs.Items[i]
+		}
+	}
+	if last == nil {
+		return ""
+	}
+	return strings.TrimSpace(last.Message)
+}
+
+// eventTime is when an Event last happened, whichever API wrote it.
+func eventTime(e corev1.Event) time.Time {
+	switch {
+	case e.Series != nil:
+		return e.Series.LastObservedTime.Time
+	case !e.LastTimestamp.IsZero():
+		return e.LastTimestamp.Time
+	default:
+		return e.EventTime.Time
+	}
 }
 
 // JobState is where a Job is.
