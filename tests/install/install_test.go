@@ -1,7 +1,10 @@
 // Package install proves the chart on the real local stack: the release the stack installed from
 // deploy/chart/stackflow is deployed, every object the chart renders (with every option on) passes the
 // API server's dry run, and least privilege holds: a worker bound to the chart's rules for one watched
-// namespace is refused a Secret of another, and the object shows it as a clear condition.
+// namespace is refused a Secret of another, and the object shows it as a clear condition. The chart
+// serving for real, with pods, is proven where a cloud is at hand: tests/samples serves make run's
+// samples through the stack's release, and tests/servers installs a second release (a server and a
+// data-plane node through it, kill -9 of its workers, helm upgrade, helm uninstall).
 package install
 
 import (
