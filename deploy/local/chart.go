@@ -52,8 +52,8 @@ func idleReleaseValues() map[string]any {
 }
 
 // upgradeChart installs the chart as the stack's release, or upgrades it to values (reset to the
-// chart's defaults first). Unless always is set, a release that holds this tree's chart is left alone.
-// With wait, it returns once every Deployment is available.
+// chart's defaults first), and returns once every Deployment is available. Unless always is set, a
+// release that holds this tree's chart is left alone.
 func (s *Stack) upgradeChart(ctx context.Context, values map[string]any, always bool) error {
 	t0 := time.Now()
 	ch, err := chart.Load(s.RepoRoot)
