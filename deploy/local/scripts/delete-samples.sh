@@ -3,7 +3,8 @@
 # deploy/samples/day2 if applied) the way a user would: stackflow's bridge and workers (the stack's
 # release, as make run runs them) serve the samples' workflows while every object is deleted at once
 # (kubectl delete -f), and each workflow tears down what it made (nova-compute on the hosts, servers, the
-# Nova's databases, Helm releases) before it removes its finalizer. Nothing to do when no sample exists. `make e2e` runs it first: the suite uses the same hosts.
+# Nova's databases, Helm releases) before it removes its finalizer. Nothing to do when no sample exists.
+# `make e2e` runs it first: the suite uses the same hosts.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../../.." && pwd)
 cd "$root"

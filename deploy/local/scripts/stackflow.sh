@@ -3,10 +3,8 @@
 # pods of the stack's own release of the chart (stackflow-system/stackflow: the bridge and one worker
 # Deployment per task queue on the real node, from this checkout's images, through Temporal's TLS front
 # with the payload codec), and scales them back to no pods when the script exits.
-# Needs: $root (the checkout), the stack up (make up imports the images), bin/ built.
-eval "$("$root/bin/stackflow-local" env)"
-state=${STACKFLOW_STATE:-$root/.stackflow}
-
+# Needs: $root (the checkout), the stack up (make up imports the images), bin/ built; STACKFLOW_STATE
+# when the stack is not the checkout's .stackflow (stackflow-local reads it).
 start_stackflow() {
   trap 'stop_stackflow' INT TERM EXIT
   "$root/bin/stackflow-local" release -serve
