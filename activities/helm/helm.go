@@ -36,6 +36,7 @@ import (
 	"helm.sh/helm/v3/pkg/repo"
 	"helm.sh/helm/v3/pkg/storage/driver"
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -46,6 +47,7 @@ import (
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	sigsyaml "sigs.k8s.io/yaml"
 )
 
 // Helm holds the Helm activities: one release per OpenStack component, installed or upgraded through
@@ -335,6 +337,13 @@ func (h *Helm) WaitReady(ctx context.Context, in WaitInput) error {
 		for _, r := range resources {
 			ok, err := checker.IsReady(ctx, r)
 			if err != nil {
+				// A Job that failed for good will not become Ready: say why now instead of at the deadline.
+				if r.Mapping.GroupVersionKind.Kind == "Job" {
+					if why, failed := h.whyJobFailed(ctx, in.Namespace, r.Name); failed {
+						return temporal.NewNonRetryableApplicationError(fmt.Sprintf("release %s/%s revision %d (chart %s): Job %s failed%s",
+							in.Namespace, in.Release, in.Revision, rel.Chart.Metadata.Version, r.Name, why), ErrNotReady, err)
+					}
+				}
 				return fmt.Errorf("readiness of %s %s: %w", r.Mapping.GroupVersionKind.Kind, r.Name, err)
 			}
 			if !ok {
@@ -374,6 +383,48 @@ func markReady(cfg *action.Configuration, rel *release.Release) error {
 		return fmt.Errorf("mark release %s revision %d Ready: %w", rel.Name, rel.Version, err)
 	}
 	return nil
+}
+
+// whyJobFailed says whether the Job failed for good (its Failed condition) and why: the containers of its
+// pods that exited with an error, with the last lines of their termination messages (a chart's containers
+// fall back to their logs there).
+func (h *Helm) whyJobFailed(ctx context.Context, ns, name string) (string, bool) {
+	job, err := h.core.BatchV1().Jobs(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return "", false
+	}
+	failed := false
+	for _, c := range job.Status.Conditions {
+		if c.Type == batchv1.JobFailed && c.Status == corev1.ConditionTrue {
+			failed = true
+		}
+	}
+	if !failed {
+		return "", false
+	}
+	pods, err := h.core.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "batch.kubernetes.io/job-name=" + name})
+	if err != nil {
+		return "", true
+	}
+	var reasons []string
+	for _, p := range pods.Items {
+		for _, cs := range append(append([]corev1.ContainerStatus{}, p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...) {
+			t := cs.State.Terminated
+			if t == nil || t.ExitCode == 0 {
+				continue
+			}
+			msg := fmt.Sprintf("pod %s container %s exited %d", p.Name, cs.Name, t.ExitCode)
+			if m := strings.TrimSpace(t.Message); m != "" {
+				msg += ": " + strings.ReplaceAll(kube.LastLines(m, 3), "\n", " | ")
+			}
+			reasons = append(reasons, msg)
+		}
+	}
+	if len(reasons) == 0 {
+		return "", true
+	}
+	// Every retry of a Job fails alike, as a rule: the last pod's reason is enough.
+	return " (" + reasons[len(reasons)-1] + ")", true
 }
 
 // whyNotReady looks for the reason pods of the release's Deployments are not Ready (e.g. unschedulable).
@@ -585,18 +636,33 @@ func (h *Helm) Diff(ctx context.Context, in ReleaseInput) (*DiffResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	inst := action.NewInstall(cfg)
-	inst.ReleaseName = in.Release
-	inst.Namespace = in.Namespace
-	inst.DryRun = true
-	inst.ClientOnly = true
-	inst.Replace = true
-	rel, err := inst.RunWithContext(ctx, ch, values)
+	var rel *release.Release
+	if info.Exists {
+		// Rendered as the upgrade would be, against the cluster, so that templates which look up what
+		// they made before (generated passwords and keys) show no change where the upgrade makes none.
+		up := action.NewUpgrade(cfg)
+		up.Namespace = in.Namespace
+		up.ResetValues = true
+		up.DryRun = true
+		up.DryRunOption = "server"
+		rel, err = up.RunWithContext(ctx, in.Release, ch, values)
+	}
+	// A new release, or one Helm will not dry-run an upgrade of now (an operation in progress on it), is
+	// rendered on its own.
+	if !info.Exists || err != nil {
+		inst := action.NewInstall(cfg)
+		inst.ReleaseName = in.Release
+		inst.Namespace = in.Namespace
+		inst.DryRun = true
+		inst.ClientOnly = true
+		inst.Replace = true
+		rel, err = inst.RunWithContext(ctx, ch, values)
+	}
 	if err != nil {
 		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("render %s (chart %s-%s): %v", in.Release, in.Chart.Name, in.Chart.Version, err), ErrRender, err)
 	}
 	res.Diff, err = difflib.GetUnifiedDiffString(difflib.UnifiedDiff{
-		A: difflib.SplitLines(sortManifest(current)), B: difflib.SplitLines(sortManifest(rel.Manifest)),
+		A: difflib.SplitLines(sortManifest(redactSecrets(current))), B: difflib.SplitLines(sortManifest(redactSecrets(rel.Manifest))),
 		FromFile: in.Release + "@" + res.From, ToFile: in.Release + "@" + res.To, Context: 3,
 	})
 	if err != nil {
@@ -605,6 +671,59 @@ func (h *Helm) Diff(ctx context.Context, in ReleaseInput) (*DiffResult, error) {
 	res.Lines = strings.Count(res.Diff, "\n")
 	res.Diff, res.Truncated = boundDiff(res.Diff, MaxDiffBytes)
 	return res, nil
+}
+
+// redactSecrets replaces every value of a Secret's data and stringData in a manifest by a digest of it:
+// a preview travels through workflow history and is shown to people, so it may say that a secret value
+// changes, never what it is. Documents that are not Secrets are left as they are.
+func redactSecrets(m string) string {
+	docs := releaseutil.SplitManifests(m)
+	if len(docs) == 0 {
+		return m
+	}
+	keys := make([]string, 0, len(docs))
+	for k := range docs {
+		keys = append(keys, k)
+	}
+	sort.Sort(releaseutil.BySplitManifestsOrder(keys))
+	var b strings.Builder
+	for _, k := range keys {
+		b.WriteString("---\n" + redactSecret(docs[k]) + "\n")
+	}
+	return b.String()
+}
+
+// redactSecret redacts one document if it is a Secret. A Secret that does not parse is replaced whole,
+// since its values cannot be found to redact them.
+func redactSecret(doc string) string {
+	if !strings.Contains(doc, "Secret") {
+		return doc
+	}
+	var obj map[string]any
+	if err := sigsyaml.Unmarshal([]byte(doc), &obj); err != nil {
+		return "# a document that does not parse, left out: it may hold secret values"
+	}
+	if obj["kind"] != "Secret" {
+		return doc
+	}
+	for _, field := range []string{"data", "stringData"} {
+		vals, _ := obj[field].(map[string]any)
+		for k, v := range vals {
+			sum := sha256.Sum256([]byte(fmt.Sprint(v)))
+			vals[k] = "(redacted, sha256 " + hex.EncodeToString(sum[:6]) + ")"
+		}
+	}
+	out, err := sigsyaml.Marshal(obj)
+	if err != nil {
+		return "# a Secret that cannot be shown redacted, left out"
+	}
+	// The source comment names the template, which the diff shows as context.
+	if i := strings.Index(doc, "# Source: "); i >= 0 {
+		if j := strings.IndexByte(doc[i:], '\n'); j > 0 {
+			return doc[i:i+j] + "\n" + strings.TrimSpace(string(out))
+		}
+	}
+	return strings.TrimSpace(string(out))
 }
 
 // sortManifest orders a manifest's documents by their source template, so diffs compare like with like.

@@ -1,6 +1,7 @@
 package helm
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -46,4 +47,36 @@ func TestInfoOfAReleaseHistory(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestRedactSecrets(t *testing.T) {
+	secret := "---\n# Source: keystone/templates/secret-db.yaml\napiVersion: v1\nkind: Secret\nmetadata:\n  name: keystone-db\ndata:\n  password: c2VjcmV0LXZhbHVl\nstringData:\n  connection: mysql+pymysql://keystone:secret-value@db/keystone\n"
+	cm := "---\n# Source: keystone/templates/configmap-etc.yaml\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: keystone-etc\ndata:\n  keystone.conf: |\n    [DEFAULT]\n    debug = true\n"
+	tests := []struct {
+		name, in      string
+		want, wantNot []string
+	}{
+		{name: "secret values become digests", in: secret,
+			want:    []string{"# Source: keystone/templates/secret-db.yaml", "name: keystone-db", "password: (redacted, sha256 ", "connection: (redacted, sha256 "},
+			wantNot: []string{"c2VjcmV0LXZhbHVl", "secret-value"}},
+		{name: "other kinds unchanged", in: cm, want: []string{"debug = true", "kind: ConfigMap"}},
+		{name: "a Secret that does not parse is left out", in: "---\n# Source: x/secret.yaml\nkind: Secret\ndata: [unclosed: c2VjcmV0\n",
+			want: []string{"does not parse"}, wantNot: []string{"c2VjcmV0"}},
+		{name: "empty manifest", in: ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := redactSecrets(tt.in)
+			for _, w := range tt.want {
+				require.Contains(t, got, w)
+			}
+			for _, w := range tt.wantNot {
+				require.NotContains(t, got, w)
+			}
+		})
+	}
+	// The same value gives the same digest, another value another: a diff shows that a secret changed.
+	other := strings.Replace(secret, "c2VjcmV0LXZhbHVl", "b3RoZXI=", 1)
+	require.Equal(t, redactSecrets(secret), redactSecrets(secret))
+	require.NotEqual(t, redactSecrets(secret), redactSecrets(other))
 }

@@ -159,12 +159,13 @@ var libraries = map[string]library{
 		},
 	},
 	"helm.sh/helm/v3/pkg/action.NewInstall": {
-		why: "install checks for existing objects, creates them, and creates the namespace when asked (action/install.go, kube/client.go)",
+		why: "install checks for existing objects, creates them, creates the namespace when asked, and runs the chart's hooks (action/install.go, kube/client.go)",
 		rules: func(res Resources, rs rules) {
 			for _, k := range res.Releases {
 				rs.add(HelmReleases, k.Group, k.Resource, "get", "create")
 			}
 			rs.add(Cluster, "", "namespaces", "create")
+			hooks(res, rs)
 		},
 	},
 	"helm.sh/helm/v3/pkg/action.NewUpgrade": {
@@ -173,6 +174,7 @@ var libraries = map[string]library{
 			for _, k := range res.Releases {
 				rs.add(HelmReleases, k.Group, k.Resource, "get", "create", "patch", "delete")
 			}
+			hooks(res, rs)
 		},
 	},
 	"helm.sh/helm/v3/pkg/action.NewRollback": {
@@ -181,6 +183,7 @@ var libraries = map[string]library{
 			for _, k := range res.Releases {
 				rs.add(HelmReleases, k.Group, k.Resource, "get", "create", "patch", "delete")
 			}
+			hooks(res, rs)
 		},
 	},
 	"helm.sh/helm/v3/pkg/action.NewUninstall": {
@@ -189,6 +192,7 @@ var libraries = map[string]library{
 			for _, k := range res.Releases {
 				rs.add(HelmReleases, k.Group, k.Resource, "delete")
 			}
+			hooks(res, rs)
 		},
 	},
 	"helm.sh/helm/v3/pkg/kube.NewReadyChecker": {
@@ -202,6 +206,17 @@ var libraries = map[string]library{
 			}
 		},
 	},
+}
+
+// hooks: every Helm action runs the chart's hooks of its kind, creating each hook object and, for a Job or
+// a Pod, waiting for it with a list-watch on its name (action/hooks.go execHook, kube/client.go
+// watchUntilReady); the hook objects' create and delete come with the action's own rules.
+func hooks(res Resources, rs rules) {
+	for _, k := range res.Releases {
+		if (k.Group == "batch" && k.Resource == "jobs") || (k.Group == "" && k.Resource == "pods") {
+			rs.add(HelmReleases, k.Group, k.Resource, "list", "watch")
+		}
+	}
 }
 
 // informers: metadata and dynamic informers list and watch each resource they are asked for
