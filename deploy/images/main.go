@@ -92,6 +92,14 @@ var specs = map[string]spec{
 		closure: true, shell: true,
 		env: []string{"PYTHONDONTWRITEBYTECODE=1"},
 	},
+	// Keystone for the keystone chart: Debian's Keystone (keystone-manage for its Jobs) served by uwsgi,
+	// PyMySQL for the database. The chart's pods name the commands; the image has no entrypoint.
+	"stackflow-keystone": {
+		name:    "stackflow-keystone",
+		debs:    []string{"python3-keystone", "uwsgi-core", "uwsgi-plugin-python3", "python3-pymysql", "bash", "coreutils", "dash", "libc-bin", "grep"},
+		closure: true, shell: true,
+		env: []string{"PYTHONDONTWRITEBYTECODE=1"},
+	},
 }
 
 func main() {
@@ -109,7 +117,7 @@ func main() {
 	}
 	names := flag.Args()
 	if len(names) == 0 {
-		names = []string{"stackflow-bridge", "stackflow-worker", "stackflow-nova"}
+		names = []string{"stackflow-bridge", "stackflow-worker", "stackflow-nova", "stackflow-keystone"}
 	}
 	for _, n := range names {
 		s, ok := specs[n]
