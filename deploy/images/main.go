@@ -6,7 +6,9 @@
 //	                  ansible-core, openssh-client and coreutils with their dependencies;
 //	stackflow-pause   the sandbox image of the local stack's real node (built by the stack itself);
 //	stackflow-nova    Debian's Nova services and nova-manage, no binary of ours (the pods name the
-//	                  commands).
+//	                  commands);
+//	stackflow-keystone Debian's Keystone and keystone-manage under uwsgi, for the keystone chart (its
+//	                  pods name the commands).
 //
 // Why this and not ko, buildah or apko: ko and buildah start FROM a base image pulled from a registry, and
 // apko assembles Alpine/Wolfi packages; the machines that build stackflow reach Debian's package archive
