@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
 	rabbithole "github.com/michaelklishin/rabbit-hole/v2"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
@@ -184,43 +183,13 @@ func secretValue(t *testing.T, name, key string) string {
 	return string(sec.Data[key])
 }
 
-// adminDB connects to the stack's MariaDB as the administrator its Secret names.
-func adminDB(t *testing.T) *sql.DB {
-	t.Helper()
-	cfg := mysql.NewConfig()
-	cfg.User, cfg.Passwd = secretValue(t, local.DatabaseAdminSecretName, "username"), secretValue(t, local.DatabaseAdminSecretName, "password")
-	cfg.Net, cfg.Addr = "tcp", fmt.Sprintf("127.0.0.1:%d", local.MariaDBPort)
-	conn, err := mysql.NewConnector(cfg)
-	require.NoError(t, err)
-	db := sql.OpenDB(conn)
-	t.Cleanup(func() { db.Close() })
-	return db
-}
-
-// strings1 runs a query returning one string column.
-func strings1(t *testing.T, db *sql.DB, q string, args ...any) []string {
-	t.Helper()
-	rows, err := db.QueryContext(context.Background(), q, args...)
-	require.NoError(t, err)
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var s string
-		require.NoError(t, rows.Scan(&s))
-		out = append(out, s)
-	}
-	require.NoError(t, rows.Err())
-	slices.Sort(out)
-	return out
-}
-
 // databases and users of the run on the stack's MariaDB (their names start with the run).
 func databases(t *testing.T, db *sql.DB) []string {
-	return strings1(t, db, "SELECT SCHEMA_NAME FROM information_schema.SCHEMATA WHERE SCHEMA_NAME LIKE ?", env.Run+`\_%`)
+	return e2e.QueryStrings(t, db, "SELECT SCHEMA_NAME FROM information_schema.SCHEMATA WHERE SCHEMA_NAME LIKE ?", env.Run+`\_%`)
 }
 
 func users(t *testing.T, db *sql.DB) []string {
-	return strings1(t, db, "SELECT User FROM mysql.user WHERE User LIKE ?", env.Run+`\_%`)
+	return e2e.QueryStrings(t, db, "SELECT User FROM mysql.user WHERE User LIKE ?", env.Run+`\_%`)
 }
 
 // brokerAdmin is the stack's RabbitMQ management API, as its administrator Secret names it.

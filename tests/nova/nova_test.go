@@ -102,7 +102,7 @@ func TestNovaControlPlane(t *testing.T) {
 	e2e.CleanHost(t, h1)
 	env.StartBridge(t, e2e.BridgeOptions{Identity: env.Run + "-bridge", Kinds: servedKinds})
 	worker := env.StartWorker(t, e2e.WorkerOptions{Identity: env.Run + "-worker"})
-	db := adminDB(t)
+	db := env.StackDB(t)
 	broker := brokerAdmin(t)
 
 	// The computes first: their phase 0 runs while the control plane comes up. The role puts its nodes
@@ -480,7 +480,7 @@ spec:
 	require.Contains(t, c.Message, "NovaCell nova-cell0")
 	require.Equal(t, lifecycle.PhaseFailed, e2e.Str(get(t, gvrCell, "cell0-again"), "status", "phase"))
 	// None of them created anything.
-	require.Empty(t, strings1(t, adminDB(t), "SELECT SCHEMA_NAME FROM information_schema.SCHEMATA WHERE SCHEMA_NAME LIKE ?", env.Run+`\_bad%`))
+	require.Empty(t, e2e.QueryStrings(t, env.StackDB(t), "SELECT SCHEMA_NAME FROM information_schema.SCHEMATA WHERE SCHEMA_NAME LIKE ?", env.Run+`\_bad%`))
 	_, err = env.Kube.AppsV1().Deployments(ns).Get(ctx, "cell0-again-conductor", metav1.GetOptions{})
 	require.Error(t, err)
 	deleteAndWait(t, gvrNova, "nosecret")

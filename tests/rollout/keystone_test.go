@@ -2,17 +2,13 @@ package rollout
 
 import (
 	"context"
-	"database/sql"
-	"fmt"
 	"io"
 	"net"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
 	"github.com/gophercloud/gophercloud/v2"
 	"github.com/gophercloud/gophercloud/v2/openstack"
 	"github.com/gophercloud/gophercloud/v2/openstack/identity/v3/tokens"
@@ -23,6 +19,7 @@ import (
 
 	"github.com/stackflow/stackflow/activities/helm"
 	"github.com/stackflow/stackflow/deploy/local"
+	"github.com/stackflow/stackflow/tests/e2e"
 	"github.com/stackflow/stackflow/workflows/controlplane"
 )
 
@@ -44,7 +41,7 @@ func TestKeystoneRunsForReal(t *testing.T) {
 	admin, err := env.Kube.CoreV1().Secrets(local.SystemNamespace).Get(ctx, local.DatabaseAdminSecretName, metav1.GetOptions{})
 	require.NoError(t, err)
 	require.NoError(t, env.CreateSecret(ctx, ns, local.DatabaseAdminSecretName, admin.Data))
-	db := stackDB(t, admin)
+	db := env.StackDB(t)
 	dbName := env.Run + "_keystone"
 
 	profile, cfgName := env.Run+"-ks", env.Run+"-ks"
@@ -83,8 +80,8 @@ func TestKeystoneRunsForReal(t *testing.T) {
 		deleteAndWait(t, gvrProfile, profile, time.Minute)
 		// The release's uninstall ran the db-drop hook: nothing of it is left in the stack's MariaDB. What
 		// is left fails the test, and is then dropped so that the next test starts from a clean server.
-		left := queryStrings(t, db, "SELECT SCHEMA_NAME FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = ?", dbName)
-		users := queryStrings(t, db, "SELECT User FROM mysql.user WHERE User = ?", dbName)
+		left := e2e.QueryStrings(t, db, "SELECT SCHEMA_NAME FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = ?", dbName)
+		users := e2e.QueryStrings(t, db, "SELECT User FROM mysql.user WHERE User = ?", dbName)
 		assert.Empty(t, left, "database dropped by the release's uninstall")
 		assert.Empty(t, users, "user dropped by the release's uninstall")
 		if len(left)+len(users) > 0 {
@@ -133,7 +130,7 @@ func TestKeystoneRunsForReal(t *testing.T) {
 		}
 		require.ElementsMatch(t, []string{"admin " + api, "internal " + api, "public " + api}, urls)
 		require.NotContains(t, podLog(t, ns, pod.Name), " DEBUG ", "debug is off")
-		require.Equal(t, []string{dbName}, queryStrings(t, db, "SELECT SCHEMA_NAME FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = ?", dbName))
+		require.Equal(t, []string{dbName}, e2e.QueryStrings(t, db, "SELECT SCHEMA_NAME FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = ?", dbName))
 	})
 
 	t.Run("a profile edit rolls keystone and it runs with the option", func(t *testing.T) {
@@ -259,33 +256,4 @@ func login(api, password string) (*gophercloud.ProviderClient, error) {
 		IdentityEndpoint: api, Username: "admin", Password: password, DomainName: "Default",
 		Scope: &gophercloud.AuthScope{ProjectName: "admin", DomainName: "Default"},
 	})
-}
-
-// stackDB connects to the stack's MariaDB as its administrator.
-func stackDB(t *testing.T, admin *corev1.Secret) *sql.DB {
-	t.Helper()
-	cfg := mysql.NewConfig()
-	cfg.User, cfg.Passwd = string(admin.Data["username"]), string(admin.Data["password"])
-	cfg.Net, cfg.Addr = "tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(local.MariaDBPort))
-	conn, err := mysql.NewConnector(cfg)
-	require.NoError(t, err)
-	db := sql.OpenDB(conn)
-	t.Cleanup(func() { db.Close() })
-	return db
-}
-
-// queryStrings runs a query returning one string column.
-func queryStrings(t *testing.T, db *sql.DB, q string, args ...any) []string {
-	t.Helper()
-	rows, err := db.QueryContext(context.Background(), q, args...)
-	require.NoError(t, err, fmt.Sprintf("query %s", q))
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var s string
-		require.NoError(t, rows.Scan(&s))
-		out = append(out, s)
-	}
-	require.NoError(t, rows.Err())
-	return out
 }
