@@ -8,7 +8,8 @@
 //	stackflow-nova    Debian's Nova services and nova-manage, no binary of ours (the pods name the
 //	                  commands);
 //	stackflow-keystone Debian's Keystone and keystone-manage under uwsgi, for the keystone chart (its
-//	                  pods name the commands).
+//	                  pods name the commands);
+//	stackflow-placement Debian's Placement and placement-manage under uwsgi, for the placement chart.
 //
 // Why this and not ko, buildah or apko: ko and buildah start FROM a base image pulled from a registry, and
 // apko assembles Alpine/Wolfi packages; the machines that build stackflow reach Debian's package archive
@@ -102,6 +103,14 @@ var specs = map[string]spec{
 		closure: true, shell: true,
 		env: []string{"PYTHONDONTWRITEBYTECODE=1"},
 	},
+	// Placement for the placement chart: Debian's Placement (placement-manage for its Job, keystoneauth for
+	// the Keystone registration) served by uwsgi, PyMySQL for the database.
+	"stackflow-placement": {
+		name:    "stackflow-placement",
+		debs:    []string{"python3-placement", "uwsgi-core", "uwsgi-plugin-python3", "python3-pymysql", "bash", "coreutils", "dash", "libc-bin", "grep"},
+		closure: true, shell: true,
+		env: []string{"PYTHONDONTWRITEBYTECODE=1"},
+	},
 }
 
 func main() {
@@ -119,7 +128,7 @@ func main() {
 	}
 	names := flag.Args()
 	if len(names) == 0 {
-		names = []string{"stackflow-bridge", "stackflow-worker", "stackflow-nova", "stackflow-keystone"}
+		names = []string{"stackflow-bridge", "stackflow-worker", "stackflow-nova", "stackflow-keystone", "stackflow-placement"}
 	}
 	for _, n := range names {
 		s, ok := specs[n]

@@ -10,9 +10,10 @@ import (
 	"path/filepath"
 	"time"
 
-	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/repo"
+
+	"github.com/stackflow/stackflow/deploy/charts"
 )
 
 // ChartRepoPort is where the stack serves the project's charts (deploy/charts) as a Helm chart
@@ -41,9 +42,12 @@ func PackageCharts(chartsDir, outDir, baseURL string, extraVersions ...string) e
 		if _, err := os.Stat(filepath.Join(dir, "Chart.yaml")); err != nil {
 			continue
 		}
-		ch, err := loader.LoadDir(dir)
+		ch, err := charts.Load(dir)
 		if err != nil {
-			return fmt.Errorf("load chart %s: %w", dir, err)
+			return err
+		}
+		if ch.Metadata.Type == "library" {
+			continue // packaged into the charts that use it
 		}
 		versions := []string{ch.Metadata.Version}
 		if ch.Metadata.Version == "0.1.0" {

@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strings"
 
-	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/engine"
 	"helm.sh/helm/v3/pkg/releaseutil"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/stackflow/stackflow/api"
 	"github.com/stackflow/stackflow/bridge"
+	"github.com/stackflow/stackflow/deploy/charts"
 )
 
 // Kind is a resource the code addresses without a typed client.
@@ -85,7 +85,7 @@ func chartKinds(dir string) ([]Kind, error) {
 		if !e.IsDir() {
 			continue
 		}
-		ch, err := loader.Load(filepath.Join(dir, e.Name()))
+		ch, err := charts.Load(filepath.Join(dir, e.Name()))
 		if err != nil {
 			return nil, fmt.Errorf("chart %s: %w", e.Name(), err)
 		}

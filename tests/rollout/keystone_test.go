@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net"
+	"net/http"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/gophercloud/gophercloud/v2"
 	"github.com/gophercloud/gophercloud/v2/openstack"
 	"github.com/gophercloud/gophercloud/v2/openstack/identity/v3/tokens"
+	"github.com/gophercloud/gophercloud/v2/openstack/placement/v1/resourceproviders"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
@@ -26,12 +28,13 @@ import (
 // keystoneRegion is the region the test's Keystone registers itself in.
 const keystoneRegion = "KeystoneE2E"
 
-// TestKeystoneRunsForReal rolls out the keystone chart as real containers on the stack's real node
-// (Debian's Keystone under uwsgi, its database on the stack's MariaDB, named in the profile as an
-// external endpoint), then: a profile edit (debug on) rolls its pod and the new pod logs at debug level;
-// a bad database password is rolled back while the API keeps answering; deleting the configuration
-// drops the database and its user (the chart's db-drop hook). The infrastructure components it depends
-// on are the test charts on kwok nodes.
+// TestKeystoneRunsForReal rolls out the keystone and placement charts as real containers on the stack's
+// real node (Debian's Keystone and Placement under uwsgi, their databases on the stack's MariaDB, named in
+// the profile as an external endpoint; Placement registered in Keystone by its chart), then: a profile
+// edit (debug on) rolls keystone's pod alone and the new pod logs at debug level; a bad database password
+// is rolled back while the API keeps answering; deleting the configuration drops the databases and their
+// users (the charts' db-drop hooks). The infrastructure components they depend on are the test charts on
+// kwok nodes.
 func TestKeystoneRunsForReal(t *testing.T) {
 	t.Cleanup(func() { restoreNodes(t) })
 	startBridge(t, "bridge-keystone", servedKinds)
@@ -42,7 +45,7 @@ func TestKeystoneRunsForReal(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, env.CreateSecret(ctx, ns, local.DatabaseAdminSecretName, admin.Data))
 	db := env.StackDB(t)
-	dbName := env.Run + "_keystone"
+	dbName, placementDB := env.Run+"_keystone", env.Run+"_placement"
 
 	profile, cfgName := env.Run+"-ks", env.Run+"-ks"
 	comps := map[string]any{}
@@ -50,26 +53,32 @@ func TestKeystoneRunsForReal(t *testing.T) {
 		comps[c] = map[string]any{"chart": map[string]any{"repository": charts.URL, "name": c, "version": "0.1.0"}, "readinessTimeout": "2m"}
 	}
 	real := map[string]any{"node_selector_key": local.RealNodeLabel, "node_selector_value": "true"}
-	comps["keystone"] = map[string]any{
-		"chart":            map[string]any{"repository": charts.URL, "name": "keystone", "version": "0.1.0"},
-		"readinessTimeout": "5m",
-		"values": map[string]any{
-			"labels": map[string]any{"api": real, "job": real},
-			"pod": map[string]any{"tolerations": map[string]any{"keystone": map[string]any{"enabled": true, "tolerations": []any{
-				map[string]any{"key": local.RealNodeTaint.Key, "operator": "Equal", "value": local.RealNodeTaint.Value, "effect": string(local.RealNodeTaint.Effect)},
-			}}}},
-			"endpoints": map[string]any{
-				"oslo_db": map[string]any{
-					"hosts": map[string]any{"default": local.HostGateway},
-					"port":  map[string]any{"mysql": map[string]any{"default": local.MariaDBPort}},
-					"path":  "/" + dbName,
-					"auth":  map[string]any{"keystone": map[string]any{"username": dbName}},
+	// onRealNode is what puts a chart's pods on the real node, with its database (and user) named db on
+	// the stack's MariaDB, dropped when the release is uninstalled.
+	onRealNode := func(chart, db string, identity map[string]any) map[string]any {
+		return map[string]any{
+			"chart":            map[string]any{"repository": charts.URL, "name": chart, "version": "0.1.0"},
+			"readinessTimeout": "5m",
+			"values": map[string]any{
+				"labels": map[string]any{"api": real, "job": real},
+				"pod": map[string]any{"tolerations": map[string]any{chart: map[string]any{"enabled": true, "tolerations": []any{
+					map[string]any{"key": local.RealNodeTaint.Key, "operator": "Equal", "value": local.RealNodeTaint.Value, "effect": string(local.RealNodeTaint.Effect)},
+				}}}},
+				"endpoints": map[string]any{
+					"oslo_db": map[string]any{
+						"hosts": map[string]any{"default": local.HostGateway},
+						"port":  map[string]any{"mysql": map[string]any{"default": local.MariaDBPort}},
+						"path":  "/" + db,
+						"auth":  map[string]any{chart: map[string]any{"username": db}},
+					},
+					"identity": map[string]any{"auth": identity},
 				},
-				"identity": map[string]any{"auth": map[string]any{"admin": map[string]any{"region_name": keystoneRegion}}},
+				"manifests": map[string]any{"job_db_drop": true},
 			},
-			"manifests": map[string]any{"job_db_drop": true},
-		},
+		}
 	}
+	comps["keystone"] = onRealNode("keystone", dbName, map[string]any{"admin": map[string]any{"region_name": keystoneRegion}})
+	comps["placement"] = onRealNode("placement", placementDB, map[string]any{"placement": map[string]any{"region_name": keystoneRegion}})
 	createObject(t, gvrProfile, "OpenStackCloudConfigurationProfile", profile, map[string]any{"components": comps})
 	start := time.Now()
 	createObject(t, gvrConfig, "KupenstackConfiguration", cfgName, map[string]any{
@@ -78,15 +87,17 @@ func TestKeystoneRunsForReal(t *testing.T) {
 	t.Cleanup(func() {
 		deleteAndWait(t, gvrConfig, cfgName, 3*time.Minute)
 		deleteAndWait(t, gvrProfile, profile, time.Minute)
-		// The release's uninstall ran the db-drop hook: nothing of it is left in the stack's MariaDB. What
-		// is left fails the test, and is then dropped so that the next test starts from a clean server.
-		left := e2e.QueryStrings(t, db, "SELECT SCHEMA_NAME FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = ?", dbName)
-		users := e2e.QueryStrings(t, db, "SELECT User FROM mysql.user WHERE User = ?", dbName)
-		assert.Empty(t, left, "database dropped by the release's uninstall")
-		assert.Empty(t, users, "user dropped by the release's uninstall")
-		if len(left)+len(users) > 0 {
-			_, _ = db.Exec("DROP DATABASE IF EXISTS `" + dbName + "`")
-			_, _ = db.Exec("DROP USER IF EXISTS ?@'%'", dbName)
+		// The releases' uninstall ran the db-drop hooks: nothing of them is left in the stack's MariaDB.
+		// What is left fails the test, and is then dropped so that the next test starts from a clean server.
+		for _, name := range []string{dbName, placementDB} {
+			left := e2e.QueryStrings(t, db, "SELECT SCHEMA_NAME FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = ?", name)
+			users := e2e.QueryStrings(t, db, "SELECT User FROM mysql.user WHERE User = ?", name)
+			assert.Empty(t, left, "database %s dropped by the release's uninstall", name)
+			assert.Empty(t, users, "user %s dropped by the release's uninstall", name)
+			if len(left)+len(users) > 0 {
+				_, _ = db.Exec("DROP DATABASE IF EXISTS `" + name + "`")
+				_, _ = db.Exec("DROP USER IF EXISTS ?@'%'", name)
+			}
 		}
 	})
 	ksReady := func(rev int) func(configStatus, int64) bool {
@@ -94,7 +105,7 @@ func TestKeystoneRunsForReal(t *testing.T) {
 			if s.ObservedGeneration != gen || s.condition(controlplane.ConditionComponentsReady).Status != metav1.ConditionTrue {
 				return false
 			}
-			for _, c := range []string{"mariadb", "rabbitmq", "memcached", "keystone"} {
+			for _, c := range []string{"mariadb", "rabbitmq", "memcached", "keystone", "placement"} {
 				if s.component(c).State != controlplane.ComponentDeployed {
 					return false
 				}
@@ -106,8 +117,8 @@ func TestKeystoneRunsForReal(t *testing.T) {
 	var api, firstPod string
 	t.Run("keystone runs on the real node and answers", func(t *testing.T) {
 		waitConfig(t, cfgName, 6*time.Minute, "keystone deployed", ksReady(1))
-		t.Logf("keystone and its infrastructure Ready in %s", time.Since(start).Round(100*time.Millisecond))
-		pod := keystonePod(t, ns)
+		t.Logf("keystone, placement and their infrastructure Ready in %s", time.Since(start).Round(100*time.Millisecond))
+		pod := apiPod(t, ns, "keystone")
 		require.Equal(t, local.RealNode, pod.Spec.NodeName, "keystone-api runs on the real node")
 		firstPod = pod.Name
 		svc, err := env.Kube.CoreV1().Services(ns).Get(ctx, "keystone-api", metav1.GetOptions{})
@@ -119,18 +130,37 @@ func TestKeystoneRunsForReal(t *testing.T) {
 		provider := keystoneLogin(t, ns, api)
 		catalog, err := provider.GetAuthResult().(tokens.CreateResult).ExtractServiceCatalog()
 		require.NoError(t, err)
-		var urls []string
+		urls := map[string][]string{}
 		for _, e := range catalog.Entries {
-			if e.Type == "identity" {
-				for _, ep := range e.Endpoints {
-					require.Equal(t, keystoneRegion, ep.RegionID)
-					urls = append(urls, ep.Interface+" "+ep.URL)
-				}
+			for _, ep := range e.Endpoints {
+				require.Equal(t, keystoneRegion, ep.RegionID)
+				urls[e.Type] = append(urls[e.Type], ep.Interface+" "+ep.URL)
 			}
 		}
-		require.ElementsMatch(t, []string{"admin " + api, "internal " + api, "public " + api}, urls)
-		require.NotContains(t, podLog(t, ns, pod.Name), " DEBUG ", "debug is off")
+		require.ElementsMatch(t, []string{"admin " + api, "internal " + api, "public " + api}, urls["identity"])
+		require.NotContains(t, podLog(t, ns, pod.Name, "keystone-api"), " DEBUG ", "debug is off")
 		require.Equal(t, []string{dbName}, e2e.QueryStrings(t, db, "SELECT SCHEMA_NAME FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = ?", dbName))
+
+		// Placement's chart registered it (its user, the service, its endpoints on its Service's address),
+		// and its API checks tokens with Keystone: the administrator's token lists resource providers (none
+		// yet), a request without one is refused.
+		require.Equal(t, local.RealNode, apiPod(t, ns, "placement").Spec.NodeName, "placement-api runs on the real node")
+		psvc, err := env.Kube.CoreV1().Services(ns).Get(ctx, "placement-api", metav1.GetOptions{})
+		require.NoError(t, err)
+		papi := "http://" + net.JoinHostPort(psvc.Spec.ClusterIP, "8778")
+		require.ElementsMatch(t, []string{"admin " + papi, "internal " + papi, "public " + papi}, urls["placement"])
+		placement, err := openstack.NewPlacementV1(provider, gophercloud.EndpointOpts{Region: keystoneRegion})
+		require.NoError(t, err)
+		list, err := resourceproviders.List(placement, nil).AllPages(ctx)
+		require.NoError(t, err, "list resource providers with the administrator's token")
+		rps, err := resourceproviders.ExtractResourceProviders(list)
+		require.NoError(t, err)
+		require.Empty(t, rps)
+		resp, err := http.Get(papi + "/resource_providers")
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Equal(t, http.StatusUnauthorized, resp.StatusCode, "placement refuses a request without a token")
+		require.Equal(t, []string{placementDB}, e2e.QueryStrings(t, db, "SELECT SCHEMA_NAME FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = ?", placementDB))
 	})
 
 	t.Run("a profile edit rolls keystone and it runs with the option", func(t *testing.T) {
@@ -139,19 +169,19 @@ func TestKeystoneRunsForReal(t *testing.T) {
 		mergePatch(t, gvrProfile, profile, map[string]any{"spec": map[string]any{"components": map[string]any{"keystone": comps["keystone"]}}})
 		waitConfig(t, cfgName, 4*time.Minute, "keystone at revision 2", ksReady(2))
 		rels := releases(t, ns)
-		for _, c := range []string{"mariadb", "rabbitmq", "memcached"} {
+		for _, c := range []string{"mariadb", "rabbitmq", "memcached", "placement"} {
 			require.Equal(t, 1, rels[c].Revision, "%s untouched", c)
 		}
-		pod := keystonePod(t, ns)
+		pod := apiPod(t, ns, "keystone")
 		require.NotEqual(t, firstPod, pod.Name, "the pod rolled")
 		keystoneLogin(t, ns, api)
-		require.Eventually(t, func() bool { return strings.Contains(podLog(t, ns, pod.Name), " DEBUG ") }, 30*time.Second, time.Second,
+		require.Eventually(t, func() bool { return strings.Contains(podLog(t, ns, pod.Name, "keystone-api"), " DEBUG ") }, 30*time.Second, time.Second,
 			"the new pod logs at debug level")
 	})
 
 	t.Run("a bad database password is rolled back while the API answers", func(t *testing.T) {
 		require.NotEmpty(t, api)
-		before := keystonePod(t, ns).Name
+		before := apiPod(t, ns, "keystone").Name
 		var ok, failed atomic.Int64
 		var lastErr atomic.Value
 		stop := make(chan struct{})
@@ -196,17 +226,17 @@ func TestKeystoneRunsForReal(t *testing.T) {
 		rels := releases(t, ns)
 		require.Equal(t, helm.ReleaseDeployed, rels["keystone"].Status)
 		require.Equal(t, 4, rels["keystone"].Revision)
-		require.Equal(t, before, keystonePod(t, ns).Name, "the pod of the good revision kept serving")
+		require.Equal(t, before, apiPod(t, ns, "keystone").Name, "the pod of the good revision kept serving")
 		keystoneLogin(t, ns, api)
 	})
 }
 
-// keystonePod is the one ready keystone-api pod of ns (a rollout in progress is waited out).
-func keystonePod(t *testing.T, ns string) corev1.Pod {
+// apiPod is the one ready API pod of chart's release in ns (a rollout in progress is waited out).
+func apiPod(t *testing.T, ns, chart string) corev1.Pod {
 	t.Helper()
 	var pod corev1.Pod
 	require.Eventually(t, func() bool {
-		pods, err := env.Kube.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: "component=api"})
+		pods, err := env.Kube.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: "component=api,app.kubernetes.io/name=" + chart})
 		if err != nil {
 			return false
 		}
@@ -226,14 +256,14 @@ func keystonePod(t *testing.T, ns string) corev1.Pod {
 		}
 		pod = ready[0]
 		return true
-	}, 2*time.Minute, time.Second, "one ready keystone-api pod in %s", ns)
+	}, 2*time.Minute, time.Second, "one ready %s-api pod in %s", chart, ns)
 	return pod
 }
 
-// podLog is the keystone-api container's log.
-func podLog(t *testing.T, ns, pod string) string {
+// podLog is the log of a pod's container.
+func podLog(t *testing.T, ns, pod, container string) string {
 	t.Helper()
-	rc, err := env.Kube.CoreV1().Pods(ns).GetLogs(pod, &corev1.PodLogOptions{Container: "keystone-api"}).Stream(context.Background())
+	rc, err := env.Kube.CoreV1().Pods(ns).GetLogs(pod, &corev1.PodLogOptions{Container: container}).Stream(context.Background())
 	require.NoError(t, err)
 	defer rc.Close()
 	b, err := io.ReadAll(rc)

@@ -1,0 +1,124 @@
+{{/* Scripts the charts' containers run, as the data of the chart's <release>-bin ConfigMap (mounted at
+     /tmp/bin). */}}
+{{- define "stackflow.scripts" -}}
+# Runs a command and, when it fails, makes its first error line the container's termination message,
+# which stackflow shows when the release fails (Python prints interpreter-exit noise after the error).
+run.sh: |
+  #!/bin/sh
+  log=/tmp/run-$$.log
+  "$@" >"$log" 2>&1
+  rc=$?
+  cat "$log" >&2
+  if [ "$rc" -ne 0 ]; then
+    { grep -m1 -E " CRITICAL | ERROR |denied|Error: " "$log" || tail -n 3 "$log"; } | cut -c1-1000 >/dev/termination-log
+  fi
+  rm -f "$log"
+  exit "$rc"
+# Creates the database and its user (when missing; an existing user's password is left alone) and
+# grants it the database, as the administrator of the Secret endpoints.oslo_db.auth.admin.secret.
+db-init.py: |
+  import os, re, sys
+  import pymysql
+  db, user, pw = os.environ["DB_NAME"], os.environ["DB_USER"], os.environ["DB_PASSWORD"]
+  for n in (db, user):
+      if not re.fullmatch(r"[A-Za-z0-9_]{1,64}", n):
+          sys.exit(f"database and user names are letters, digits and _ only: {n!r}")
+  c = pymysql.connect(host=os.environ["DB_HOST"], port=int(os.environ["DB_PORT"]), user=os.environ["ADMIN_USER"],
+                      password=os.environ["ADMIN_PASSWORD"], connect_timeout=10)
+  with c.cursor() as cur:
+      cur.execute(f"CREATE DATABASE IF NOT EXISTS `{db}` CHARACTER SET utf8")
+      cur.execute("SELECT COUNT(*) FROM mysql.user WHERE User=%s AND Host='%%'", (user,))
+      if cur.fetchone()[0] == 0:
+          cur.execute("CREATE USER %s@'%%' IDENTIFIED BY %s", (user, pw))
+          print(f"created user {user}")
+      cur.execute(f"GRANT ALL PRIVILEGES ON `{db}`.* TO %s@'%%'", (user,))
+  c.commit()
+  print(f"database {db} ready for {user}")
+# Drops the database and its user (the pre-delete hook, manifests.job_db_drop). The API still runs then,
+# and its pooled connections would hold the tables' metadata locks that DROP DATABASE waits for: the
+# user is locked first (no new connection) and its connections are ended.
+db-drop.py: |
+  import os, re, sys
+  import pymysql
+  db, user = os.environ["DB_NAME"], os.environ["DB_USER"]
+  for n in (db, user):
+      if not re.fullmatch(r"[A-Za-z0-9_]{1,64}", n):
+          sys.exit(f"database and user names are letters, digits and _ only: {n!r}")
+  c = pymysql.connect(host=os.environ["DB_HOST"], port=int(os.environ["DB_PORT"]), user=os.environ["ADMIN_USER"],
+                      password=os.environ["ADMIN_PASSWORD"], connect_timeout=10)
+  with c.cursor() as cur:
+      cur.execute("SELECT COUNT(*) FROM mysql.user WHERE User=%s AND Host='%%'", (user,))
+      if cur.fetchone()[0]:
+          cur.execute("ALTER USER %s@'%%' ACCOUNT LOCK", (user,))
+      cur.execute("SELECT ID FROM information_schema.PROCESSLIST WHERE USER=%s", (user,))
+      for (pid,) in cur.fetchall():
+          try:
+              cur.execute("KILL CONNECTION %s", (pid,))
+          except pymysql.err.OperationalError:
+              pass  # it ended on its own meanwhile
+      cur.execute(f"DROP DATABASE IF EXISTS `{db}`")
+      cur.execute("DROP USER IF EXISTS %s@'%%'", (user,))
+  c.commit()
+  print(f"dropped database {db} and user {user}")
+# Runs its arguments (a check that the schema is up to date) until they succeed: the API starts on a
+# migrated database only. A database that refuses the credentials fails at once, with the reason.
+db-wait.sh: |
+  #!/bin/sh
+  for i in $(seq 36); do
+    if "$@" >/tmp/db-check.log 2>&1; then exit 0; fi
+    if grep -q "Access denied" /tmp/db-check.log; then break; fi
+    sleep 5
+  done
+  tail -n 5 /tmp/db-check.log
+  exit 1
+# Registers a service in Keystone, idempotently, as the administrator of the environment (OS_*): its
+# user (password set to the one given, so a regenerated or rotated password takes effect) with a role
+# in the service project, the service, and its endpoints in the region (a changed URL is updated).
+ks-register.py: |
+  import os, sys
+  from keystoneauth1 import session
+  from keystoneauth1.identity import v3
+  e = os.environ
+  for k in ("OS_AUTH_URL", "SERVICE_URL"):
+      if "$(" in e[k]:
+          sys.exit(f"{k} {e[k]}: the Service it names did not exist when the pod started; set the endpoint's host_fqdn_override")
+  s = session.Session(auth=v3.Password(
+      auth_url=e["OS_AUTH_URL"], username=e["OS_USERNAME"], password=e["OS_PASSWORD"],
+      project_name=e["OS_PROJECT_NAME"], user_domain_name=e["OS_USER_DOMAIN_NAME"],
+      project_domain_name=e["OS_PROJECT_DOMAIN_NAME"]))
+  base = e["OS_AUTH_URL"].rstrip("/")
+
+  def one(path, key, **params):
+      found = s.get(base + path, params=params).json()[key]
+      return found[0] if found else None
+
+  def ensure(path, key, body, **params):
+      return one(path, key, **params) or s.post(base + path, json={key[:-1]: body}).json()[key[:-1]]
+
+  region = e["SERVICE_REGION"]
+  if s.get(base + "/regions/" + region, raise_exc=False).status_code == 404:
+      s.post(base + "/regions", json={"region": {"id": region}})
+  user_domain = one("/domains", "domains", name=e["SERVICE_USER_DOMAIN_NAME"])["id"]
+  project_domain = one("/domains", "domains", name=e["SERVICE_PROJECT_DOMAIN_NAME"])["id"]
+  project = ensure("/projects", "projects", {"name": e["SERVICE_PROJECT_NAME"], "domain_id": project_domain},
+                   name=e["SERVICE_PROJECT_NAME"], domain_id=project_domain)
+  user = one("/users", "users", name=e["SERVICE_USERNAME"], domain_id=user_domain)
+  if user:
+      s.patch(base + "/users/" + user["id"], json={"user": {"password": e["SERVICE_PASSWORD"], "enabled": True}})
+  else:
+      user = s.post(base + "/users", json={"user": {"name": e["SERVICE_USERNAME"], "domain_id": user_domain,
+                                                   "password": e["SERVICE_PASSWORD"]}}).json()["user"]
+  role = ensure("/roles", "roles", {"name": e["SERVICE_ROLE"]}, name=e["SERVICE_ROLE"])
+  s.put(base + "/projects/%s/users/%s/roles/%s" % (project["id"], user["id"], role["id"]))
+  service = ensure("/services", "services", {"type": e["SERVICE_TYPE"], "name": e["SERVICE_NAME"], "enabled": True},
+                   type=e["SERVICE_TYPE"])
+  for iface in ("admin", "internal", "public"):
+      url = e["SERVICE_URL"]
+      ep = one("/endpoints", "endpoints", service_id=service["id"], interface=iface, region_id=region)
+      if ep is None:
+          s.post(base + "/endpoints", json={"endpoint": {"service_id": service["id"], "interface": iface,
+                                                         "region_id": region, "url": url, "enabled": True}})
+      elif ep["url"] != url:
+          s.patch(base + "/endpoints/" + ep["id"], json={"endpoint": {"url": url}})
+  print("registered %s (%s) at %s in %s, user %s" % (e["SERVICE_NAME"], e["SERVICE_TYPE"], e["SERVICE_URL"], region, e["SERVICE_USERNAME"]))
+{{- end -}}
