@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net"
 	"net/http"
@@ -114,9 +115,9 @@ func TestKeystoneRunsForReal(t *testing.T) {
 		}
 	}
 
-	var api, firstPod string
+	var api, firstPod, workflowID string
 	t.Run("keystone runs on the real node and answers", func(t *testing.T) {
-		waitConfig(t, cfgName, 6*time.Minute, "keystone deployed", ksReady(1))
+		workflowID = waitConfig(t, cfgName, 6*time.Minute, "keystone deployed", ksReady(1)).WorkflowID
 		t.Logf("keystone, placement and their infrastructure Ready in %s", time.Since(start).Round(100*time.Millisecond))
 		pod := apiPod(t, ns, "keystone")
 		require.Equal(t, local.RealNode, pod.Spec.NodeName, "keystone-api runs on the real node")
@@ -166,6 +167,30 @@ func TestKeystoneRunsForReal(t *testing.T) {
 	t.Run("a profile edit rolls keystone and it runs with the option", func(t *testing.T) {
 		require.NotEmpty(t, api)
 		comps["keystone"].(map[string]any)["config"] = map[string]any{"keystone.conf": "[DEFAULT]\ndebug = true\n"}
+
+		// The preview of the edit, against the running release: keystone alone changes, its configuration
+		// shows debug on, and no secret value (the passwords the chart generated and keeps) is in it.
+		var spec controlplane.ProfileSpec
+		b, err := json.Marshal(map[string]any{"components": comps})
+		require.NoError(t, err)
+		require.NoError(t, json.Unmarshal(b, &spec))
+		pctx, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		h, err := env.Temporal.UpdateWorkflow(pctx, clientUpdate(workflowID, controlplane.PreviewRequest{Profile: &controlplane.NamedProfile{Name: profile, Spec: spec}}))
+		require.NoError(t, err)
+		var preview controlplane.PreviewResult
+		require.NoError(t, h.Get(pctx, &preview))
+		require.Equal(t, [][]string{{"keystone"}}, preview.Plan.Waves)
+		require.Len(t, preview.Diffs, 1)
+		diff := preview.Diffs[0].Diff
+		t.Logf("preview of keystone (%d lines):\n%s", preview.Diffs[0].Lines, diff)
+		require.Contains(t, diff, "-    debug = false")
+		require.Contains(t, diff, "+    debug = true")
+		for _, secret := range []string{env.SecretValue(t, ns, "keystone-admin", "OS_PASSWORD"), env.SecretValue(t, ns, "keystone-db", "password")} {
+			require.NotContains(t, diff, secret, "a secret value in the preview")
+		}
+		require.Equal(t, 1, releases(t, ns)["keystone"].Revision, "the preview applied nothing")
+
 		mergePatch(t, gvrProfile, profile, map[string]any{"spec": map[string]any{"components": map[string]any{"keystone": comps["keystone"]}}})
 		waitConfig(t, cfgName, 4*time.Minute, "keystone at revision 2", ksReady(2))
 		rels := releases(t, ns)
