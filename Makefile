@@ -38,7 +38,7 @@ build:
 generate: tools
 	$(GO) generate ./api/... ./deploy/rbac/...
 
-## images: the bridge, worker, Nova, Keystone and Placement images as OCI layouts in bin/images, built from Debian packages and
+## images: the bridge, worker, Nova, Keystone, Placement and Glance images as OCI layouts in bin/images, built from Debian packages and
 ## this tree without a container engine, each again only when its inputs changed; prints their digests
 ## (deploy/images)
 images:
