@@ -444,11 +444,8 @@ func (h *Helm) whyNotReady(ctx context.Context, ns string, resources helmkube.Re
 			continue
 		}
 		for _, p := range pods.Items {
-			for _, c := range p.Status.Conditions {
-				if c.Status != corev1.ConditionTrue && c.Message != "" {
-					reasons = append(reasons, fmt.Sprintf("pod %s %s: %s", p.Name, c.Type, c.Message))
-					break
-				}
+			if why := podNotReady(p); why != "" {
+				reasons = append(reasons, why)
 			}
 			if len(reasons) > 2 {
 				break
@@ -459,6 +456,38 @@ func (h *Helm) whyNotReady(ctx context.Context, ns string, resources helmkube.Re
 		return ""
 	}
 	return " (" + strings.Join(reasons, "; ") + ")"
+}
+
+// podNotReady says why a pod is not Ready ("" when nothing says): its first false condition with a
+// message, then what its waiting containers wait on (a crash loop, a Secret that does not exist, an image
+// that cannot be pulled), with the last lines a crashed container left.
+func podNotReady(p corev1.Pod) string {
+	var parts []string
+	for _, c := range p.Status.Conditions {
+		if c.Status != corev1.ConditionTrue && c.Message != "" {
+			parts = append(parts, fmt.Sprintf("pod %s %s: %s", p.Name, c.Type, c.Message))
+			break
+		}
+	}
+	for _, cs := range append(append([]corev1.ContainerStatus{}, p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...) {
+		w := cs.State.Waiting
+		if w == nil || w.Reason == "" || w.Reason == "PodInitializing" || w.Reason == "ContainerCreating" {
+			continue
+		}
+		why := fmt.Sprintf("container %s %s", cs.Name, w.Reason)
+		if m := strings.TrimSpace(w.Message); m != "" && w.Reason != "CrashLoopBackOff" {
+			// A crash loop's message only repeats the back-off; the last exit says why.
+			why += ": " + kube.LastLines(m, 1)
+		}
+		if t := cs.LastTerminationState.Terminated; t != nil && t.ExitCode != 0 {
+			why += fmt.Sprintf(", last exited %d", t.ExitCode)
+			if m := strings.TrimSpace(t.Message); m != "" {
+				why += ": " + strings.ReplaceAll(kube.LastLines(m, 3), "\n", " | ")
+			}
+		}
+		parts = append(parts, why)
+	}
+	return strings.Join(parts, "; ")
 }
 
 // RollbackInput names the release to roll back and the good revision to return to (0: uninstall, for a

@@ -7,6 +7,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/release"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // What one list of a namespace's releases says of each, in whatever order the list gave its revisions.
@@ -79,4 +81,41 @@ func TestRedactSecrets(t *testing.T) {
 	other := strings.Replace(secret, "c2VjcmV0LXZhbHVl", "b3RoZXI=", 1)
 	require.Equal(t, redactSecrets(secret), redactSecrets(secret))
 	require.NotEqual(t, redactSecrets(secret), redactSecrets(other))
+}
+
+// What the readiness deadline's message says of a pod that is not Ready.
+func TestPodNotReadySaysWhy(t *testing.T) {
+	unready := corev1.PodCondition{Type: corev1.PodReady, Status: corev1.ConditionFalse, Message: "containers with unready status: [api]"}
+	pod := func(conds []corev1.PodCondition, init, containers []corev1.ContainerStatus) corev1.Pod {
+		return corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "api-1"}, Status: corev1.PodStatus{
+			Conditions: conds, InitContainerStatuses: init, ContainerStatuses: containers}}
+	}
+	waiting := func(name, reason, msg string, last *corev1.ContainerStateTerminated) corev1.ContainerStatus {
+		return corev1.ContainerStatus{Name: name, State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason, Message: msg}},
+			LastTerminationState: corev1.ContainerState{Terminated: last}}
+	}
+	tests := []struct {
+		name string
+		pod  corev1.Pod
+		want string
+	}{
+		{"ready: nothing to say", pod([]corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}, nil, nil), ""},
+		{"unschedulable", pod([]corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Message: "0/3 nodes are available"}}, nil, nil),
+			"pod api-1 PodScheduled: 0/3 nodes are available"},
+		{"crash loop: the last exit's last lines, not the back-off message", pod([]corev1.PodCondition{unready}, nil, []corev1.ContainerStatus{
+			waiting("api", "CrashLoopBackOff", "back-off 40s restarting failed container", &corev1.ContainerStateTerminated{ExitCode: 1, Message: "starting\nunrecognized option '--x'\ngetopt_long() error\n"}),
+		}), "pod api-1 Ready: containers with unready status: [api]; container api CrashLoopBackOff, last exited 1: starting | unrecognized option '--x' | getopt_long() error"},
+		{"a missing Secret in an init container", pod([]corev1.PodCondition{unready}, []corev1.ContainerStatus{
+			waiting("db-wait", "CreateContainerConfigError", `secret "keystone-admin" not found`, nil),
+		}, []corev1.ContainerStatus{waiting("api", "PodInitializing", "", nil)}),
+			`pod api-1 Ready: containers with unready status: [api]; container db-wait CreateContainerConfigError: secret "keystone-admin" not found`},
+		{"still starting: no reason", pod([]corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse}}, nil, []corev1.ContainerStatus{
+			waiting("api", "ContainerCreating", "", nil),
+		}), ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			require.Equal(t, tt.want, podNotReady(tt.pod))
+		})
+	}
 }
