@@ -258,27 +258,32 @@ func (n *Nova) WaitReady(t TB) {
 			return Ready(u), Summary(u)
 		}
 	}
-	WaitFor(t, "Nova "+n.Name+" (region "+n.Region+") Ready", 12*time.Minute, ready(GVRNova, n.Name))
+	WaitFor(t, "Nova "+n.Name+" (region "+n.Region+") Ready", 12*time.Minute, stopOnFailed(t, "Nova "+n.Name, ready(GVRNova, n.Name)))
 	for _, h := range n.Computes {
-		check := ready(GVRNovaExternalCompute, h.Name)
-		var failedSince time.Time
-		WaitFor(t, "compute "+h.Name+" of Nova "+n.Name+" Ready", 10*time.Minute, func() (bool, string) {
-			ok, seen := check()
-			// A compute that stays failed waits for a person's retry: no use waiting out the timeout.
-			switch {
-			case !strings.HasPrefix(seen, "phase=Failed "):
-				failedSince = time.Time{}
-			case failedSince.IsZero():
-				failedSince = time.Now()
-			case time.Since(failedSince) > 30*time.Second:
-				t.Fatalf("compute %s of Nova %s failed: %s", h.Name, n.Name, seen)
-			}
-			return ok, seen
-		})
+		WaitFor(t, "compute "+h.Name+" of Nova "+n.Name+" Ready", 10*time.Minute,
+			stopOnFailed(t, "compute "+h.Name+" of Nova "+n.Name, ready(GVRNovaExternalCompute, h.Name)))
 	}
 	n.ready.Do(func() { n.err = n.prepare() })
 	if n.err != nil {
 		t.Fatalf("Nova %s: %v", n.Name, n.err)
+	}
+}
+
+// stopOnFailed wraps a readiness check (whose summary starts with the phase): an object that stays Failed
+// for 30 s waits for a person's retry, so the wait ends there, with its reason, not at its timeout.
+func stopOnFailed(t TB, what string, check func() (bool, string)) func() (bool, string) {
+	var failedSince time.Time
+	return func() (bool, string) {
+		ok, seen := check()
+		switch {
+		case !strings.HasPrefix(seen, "phase=Failed "):
+			failedSince = time.Time{}
+		case failedSince.IsZero():
+			failedSince = time.Now()
+		case time.Since(failedSince) > 30*time.Second:
+			t.Fatalf("%s failed: %s", what, seen)
+		}
+		return ok, seen
 	}
 }
 
