@@ -1,7 +1,10 @@
 package rollout
 
 import (
+	"bytes"
 	"context"
+	"crypto/md5"
+	"encoding/hex"
 	"encoding/json"
 	"io"
 	"net"
@@ -14,6 +17,8 @@ import (
 	"github.com/gophercloud/gophercloud/v2"
 	"github.com/gophercloud/gophercloud/v2/openstack"
 	"github.com/gophercloud/gophercloud/v2/openstack/identity/v3/tokens"
+	"github.com/gophercloud/gophercloud/v2/openstack/image/v2/imagedata"
+	"github.com/gophercloud/gophercloud/v2/openstack/image/v2/images"
 	"github.com/gophercloud/gophercloud/v2/openstack/placement/v1/resourceproviders"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -29,9 +34,10 @@ import (
 // keystoneRegion is the region the test's Keystone registers itself in.
 const keystoneRegion = "KeystoneE2E"
 
-// TestKeystoneRunsForReal rolls out the keystone and placement charts as real containers on the stack's
-// real node (Debian's Keystone and Placement under uwsgi, their databases on the stack's MariaDB, named in
-// the profile as an external endpoint; Placement registered in Keystone by its chart), then: a profile
+// TestKeystoneRunsForReal rolls out the keystone, placement and glance charts as real containers on the
+// stack's real node (Debian's Keystone, Placement and Glance under uwsgi, their databases on the stack's
+// MariaDB, named in the profile as an external endpoint; Placement and Glance registered in Keystone by
+// their charts; an image uploaded and read back), then: a profile
 // edit (debug on) rolls keystone's pod alone and the new pod logs at debug level; a bad database password
 // is rolled back while the API keeps answering; deleting the configuration drops the databases and their
 // users (the charts' db-drop hooks). The infrastructure components they depend on are the test charts on
@@ -46,7 +52,7 @@ func TestKeystoneRunsForReal(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, env.CreateSecret(ctx, ns, local.DatabaseAdminSecretName, admin.Data))
 	db := env.StackDB(t)
-	dbName, placementDB := env.Run+"_keystone", env.Run+"_placement"
+	dbName, placementDB, glanceDB := env.Run+"_keystone", env.Run+"_placement", env.Run+"_glance"
 
 	profile, cfgName := env.Run+"-ks", env.Run+"-ks"
 	comps := map[string]any{}
@@ -80,6 +86,7 @@ func TestKeystoneRunsForReal(t *testing.T) {
 	}
 	comps["keystone"] = onRealNode("keystone", dbName, map[string]any{"admin": map[string]any{"region_name": keystoneRegion}})
 	comps["placement"] = onRealNode("placement", placementDB, map[string]any{"placement": map[string]any{"region_name": keystoneRegion}})
+	comps["glance"] = onRealNode("glance", glanceDB, map[string]any{"glance": map[string]any{"region_name": keystoneRegion}})
 	createObject(t, gvrProfile, "OpenStackCloudConfigurationProfile", profile, map[string]any{"components": comps})
 	start := time.Now()
 	createObject(t, gvrConfig, "KupenstackConfiguration", cfgName, map[string]any{
@@ -90,7 +97,7 @@ func TestKeystoneRunsForReal(t *testing.T) {
 		deleteAndWait(t, gvrProfile, profile, time.Minute)
 		// The releases' uninstall ran the db-drop hooks: nothing of them is left in the stack's MariaDB.
 		// What is left fails the test, and is then dropped so that the next test starts from a clean server.
-		for _, name := range []string{dbName, placementDB} {
+		for _, name := range []string{dbName, placementDB, glanceDB} {
 			left := e2e.QueryStrings(t, db, "SELECT SCHEMA_NAME FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = ?", name)
 			users := e2e.QueryStrings(t, db, "SELECT User FROM mysql.user WHERE User = ?", name)
 			assert.Empty(t, left, "database %s dropped by the release's uninstall", name)
@@ -106,7 +113,7 @@ func TestKeystoneRunsForReal(t *testing.T) {
 			if s.ObservedGeneration != gen || s.condition(controlplane.ConditionComponentsReady).Status != metav1.ConditionTrue {
 				return false
 			}
-			for _, c := range []string{"mariadb", "rabbitmq", "memcached", "keystone", "placement"} {
+			for _, c := range []string{"mariadb", "rabbitmq", "memcached", "keystone", "placement", "glance"} {
 				if s.component(c).State != controlplane.ComponentDeployed {
 					return false
 				}
@@ -118,7 +125,7 @@ func TestKeystoneRunsForReal(t *testing.T) {
 	var api, firstPod, workflowID string
 	t.Run("keystone runs on the real node and answers", func(t *testing.T) {
 		workflowID = waitConfig(t, cfgName, 6*time.Minute, "keystone deployed", ksReady(1)).WorkflowID
-		t.Logf("keystone, placement and their infrastructure Ready in %s", time.Since(start).Round(100*time.Millisecond))
+		t.Logf("keystone, placement, glance and their infrastructure Ready in %s", time.Since(start).Round(100*time.Millisecond))
 		pod := apiPod(t, ns, "keystone")
 		require.Equal(t, local.RealNode, pod.Spec.NodeName, "keystone-api runs on the real node")
 		firstPod = pod.Name
@@ -162,6 +169,21 @@ func TestKeystoneRunsForReal(t *testing.T) {
 		resp.Body.Close()
 		require.Equal(t, http.StatusUnauthorized, resp.StatusCode, "placement refuses a request without a token")
 		require.Equal(t, []string{placementDB}, e2e.QueryStrings(t, db, "SELECT SCHEMA_NAME FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = ?", placementDB))
+
+		// Glance's chart registered it too; an image uploaded through the catalog's endpoint is active with
+		// the data's size and checksum, reads back byte for byte, and goes on delete.
+		require.Equal(t, local.RealNode, apiPod(t, ns, "glance").Spec.NodeName, "glance-api runs on the real node")
+		gsvc, err := env.Kube.CoreV1().Services(ns).Get(ctx, "glance-api", metav1.GetOptions{})
+		require.NoError(t, err)
+		gapi := "http://" + net.JoinHostPort(gsvc.Spec.ClusterIP, "9292")
+		require.ElementsMatch(t, []string{"admin " + gapi, "internal " + gapi, "public " + gapi}, urls["image"])
+		glance, err := openstack.NewImageV2(provider, gophercloud.EndpointOpts{Region: keystoneRegion})
+		require.NoError(t, err)
+		uploadAndReadBack(t, glance)
+		resp, err = http.Get(gapi + "/v2/images")
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Equal(t, http.StatusUnauthorized, resp.StatusCode, "glance refuses a request without a token")
 	})
 
 	t.Run("a profile edit rolls keystone and it runs with the option", func(t *testing.T) {
@@ -194,7 +216,7 @@ func TestKeystoneRunsForReal(t *testing.T) {
 		mergePatch(t, gvrProfile, profile, map[string]any{"spec": map[string]any{"components": map[string]any{"keystone": comps["keystone"]}}})
 		waitConfig(t, cfgName, 4*time.Minute, "keystone at revision 2", ksReady(2))
 		rels := releases(t, ns)
-		for _, c := range []string{"mariadb", "rabbitmq", "memcached", "placement"} {
+		for _, c := range []string{"mariadb", "rabbitmq", "memcached", "placement", "glance"} {
 			require.Equal(t, 1, rels[c].Revision, "%s untouched", c)
 		}
 		pod := apiPod(t, ns, "keystone")
@@ -254,6 +276,37 @@ func TestKeystoneRunsForReal(t *testing.T) {
 		require.Equal(t, before, apiPod(t, ns, "keystone").Name, "the pod of the good revision kept serving")
 		keystoneLogin(t, ns, api)
 	})
+}
+
+// uploadAndReadBack creates an image in glance, uploads its data (chunked), checks what Glance recorded
+// and reads the data back, then deletes the image.
+func uploadAndReadBack(t *testing.T, glance *gophercloud.ServiceClient) {
+	t.Helper()
+	ctx := context.Background()
+	data := make([]byte, 3<<20)
+	for i := range data {
+		data[i] = byte(i * 7 % 251)
+	}
+	sum := md5.Sum(data)
+	img, err := images.Create(ctx, glance, images.CreateOpts{Name: "e2e-upload", DiskFormat: "raw", ContainerFormat: "bare"}).Extract()
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = images.Delete(ctx, glance, img.ID).ExtractErr() })
+	// A reader of unknown length goes out chunked, as the openstack client streams a file.
+	require.NoError(t, imagedata.Upload(ctx, glance, img.ID, io.MultiReader(bytes.NewReader(data))).ExtractErr(), "upload the image's data, chunked")
+	img, err = images.Get(ctx, glance, img.ID).Extract()
+	require.NoError(t, err)
+	require.Equal(t, images.ImageStatusActive, img.Status)
+	require.Equal(t, int64(len(data)), img.SizeBytes)
+	require.Equal(t, hex.EncodeToString(sum[:]), img.Checksum)
+	rc, err := imagedata.Download(ctx, glance, img.ID).Extract()
+	require.NoError(t, err)
+	got, err := io.ReadAll(rc)
+	rc.Close()
+	require.NoError(t, err)
+	require.True(t, bytes.Equal(data, got), "the data read back (%d bytes) is what was uploaded (%d)", len(got), len(data))
+	require.NoError(t, images.Delete(ctx, glance, img.ID).ExtractErr())
+	_, err = images.Get(ctx, glance, img.ID).Extract()
+	require.True(t, gophercloud.ResponseCodeIs(err, http.StatusNotFound), "the image is gone after delete: %v", err)
 }
 
 // apiPod is the one ready API pod of chart's release in ns (a rollout in progress is waited out).

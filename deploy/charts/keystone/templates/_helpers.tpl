@@ -50,9 +50,5 @@
 {{/* What the pods run with: a change of any of it rolls them and re-runs the setup Job. Secret values
      enter only as hashes. */}}
 {{- define "keystone.inputsHash" -}}
-{{- list (include "stackflow.oslo" .Values.conf.keystone) (include "stackflow.dbConnection" . | sha256sum) (include "keystone.adminPassword" . | sha256sum) .Values.images.tags (include "keystone.catalogHost" .) .Values.endpoints.identity.auth.admin.region_name | toJson | sha256sum | trunc 16 -}}
-{{- end -}}
-
-{{- define "keystone.catalogHost" -}}
-{{- .Values.endpoints.identity.host_fqdn_override.default -}}
+{{- list (include "stackflow.oslo" .Values.conf.keystone) (include "stackflow.dbConnection" . | sha256sum) (include "keystone.adminPassword" . | sha256sum) .Values.images.tags (include "stackflow.endpointURL" (list . "identity" "/v3")) .Values.endpoints.identity.auth.admin.region_name | toJson | sha256sum | trunc 16 -}}
 {{- end -}}
