@@ -191,8 +191,17 @@ func (lc *Lifecycle) addSignalCases(ctx workflow.Context, sel workflow.Selector)
 	})
 }
 
-// drainSignals takes every signal already delivered, so continue-as-new loses none.
+// drainSignals takes every signal already delivered, so continue-as-new loses none. It first yields once:
+// a signal delivered in this workflow task to the receiveSignals goroutine, blocked in its Select, is
+// handed to that goroutine and is in no channel, so only letting it run takes it (a delete arriving as
+// the run closed was lost so, the run continuing as new with its object deleted).
 func (lc *Lifecycle) drainSignals(ctx workflow.Context) {
+	yielded := false
+	_ = workflow.Await(ctx, func() bool {
+		done := yielded
+		yielded = true
+		return done
+	})
 	for {
 		sel := workflow.NewSelector(ctx)
 		lc.addSignalCases(ctx, sel)
