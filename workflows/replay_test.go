@@ -87,6 +87,17 @@ func newReplayer(t *testing.T) worker.WorkflowReplayer {
 // replayFile replays the recorded run in file f and returns its workflow type.
 func replayFile(t *testing.T, replayer worker.WorkflowReplayer, f string) string {
 	t.Helper()
+	typ, err := replay(t, replayer, f)
+	if err != nil {
+		t.Errorf("replay %s: %v", f, err)
+	}
+	return typ
+}
+
+// replay replays the recorded run in file f, as the run it was, and returns its workflow type and the
+// replay's error.
+func replay(t *testing.T, replayer worker.WorkflowReplayer, f string) (string, error) {
+	t.Helper()
 	r, err := os.Open(f)
 	if err != nil {
 		t.Fatal(err)
@@ -104,10 +115,8 @@ func replayFile(t *testing.T, replayer worker.WorkflowReplayer, f string) string
 	orig := workflow.Execution{ID: start.GetWorkflowId(), RunID: start.GetOriginalExecutionRunId()}
 	// Replay logs every step of every workflow; a failure is in the error it returns.
 	quiet := log.NewStructuredLogger(slog.New(slog.DiscardHandler))
-	if err := replayer.ReplayWorkflowHistoryWithOptions(quiet, h, worker.ReplayWorkflowHistoryOptions{OriginalExecution: orig}); err != nil {
-		t.Errorf("replay %s: %v", f, err)
-	}
-	return start.GetWorkflowType().GetName()
+	err = replayer.ReplayWorkflowHistoryWithOptions(quiet, h, worker.ReplayWorkflowHistoryOptions{OriginalExecution: orig})
+	return start.GetWorkflowType().GetName(), err
 }
 
 // requiredPaths are, per workflow type, the paths the end-to-end suites take it through that the corpus

@@ -152,11 +152,7 @@ func TestKeystoneRunsForReal(t *testing.T) {
 		// Placement's chart registered it (its user, the service, its endpoints on its Service's address),
 		// and its API checks tokens with Keystone: the administrator's token lists resource providers (none
 		// yet), a request without one is refused.
-		require.Equal(t, local.RealNode, apiPod(t, ns, "placement").Spec.NodeName, "placement-api runs on the real node")
-		psvc, err := env.Kube.CoreV1().Services(ns).Get(ctx, "placement-api", metav1.GetOptions{})
-		require.NoError(t, err)
-		papi := "http://" + net.JoinHostPort(psvc.Spec.ClusterIP, "8778")
-		require.ElementsMatch(t, []string{"admin " + papi, "internal " + papi, "public " + papi}, urls["placement"])
+		papi := registeredAPI(t, ns, "placement", "8778", urls["placement"])
 		placement, err := openstack.NewPlacementV1(provider, gophercloud.EndpointOpts{Region: keystoneRegion})
 		require.NoError(t, err)
 		list, err := resourceproviders.List(placement, nil).AllPages(ctx)
@@ -164,26 +160,16 @@ func TestKeystoneRunsForReal(t *testing.T) {
 		rps, err := resourceproviders.ExtractResourceProviders(list)
 		require.NoError(t, err)
 		require.Empty(t, rps)
-		resp, err := http.Get(papi + "/resource_providers")
-		require.NoError(t, err)
-		resp.Body.Close()
-		require.Equal(t, http.StatusUnauthorized, resp.StatusCode, "placement refuses a request without a token")
+		requireUnauthorized(t, papi+"/resource_providers")
 		require.Equal(t, []string{placementDB}, e2e.QueryStrings(t, db, "SELECT SCHEMA_NAME FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = ?", placementDB))
 
 		// Glance's chart registered it too; an image uploaded through the catalog's endpoint is active with
 		// the data's size and checksum, reads back byte for byte, and goes on delete.
-		require.Equal(t, local.RealNode, apiPod(t, ns, "glance").Spec.NodeName, "glance-api runs on the real node")
-		gsvc, err := env.Kube.CoreV1().Services(ns).Get(ctx, "glance-api", metav1.GetOptions{})
-		require.NoError(t, err)
-		gapi := "http://" + net.JoinHostPort(gsvc.Spec.ClusterIP, "9292")
-		require.ElementsMatch(t, []string{"admin " + gapi, "internal " + gapi, "public " + gapi}, urls["image"])
+		gapi := registeredAPI(t, ns, "glance", "9292", urls["image"])
 		glance, err := openstack.NewImageV2(provider, gophercloud.EndpointOpts{Region: keystoneRegion})
 		require.NoError(t, err)
 		uploadAndReadBack(t, glance)
-		resp, err = http.Get(gapi + "/v2/images")
-		require.NoError(t, err)
-		resp.Body.Close()
-		require.Equal(t, http.StatusUnauthorized, resp.StatusCode, "glance refuses a request without a token")
+		requireUnauthorized(t, gapi+"/v2/images")
 	})
 
 	t.Run("a profile edit rolls keystone and it runs with the option", func(t *testing.T) {
@@ -276,6 +262,27 @@ func TestKeystoneRunsForReal(t *testing.T) {
 		require.Equal(t, before, apiPod(t, ns, "keystone").Name, "the pod of the good revision kept serving")
 		keystoneLogin(t, ns, api)
 	})
+}
+
+// registeredAPI checks that chart's API pod runs on the real node and that the catalog's endpoints (each
+// "<interface> <url>") are its Service's ClusterIP at port, on the three interfaces; it returns that URL.
+func registeredAPI(t *testing.T, ns, chart, port string, endpoints []string) string {
+	t.Helper()
+	require.Equal(t, local.RealNode, apiPod(t, ns, chart).Spec.NodeName, "%s-api runs on the real node", chart)
+	svc, err := env.Kube.CoreV1().Services(ns).Get(context.Background(), chart+"-api", metav1.GetOptions{})
+	require.NoError(t, err)
+	url := "http://" + net.JoinHostPort(svc.Spec.ClusterIP, port)
+	require.ElementsMatch(t, []string{"admin " + url, "internal " + url, "public " + url}, endpoints, "%s's endpoints in the catalog", chart)
+	return url
+}
+
+// requireUnauthorized checks that a request without a token is refused.
+func requireUnauthorized(t *testing.T, url string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusUnauthorized, resp.StatusCode, "GET %s without a token", url)
 }
 
 // uploadAndReadBack creates an image in glance, uploads its data (chunked), checks what Glance recorded
