@@ -46,6 +46,9 @@ func PlanRollout(g Graph, rendered map[string]RenderedComponent, deployed map[st
 		case !r.Enabled && rel.Exists:
 			plan.Remove = append(plan.Remove, name)
 			plan.Reasons[name] = "disabled in the profile"
+			if r.External {
+				plan.Reasons[name] = "external in the profile (the site provides it)"
+			}
 		case !r.Enabled:
 		case !rel.Exists:
 			rolling = append(rolling, name)

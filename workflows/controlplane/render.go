@@ -30,8 +30,10 @@ type ProfileSpec struct {
 // Every field is optional, so a child profile overrides only what it sets.
 type ComponentProfile struct {
 	// Enabled deploys the component; a component a profile names is enabled unless set false.
-	Enabled *bool     `json:"enabled,omitempty"`
-	Chart   *ChartRef `json:"chart,omitempty"`
+	Enabled *bool `json:"enabled,omitempty"`
+	// External: the site provides the component; no release, and its dependents do not wait for it.
+	External *bool     `json:"external,omitempty"`
+	Chart    *ChartRef `json:"chart,omitempty"`
 	// Values are Helm values merged over the generated ones (maps merge deeply, the rest replaces).
 	Values map[string]any `json:"values,omitempty"`
 	// Config holds oslo.config INI snippets per configuration file (nova.conf → conf.nova). Like
@@ -112,6 +114,9 @@ func mergeComponent(parent, child ComponentProfile) ComponentProfile {
 	m := parent
 	if child.Enabled != nil {
 		m.Enabled = child.Enabled
+	}
+	if child.External != nil {
+		m.External = child.External
 	}
 	if child.Chart != nil {
 		ch := ChartRef{}
@@ -205,8 +210,10 @@ func ConfService(file string) string {
 // RenderedComponent is one component ready to roll out: its chart, its Helm values in OpenStack-Helm's
 // conventions, and the hash that identifies both.
 type RenderedComponent struct {
-	Name       string         `json:"name"`
-	Enabled    bool           `json:"enabled"`
+	Name    string `json:"name"`
+	Enabled bool   `json:"enabled"`
+	// External is a component the site provides: not Enabled (no release), yet a dependency satisfied.
+	External   bool           `json:"external,omitempty"`
 	Chart      ChartRef       `json:"chart"`
 	Values     map[string]any `json:"values,omitempty"`
 	ValuesHash string         `json:"valuesHash,omitempty"`
@@ -224,7 +231,7 @@ const DefaultReadinessTimeout = 10 * time.Minute
 const RestartTokenKey = "stackflowRestartToken"
 
 // RenderComponents renders every component of the graph from the merged profile. Components the
-// profile does not mention are disabled. A profile naming a component outside the graph, an enabled
+// profile does not mention are disabled; external ones are rendered without a release. A profile naming a component outside the graph, an enabled
 // component without a chart or with an unparsable config snippet, or one depending on a disabled
 // component is refused with a ProfileError naming it.
 func RenderComponents(g Graph, merged map[string]ComponentProfile) (map[string]RenderedComponent, error) {
@@ -247,6 +254,10 @@ func RenderComponents(g Graph, merged map[string]ComponentProfile) (map[string]R
 				out[name] = RenderedComponent{Name: name}
 				continue
 			}
+			if p.External != nil && *p.External {
+				out[name] = RenderedComponent{Name: name, External: true}
+				continue
+			}
 			r, err := renderComponent(c, p, out)
 			if err != nil {
 				return nil, err
@@ -260,8 +271,8 @@ func RenderComponents(g Graph, merged map[string]ComponentProfile) (map[string]R
 		}
 		c, _ := g.Get(name)
 		for _, d := range c.DependsOn {
-			if !out[d].Enabled {
-				return nil, &ProfileError{ReasonDependency, fmt.Sprintf("component %s: depends on %s, which is disabled", name, d)}
+			if !out[d].Enabled && !out[d].External {
+				return nil, &ProfileError{ReasonDependency, fmt.Sprintf("component %s: depends on %s, which is disabled (enable it, or mark it external when the site provides it)", name, d)}
 			}
 		}
 	}

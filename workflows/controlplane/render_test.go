@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/stackflow/stackflow/activities/helm"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -22,6 +24,7 @@ func TestProfileSpecCarriesTheAPIsJSON(t *testing.T) {
 		From: "base",
 		Components: map[string]kupenstackv1alpha1.ComponentProfile{"nova": {
 			Enabled:          &on,
+			External:         &on,
 			Chart:            &kupenstackv1alpha1.ChartRef{Repository: "http://charts", Name: "nova", Version: "0.3.1"},
 			Values:           &apiextensionsv1.JSON{Raw: []byte(`{"conf":{"nova":{"DEFAULT":{"debug":true}}},"pod":{"replicas":{"api":2}}}`)},
 			Config:           map[string]kupenstackv1alpha1.ConfigSnippet{"nova.conf": "[DEFAULT]\ndebug = True\n"},
@@ -118,6 +121,38 @@ func TestMergeProfilesChildWins(t *testing.T) {
 	require.Nil(t, r)
 }
 
+// An external component is the site's: it renders no release, satisfies its dependents without a chart,
+// and a release of it deployed before is planned for removal.
+func TestExternalComponentSatisfiesDependencies(t *testing.T) {
+	repo := func(n string) *ChartRef { return &ChartRef{Repository: "http://repo", Name: n, Version: "0.1.0"} }
+	parent := ProfileSpec{Components: map[string]ComponentProfile{
+		"mariadb":   {Chart: repo("mariadb")},
+		"rabbitmq":  {External: enabled(true)},
+		"memcached": {External: enabled(true)},
+		"keystone":  {Chart: repo("keystone")},
+	}}
+	child := ProfileSpec{From: "parent", Components: map[string]ComponentProfile{"mariadb": {External: enabled(true)}}}
+	merged := MergeProfiles([]ProfileSpec{child, parent})
+	r, err := RenderComponents(ControlPlane, merged)
+	require.NoError(t, err)
+	require.True(t, r["keystone"].Enabled)
+	for _, name := range []string{"mariadb", "rabbitmq", "memcached"} {
+		require.True(t, r[name].External, name)
+		require.False(t, r[name].Enabled, "%s has no release", name)
+	}
+	deployed := map[string]helm.ReleaseInfo{"mariadb": {Exists: true, Status: helm.ReleaseDeployed, ValuesHash: "0123456789abcdef"}}
+	plan, err := PlanRollout(ControlPlane, r, deployed)
+	require.NoError(t, err)
+	require.Equal(t, [][]string{{"keystone"}}, plan.Waves, "keystone rolls out at once")
+	require.Equal(t, []string{"mariadb"}, plan.Remove)
+	require.Equal(t, "external in the profile (the site provides it)", plan.Reasons["mariadb"])
+
+	// A child that takes the component back needs its chart.
+	back := ProfileSpec{From: "child", Components: map[string]ComponentProfile{"rabbitmq": {External: enabled(false)}}}
+	_, err = RenderComponents(ControlPlane, MergeProfiles([]ProfileSpec{back, child, parent}))
+	require.ErrorContains(t, err, "component rabbitmq: chart repository, name and version are required")
+}
+
 func TestRenderComponentInOpenStackHelmConventions(t *testing.T) {
 	p := testProfile("0.1.0", map[string]ComponentProfile{"nova": {
 		Values:   map[string]any{"conf": map[string]any{"nova": map[string]any{"DEFAULT": map[string]any{"debug": "false", "x": "1"}}}},
@@ -163,7 +198,7 @@ func TestRenderRefusesBadProfiles(t *testing.T) {
 		{"missing chart", map[string]ComponentProfile{"mariadb": {}}, ReasonMissingChart, "component mariadb: chart repository, name and version are required"},
 		{"bad snippet", testProfile("0.1.0", map[string]ComponentProfile{"glance": {Config: map[string]string{"glance-api.conf": "debug=true"}}}), ReasonInvalidConfig, "component glance: config glance-api.conf: line 1"},
 		{"bad timeout", testProfile("0.1.0", map[string]ComponentProfile{"glance": {ReadinessTimeout: "soon"}}), ReasonInvalidConfig, "readinessTimeout"},
-		{"dependency disabled", testProfile("0.1.0", map[string]ComponentProfile{"keystone": {Enabled: enabled(false)}}), ReasonDependency, "depends on keystone, which is disabled"},
+		{"dependency disabled", testProfile("0.1.0", map[string]ComponentProfile{"keystone": {Enabled: enabled(false)}}), ReasonDependency, "depends on keystone, which is disabled (enable it, or mark it external"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := RenderComponents(ControlPlane, tc.profile)

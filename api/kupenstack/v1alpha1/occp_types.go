@@ -43,6 +43,12 @@ type ComponentProfile struct {
 	// Enabled deploys the component; unset inherits from the parent profile (enabled at the root).
 	// +optional
 	Enabled *bool `json:"enabled,omitempty"`
+	// External says the site provides the component outside this cloud (a database or message bus its
+	// operators already run): no release is deployed for it (one deployed before is uninstalled), and
+	// the components that depend on it roll out without waiting for it. Their values name its endpoints.
+	// An external component needs no chart. Unset inherits from the parent profile (false at the root).
+	// +optional
+	External *bool `json:"external,omitempty"`
 	// Chart is the component's chart; unset inherits from the parent profile or the built-in default.
 	// +optional
 	Chart *ChartRef `json:"chart,omitempty"`

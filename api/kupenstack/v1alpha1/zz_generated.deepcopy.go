@@ -35,6 +35,11 @@ func (in *ComponentProfile) DeepCopyInto(out *ComponentProfile) {
 		*out = new(bool)
 		**out = **in
 	}
+	if in.External != nil {
+		in, out := &in.External, &out.External
+		*out = new(bool)
+		**out = **in
+	}
 	if in.Chart != nil {
 		in, out := &in.Chart, &out.Chart
 		*out = new(ChartRef)
