@@ -16,7 +16,6 @@ import (
 
 	"github.com/gophercloud/gophercloud/v2"
 	"github.com/gophercloud/gophercloud/v2/openstack"
-	"github.com/gophercloud/gophercloud/v2/openstack/identity/v3/tokens"
 	"github.com/gophercloud/gophercloud/v2/openstack/image/v2/imagedata"
 	"github.com/gophercloud/gophercloud/v2/openstack/image/v2/images"
 	"github.com/gophercloud/gophercloud/v2/openstack/placement/v1/resourceproviders"
@@ -129,20 +128,16 @@ func TestKeystoneRunsForReal(t *testing.T) {
 		pod := apiPod(t, ns, "keystone")
 		require.Equal(t, local.RealNode, pod.Spec.NodeName, "keystone-api runs on the real node")
 		firstPod = pod.Name
-		svc, err := env.Kube.CoreV1().Services(ns).Get(ctx, "keystone-api", metav1.GetOptions{})
-		require.NoError(t, err)
-		api = "http://" + net.JoinHostPort(svc.Spec.ClusterIP, "5000") + "/v3"
+		api = env.ChartKeystoneAPI(t, ns)
 
 		// The bootstrap administrator logs in, and the catalog lists the identity endpoints the
 		// bootstrap Job registered: the Service's address, in the profile's region.
-		provider := keystoneLogin(t, ns, api)
-		catalog, err := provider.GetAuthResult().(tokens.CreateResult).ExtractServiceCatalog()
-		require.NoError(t, err)
+		provider := env.ChartKeystoneLogin(t, ns, api)
 		urls := map[string][]string{}
-		for _, e := range catalog.Entries {
-			for _, ep := range e.Endpoints {
-				require.Equal(t, keystoneRegion, ep.RegionID)
-				urls[e.Type] = append(urls[e.Type], ep.Interface+" "+ep.URL)
+		for typ, eps := range e2e.Catalog(t, provider) {
+			for _, ep := range eps {
+				require.Equal(t, keystoneRegion, ep.Region)
+				urls[typ] = append(urls[typ], ep.Interface+" "+ep.URL)
 			}
 		}
 		require.ElementsMatch(t, []string{"admin " + api, "internal " + api, "public " + api}, urls["identity"])
@@ -207,7 +202,7 @@ func TestKeystoneRunsForReal(t *testing.T) {
 		}
 		pod := apiPod(t, ns, "keystone")
 		require.NotEqual(t, firstPod, pod.Name, "the pod rolled")
-		keystoneLogin(t, ns, api)
+		env.ChartKeystoneLogin(t, ns, api)
 		require.Eventually(t, func() bool { return strings.Contains(podLog(t, ns, pod.Name, "keystone-api"), " DEBUG ") }, 30*time.Second, time.Second,
 			"the new pod logs at debug level")
 	})
@@ -228,7 +223,7 @@ func TestKeystoneRunsForReal(t *testing.T) {
 					return
 				case <-time.After(time.Second):
 				}
-				if _, err := login(api, pw); err != nil {
+				if _, err := e2e.KeystoneLogin(api, pw); err != nil {
 					failed.Add(1)
 					lastErr.Store(err.Error())
 				} else {
@@ -260,7 +255,7 @@ func TestKeystoneRunsForReal(t *testing.T) {
 		require.Equal(t, helm.ReleaseDeployed, rels["keystone"].Status)
 		require.Equal(t, 4, rels["keystone"].Revision)
 		require.Equal(t, before, apiPod(t, ns, "keystone").Name, "the pod of the good revision kept serving")
-		keystoneLogin(t, ns, api)
+		env.ChartKeystoneLogin(t, ns, api)
 	})
 }
 
@@ -354,21 +349,4 @@ func podLog(t *testing.T, ns, pod, container string) string {
 	b, err := io.ReadAll(rc)
 	require.NoError(t, err)
 	return string(b)
-}
-
-// keystoneLogin logs in as the chart's bootstrap administrator (its Secret <release>-admin).
-func keystoneLogin(t *testing.T, ns, api string) *gophercloud.ProviderClient {
-	t.Helper()
-	p, err := login(api, env.SecretValue(t, ns, "keystone-admin", "OS_PASSWORD"))
-	require.NoError(t, err, "log in to %s", api)
-	return p
-}
-
-func login(api, password string) (*gophercloud.ProviderClient, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	return openstack.AuthenticatedClient(ctx, gophercloud.AuthOptions{
-		IdentityEndpoint: api, Username: "admin", Password: password, DomainName: "Default",
-		Scope: &gophercloud.AuthScope{ProjectName: "admin", DomainName: "Default"},
-	})
 }

@@ -16,12 +16,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gophercloud/gophercloud/v2"
+	"github.com/gophercloud/gophercloud/v2/openstack"
 	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/servers"
+	"github.com/gophercloud/gophercloud/v2/openstack/image/v2/images"
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/extensions/portsbinding"
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/ports"
+	"github.com/gophercloud/gophercloud/v2/openstack/placement/v1/resourceproviders"
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/workflowservice/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -68,6 +73,9 @@ func mainErr(m *testing.M) int {
 // least twice and four times the longest poll interval a waiting workflow uses (30 s).
 const IdleWindow = 2 * time.Minute
 
+// sampleControlPlane are the components of the sample profile; each release's database is sample_<name>.
+var sampleControlPlane = []string{"keystone", "placement", "glance"}
+
 // sampleNovaMetadata is the metadata service of the samples' Nova, which the sample computes' agents name.
 const sampleNovaMetadata = "nova-regiontwo-metadata"
 
@@ -84,6 +92,22 @@ func TestSamplesConvergeAndStayIdle(t *testing.T) {
 	// stackflow as make run runs it: the stack's release of the chart, its bridge and workers pods of
 	// this checkout's images, here in the test's Temporal namespace.
 	serveRelease(t)
+	// A failed test removes what it applied, served by the same release (this runs before the release
+	// scales down), so that the next run or make run finds the hosts and the cloud clean: left behind,
+	// the samples' workflows live in this test's Temporal namespace, where make delete-samples does not
+	// look. The release's pods are shown first, as they were at the failure.
+	var applied []local.Applied
+	t.Cleanup(func() {
+		if !t.Failed() || len(applied) == 0 {
+			return
+		}
+		e2e.DumpPods(t, env.Kube, local.ChartNamespace, "app.kubernetes.io/instance="+local.ChartRelease)
+		dctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+		defer cancel()
+		if err := local.DeleteSamples(dctx, env.Dyn, applied, testWriter{t}, 5*time.Second); err != nil {
+			t.Errorf("remove the samples after the failure: %v", err)
+		}
+	})
 
 	start := time.Now()
 	applied, err := env.Stack.ApplySamples(ctx)
@@ -121,6 +145,29 @@ func TestSamplesConvergeAndStayIdle(t *testing.T) {
 		}
 	})
 	t.Run("make run's hints work as printed", func(t *testing.T) { runHints(t) })
+
+	// The control plane of the sample profile runs for real on the real node: Keystone answers its
+	// bootstrap administrator, and its catalog lists what the releases registered; Placement and Glance
+	// answer with that token.
+	t.Run("the sample control plane runs for real", func(t *testing.T) {
+		for _, chart := range sampleControlPlane {
+			requireRunningOnRealNode(t, local.SampleNamespace, chart)
+		}
+		api := env.ChartKeystoneAPI(t, local.SampleNamespace)
+		provider := env.ChartKeystoneLogin(t, local.SampleNamespace, api)
+		catalog := e2e.Catalog(t, provider)
+		for _, typ := range []string{"identity", "placement", "image"} {
+			require.Len(t, catalog[typ], 3, "%s's public, internal and admin endpoints in the catalog: %v", typ, catalog)
+		}
+		placement, err := openstack.NewPlacementV1(provider, gophercloud.EndpointOpts{})
+		require.NoError(t, err)
+		_, err = resourceproviders.List(placement, nil).AllPages(ctx)
+		require.NoError(t, err, "Placement lists resource providers with Keystone's token")
+		glance, err := openstack.NewImageV2(provider, gophercloud.EndpointOpts{})
+		require.NoError(t, err)
+		_, err = images.List(glance, nil).AllPages(ctx)
+		require.NoError(t, err, "Glance lists images with Keystone's token")
+	})
 
 	// The samples are one cloud: the server and the bastion run on the EDPM computes of the Nova the
 	// samples deployed, in its region, as make run prints.
@@ -285,6 +332,13 @@ func TestSamplesConvergeAndStayIdle(t *testing.T) {
 		for _, host := range []string{"edpm-compute-0", "edpm-compute-1"} {
 			c.WaitNetworkAgents(t, host, time.Minute)
 			e2e.RequireRemoved(t, env.Host(t, host), "ovn-metadata-agent", e2e.OVNChassis.Name)
+		}
+		// The control plane's releases were uninstalled, their db-drop hooks dropping their databases.
+		db := env.StackDB(t)
+		for _, chart := range sampleControlPlane {
+			name := "sample_" + chart
+			require.Empty(t, e2e.QueryStrings(t, db, "SELECT SCHEMA_NAME FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = ?", name), "database %s dropped", name)
+			require.Empty(t, e2e.QueryStrings(t, db, "SELECT User FROM mysql.user WHERE User = ?", name), "user %s dropped", name)
 		}
 
 	})
@@ -538,4 +592,20 @@ type testWriter struct{ t *testing.T }
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimRight(string(p), "\n"))
 	return len(p), nil
+}
+
+// requireRunningOnRealNode checks that chart's API pods in ns are ready containers on the real node.
+func requireRunningOnRealNode(t *testing.T, ns, chart string) {
+	t.Helper()
+	pods, err := env.Kube.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: "component=api,app.kubernetes.io/name=" + chart})
+	require.NoError(t, err)
+	require.NotEmpty(t, pods.Items, "%s-api pods", chart)
+	for _, p := range pods.Items {
+		require.Equal(t, local.RealNode, p.Spec.NodeName, "%s runs on the real node", p.Name)
+		ready := false
+		for _, c := range p.Status.Conditions {
+			ready = ready || (c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue)
+		}
+		require.True(t, ready, "%s is ready", p.Name)
+	}
 }

@@ -19,6 +19,7 @@ In a new shell:
   kubectl stackflow describe -A
   kubectl get pods -n stackflow-system -o wide
   kubectl get osknodes
+  kubectl get pods -n openstack -o wide
   kubectl get openstackdataplanenodes,novaexternalcomputes,ovnmetadataagents,openstackservers -A
   kubectl describe openstackdataplanenode -n openstack edpm-compute-0
   openstack network agent list --host edpm-compute-0
