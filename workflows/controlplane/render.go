@@ -231,9 +231,10 @@ const DefaultReadinessTimeout = 10 * time.Minute
 const RestartTokenKey = "stackflowRestartToken"
 
 // RenderComponents renders every component of the graph from the merged profile. Components the
-// profile does not mention are disabled; external ones are rendered without a release. A profile naming a component outside the graph, an enabled
-// component without a chart or with an unparsable config snippet, or one depending on a disabled
-// component is refused with a ProfileError naming it.
+// profile does not mention are disabled; external ones are rendered without a release. A profile naming
+// a component outside the graph, an enabled component without a chart or with an unparsable config
+// snippet, or one depending on a component neither enabled nor external is refused with a ProfileError
+// naming it.
 func RenderComponents(g Graph, merged map[string]ComponentProfile) (map[string]RenderedComponent, error) {
 	for _, name := range workflow.DeterministicKeys(merged) {
 		if _, ok := g.Get(name); !ok {

@@ -7,11 +7,10 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/stackflow/stackflow/activities/helm"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/stackflow/stackflow/activities/helm"
 	kupenstackv1alpha1 "github.com/stackflow/stackflow/api/kupenstack/v1alpha1"
 )
 
