@@ -378,6 +378,10 @@ type NodeInfo struct {
 	UID    string            `json:"uid,omitempty"`
 	Ready  bool              `json:"ready"`
 	Labels map[string]string `json:"labels,omitempty"`
+	// RoleLabelsManaged says stackflow changed the Node's role labels; SiteRoleLabels are the ones the
+	// site had given it before (AnnotationSiteRoleLabels).
+	RoleLabelsManaged bool              `json:"roleLabelsManaged,omitempty"`
+	SiteRoleLabels    map[string]string `json:"siteRoleLabels,omitempty"`
 }
 
 // GetNode reads a Kubernetes Node.
@@ -390,6 +394,11 @@ func (k *Kube) GetNode(ctx context.Context, name string) (*NodeInfo, error) {
 		return nil, Classify("get node "+name, err)
 	}
 	info := &NodeInfo{Exists: true, UID: string(n.UID), Labels: n.Labels}
+	site, managed, err := siteRoleLabels(n.Annotations)
+	if err != nil {
+		return nil, err
+	}
+	info.RoleLabelsManaged, info.SiteRoleLabels = managed, site
 	for _, c := range n.Status.Conditions {
 		if c.Type == "Ready" && c.Status == "True" {
 			info.Ready = true
@@ -404,6 +413,8 @@ type EnsureInput struct {
 	Labels      map[string]string   `json:"labels,omitempty"`
 	Annotations map[string]string   `json:"annotations,omitempty"`
 	Spec        json.RawMessage     `json:"spec,omitempty"`
+	// ExistingOnly makes ApplySpec patch an object that exists and leave a missing one missing.
+	ExistingOnly bool `json:"existingOnly,omitempty"`
 }
 
 // EnsureObject creates the object when it does not exist and adopts it when it does (a retry after a

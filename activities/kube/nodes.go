@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -15,11 +17,22 @@ import (
 // Kubernetes activities of the control-plane rollouts: node labels for OpenStack-Helm scheduling and specs
 // of the OpenstackNodes a KupenstackConfiguration owns.
 
-// NodeLabelsInput sets and removes labels of a Kubernetes Node.
+// AnnotationSiteRoleLabels, on a Node whose role labels stackflow manages, records the role labels the
+// site had given it before stackflow first changed them (a JSON object; {} when none). Roles are derived
+// from these, never from the labels stackflow set itself, and they are put back when stackflow lets go.
+const AnnotationSiteRoleLabels = "stackflow.io/site-role-labels"
+
+// NodeLabelsInput sets and removes labels of a Kubernetes Node, or gives the site back its own.
 type NodeLabelsInput struct {
 	Node   string            `json:"node"`
 	Set    map[string]string `json:"set,omitempty"`
 	Remove []string          `json:"remove,omitempty"`
+	// Manage records the site's values of the labels in Set and Remove (AnnotationSiteRoleLabels) before
+	// the first change, so that Restore can put them back.
+	Manage bool `json:"manage,omitempty"`
+	// Restore puts back the labels AnnotationSiteRoleLabels recorded, removes the others among Remove and
+	// the annotation; a Node without the annotation is left as it is. Set is ignored.
+	Restore bool `json:"restore,omitempty"`
 }
 
 // SetNodeLabels sets and removes the given labels of a Node with one merge patch, and only when
@@ -33,21 +46,11 @@ func (k *Kube) SetNodeLabels(ctx context.Context, in NodeLabelsInput) error {
 	if err != nil {
 		return Classify("get node "+in.Node, err)
 	}
-	patch := map[string]any{}
-	for key, v := range in.Set {
-		if cur, ok := n.Labels[key]; !ok || cur != v {
-			patch[key] = v
-		}
+	patch, err := NodeLabelPatch(n.Labels, n.Annotations, in)
+	if err != nil || patch == nil {
+		return err
 	}
-	for _, key := range in.Remove {
-		if _, ok := n.Labels[key]; ok && in.Set[key] == "" {
-			patch[key] = nil
-		}
-	}
-	if len(patch) == 0 {
-		return nil
-	}
-	b, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": patch}})
+	b, _ := json.Marshal(patch)
 	_, err = k.Core.CoreV1().Nodes().Patch(ctx, in.Node, types.MergePatchType, b, metav1.PatchOptions{FieldManager: "stackflow"})
 	if apierrors.IsNotFound(err) {
 		return nil
@@ -55,12 +58,79 @@ func (k *Kube) SetNodeLabels(ctx context.Context, in NodeLabelsInput) error {
 	return Classify("label node "+in.Node, err)
 }
 
+// NodeLabelPatch is the merge patch SetNodeLabels sends for a Node with these labels and annotations:
+// nil when nothing differs.
+func NodeLabelPatch(labels, annotations map[string]string, in NodeLabelsInput) (map[string]any, error) {
+	site, managed, err := siteRoleLabels(annotations)
+	if err != nil {
+		return nil, err
+	}
+	set, remove := in.Set, in.Remove
+	if in.Restore {
+		if !managed {
+			return nil, nil
+		}
+		set = site
+	}
+	lp := map[string]any{}
+	for key, v := range set {
+		if cur, ok := labels[key]; !ok || cur != v {
+			lp[key] = v
+		}
+	}
+	for _, key := range remove {
+		if _, ok := labels[key]; ok && set[key] == "" {
+			lp[key] = nil
+		}
+	}
+	meta := map[string]any{}
+	switch {
+	case in.Restore:
+		meta["annotations"] = map[string]any{AnnotationSiteRoleLabels: nil}
+	case in.Manage && !managed && len(lp) > 0:
+		// The first change: remember what the site had.
+		had := map[string]string{}
+		for _, key := range slices.Concat(slices.Collect(maps.Keys(in.Set)), in.Remove) {
+			if v, ok := labels[key]; ok {
+				had[key] = v
+			}
+		}
+		b, _ := json.Marshal(had)
+		meta["annotations"] = map[string]any{AnnotationSiteRoleLabels: string(b)}
+	}
+	if len(lp) > 0 {
+		meta["labels"] = lp
+	}
+	if len(meta) == 0 {
+		return nil, nil
+	}
+	return map[string]any{"metadata": meta}, nil
+}
+
+// siteRoleLabels reads AnnotationSiteRoleLabels: the site's role labels and whether stackflow manages
+// the Node's role labels at all.
+func siteRoleLabels(annotations map[string]string) (map[string]string, bool, error) {
+	raw, ok := annotations[AnnotationSiteRoleLabels]
+	if !ok {
+		return nil, false, nil
+	}
+	site := map[string]string{}
+	if err := json.Unmarshal([]byte(raw), &site); err != nil {
+		return nil, true, temporal.NewNonRetryableApplicationError(fmt.Sprintf("annotation %s: %v", AnnotationSiteRoleLabels, err), ErrInvalid, err)
+	}
+	return site, true, nil
+}
+
 // ApplySpec creates the object with the given spec when it is missing and otherwise merge-patches its
-// spec to the given one (fields given are set; a JSON null removes one). It returns the object's UID.
+// spec to the given one (fields given are set; a JSON null removes one). It returns the object's UID
+// (empty for a missing object left missing: EnsureInput.ExistingOnly).
 func (k *Kube) ApplySpec(ctx context.Context, in EnsureInput) (string, error) {
 	r := k.resource(in.Ref)
 	cur, err := r.Get(ctx, in.Ref.Name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
+		if in.ExistingOnly {
+			return "", nil
+		}
 		return k.EnsureObject(ctx, in)
 	}
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
@@ -18,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/stackflow/stackflow/activities/helm"
+	"github.com/stackflow/stackflow/activities/kube"
 	kupenstackv1alpha1 "github.com/stackflow/stackflow/api/kupenstack/v1alpha1"
 	"github.com/stackflow/stackflow/api/lifecycle"
 	"github.com/stackflow/stackflow/tests/e2e"
@@ -216,14 +218,76 @@ var nodeSpecs = []map[string]any{
 	{"name": "compute-0", "type": "compute"}, {"name": "compute-1", "type": "compute"},
 }
 
+// nodesGivenBack registers the check that, once the test's configuration is deleted, its workflows gave
+// the shared kwok nodes back as the stack made them: each with its site's role label alone, no record of
+// stackflow's, and its OpenstackNode's spec cleared. Registered after the worker starts (cleanups run in
+// reverse), it runs while the worker still does. A failed test (or check) still restores the nodes, so
+// the next test does not start on what this one left.
+func nodesGivenBack(t *testing.T) {
+	t.Cleanup(func() {
+		if t.Failed() {
+			return // restoreNodes below puts them back; the failure is already reported
+		}
+		ctx := context.Background()
+		var last string
+		ok := assert.Eventually(t, func() bool {
+			for _, n := range nodeSpecs {
+				name, typ := n["name"].(string), n["type"].(string)
+				node, err := env.Kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+				if err != nil {
+					last = err.Error()
+					return false
+				}
+				for role, label := range controlplane.RoleLabels {
+					want := ""
+					if role == typ {
+						want = "enabled"
+					}
+					if node.Labels[label] != want {
+						last = fmt.Sprintf("node %s: label %s=%q, the site's is %q", name, label, node.Labels[label], want)
+						return false
+					}
+				}
+				if a, ok := node.Annotations[kube.AnnotationSiteRoleLabels]; ok {
+					last = fmt.Sprintf("node %s still records the site's labels (%s)", name, a)
+					return false
+				}
+				osk, err := env.Dyn.Resource(gvrOSKNode).Get(ctx, name, metav1.GetOptions{})
+				if err != nil {
+					last = err.Error()
+					return false
+				}
+				if spec, _ := osk.Object["spec"].(map[string]any); len(spec) > 0 {
+					last = fmt.Sprintf("OpenstackNode %s keeps the spec %v", name, spec)
+					return false
+				}
+			}
+			return true
+		}, time.Minute, 250*time.Millisecond)
+		if !ok {
+			t.Errorf("the configuration's deletion did not give the nodes back: %s", last)
+		}
+	})
+}
+
 // restoreNodes gives the shared kwok nodes back their role labels and empties their OpenstackNodes'
-// specs, whatever the test did.
+// specs when the test failed, whatever it did; a passing test proves the product did (nodesGivenBack).
 func restoreNodes(t *testing.T) {
+	if !t.Failed() {
+		return
+	}
 	ctx := context.Background()
 	for _, n := range nodeSpecs {
 		name := n["name"].(string)
-		label := controlplane.RoleLabels[n["type"].(string)]
-		b, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]any{label: "enabled"}}})
+		labels := map[string]any{}
+		for role, label := range controlplane.RoleLabels {
+			labels[label] = nil
+			if role == n["type"].(string) {
+				labels[label] = "enabled"
+			}
+		}
+		b, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": labels,
+			"annotations": map[string]any{kube.AnnotationSiteRoleLabels: nil}}})
 		if _, err := env.Kube.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, b, metav1.PatchOptions{}); err != nil {
 			t.Logf("restore labels of %s: %v", name, err)
 		}

@@ -45,6 +45,7 @@ func TestKeystoneRunsForReal(t *testing.T) {
 	t.Cleanup(func() { restoreNodes(t) })
 	startBridge(t, "bridge-keystone", servedKinds)
 	startWorker(t, "worker-keystone", t.TempDir())
+	nodesGivenBack(t)
 	ns := releaseNamespace(t, "keystone")
 	ctx := context.Background()
 	admin, err := env.Kube.CoreV1().Secrets(local.SystemNamespace).Get(ctx, local.DatabaseAdminSecretName, metav1.GetOptions{})

@@ -10,20 +10,24 @@ import (
 
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/stackflow/stackflow/activities/helm"
+	"github.com/stackflow/stackflow/activities/kube"
 	"github.com/stackflow/stackflow/workflows/controlplane"
 )
 
 // TestRollout is the control-plane story on 3 control and 2 compute kwok nodes: a KupenstackConfiguration
 // gives every node its OpenstackNode and labels and rolls out every component in graph order; a nova
 // profile change, previewed first, upgrades only nova; a nova chart version that never becomes Ready is
-// rolled back with a failed condition; disabling a node removes its labels.
+// rolled back with a failed condition; disabling a node removes its labels; a node the configuration
+// drops, or every node once it is deleted, gets back the role labels its site had set.
 func TestRollout(t *testing.T) {
 	t.Cleanup(func() { restoreNodes(t) })
 	startBridge(t, "bridge", servedKinds)
 	startWorker(t, "worker", t.TempDir())
+	nodesGivenBack(t)
 	ns := releaseNamespace(t, "cloud")
 	base, child, cfgName := env.Run+"-base", env.Run+"-cloud", env.Run+"-cloud"
 
@@ -220,6 +224,50 @@ func TestRollout(t *testing.T) {
 			return err == nil && n.Labels[controlplane.LabelCompute] == "enabled"
 		}, 2*time.Minute, 500*time.Millisecond, "compute-1 labelled again")
 	})
+
+	// The bug this guards: a role stackflow gave a node outlived the configuration, read back from the
+	// label stackflow itself had set.
+	t.Run("a node the configuration drops gets its site's labels back", func(t *testing.T) {
+		nodes := slices.Clone(nodeSpecs)
+		nodes[4] = map[string]any{"name": "compute-1", "type": "control"}
+		mergePatch(t, gvrConfig, cfgName, map[string]any{"spec": map[string]any{"nodes": nodes}})
+		waitNode(t, "compute-1", "a control node", func(n *corev1.Node, roles []string) bool {
+			_, compute := n.Labels[controlplane.LabelCompute]
+			return n.Labels[controlplane.LabelControlPlane] == "enabled" && !compute && slices.Equal(roles, []string{"control"})
+		})
+		n, err := env.Kube.CoreV1().Nodes().Get(context.Background(), "compute-1", metav1.GetOptions{})
+		require.NoError(t, err)
+		require.JSONEq(t, `{"openstack-compute-node":"enabled"}`, n.Annotations[kube.AnnotationSiteRoleLabels], "what the site had is recorded")
+
+		mergePatch(t, gvrConfig, cfgName, map[string]any{"spec": map[string]any{"nodes": nodeSpecs[:4]}})
+		waitNode(t, "compute-1", "the site's compute node again, its OpenstackNode without a spec", func(n *corev1.Node, roles []string) bool {
+			_, control := n.Labels[controlplane.LabelControlPlane]
+			_, recorded := n.Annotations[kube.AnnotationSiteRoleLabels]
+			spec, _ := getObject(t, gvrOSKNode, "compute-1").Object["spec"].(map[string]any)
+			return n.Labels[controlplane.LabelCompute] == "enabled" && !control && !recorded && len(spec) == 0 &&
+				slices.Equal(roles, []string{"compute"})
+		})
+		waitConfig(t, cfgName, 2*time.Minute, "configuration Ready without compute-1", allDeployed)
+	})
+}
+
+// waitNode waits until the Kubernetes Node and its OpenstackNode's status.roles satisfy ok.
+func waitNode(t *testing.T, name, what string, ok func(*corev1.Node, []string) bool) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		n, err := env.Kube.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			return false
+		}
+		st, _ := getObject(t, gvrOSKNode, name).Object["status"].(map[string]any)
+		var roles []string
+		raw, _ := st["roles"].([]any)
+		for _, r := range raw {
+			s, _ := r.(string)
+			roles = append(roles, s)
+		}
+		return ok(n, roles)
+	}, 2*time.Minute, 250*time.Millisecond, "node %s: %s", name, what)
 }
 
 func available(d appsv1.Deployment) bool {

@@ -79,10 +79,37 @@ type configReconciler struct {
 	status map[string]kupenstackv1alpha1.ComponentStatus
 }
 
-// configRecord is what the workflow remembers for teardown: the releases it installed.
+// configRecord is what the workflow remembers for teardown: the releases it installed and the nodes
+// whose OpenstackNode spec it set.
 type configRecord struct {
 	Namespace string   `json:"namespace"`
 	Releases  []string `json:"releases,omitempty"`
+	Nodes     []string `json:"nodes,omitempty"`
+}
+
+// ChangeReleaseNodes is the GetVersion change after which a configuration clears the OpenstackNode spec
+// of a node it no longer lists, and of every node it listed when it is deleted (their workflows then
+// give the Nodes back their site's labels).
+const ChangeReleaseNodes = "configuration-release-nodes"
+
+// releaseNodes clears the type, profile and disabled flag of the named nodes' OpenstackNodes, side by
+// side; a missing OpenstackNode stays missing.
+func releaseNodes(ctx workflow.Context, names []string) error {
+	var futures []workflow.Future
+	for _, name := range names {
+		futures = append(futures, workflow.ExecuteActivity(object.KubeActivity(ctx), kubeActs.ApplySpec, kube.EnsureInput{
+			Ref:          OpenstackNodeRef(name),
+			Spec:         json.RawMessage(`{"type":null,"profile":null,"disabled":null}`),
+			ExistingOnly: true,
+		}))
+	}
+	var errs []error
+	for i, f := range futures {
+		if err := f.Get(ctx, nil); err != nil {
+			errs = append(errs, fmt.Errorf("release OpenstackNode %s: %w", names[i], err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 func parseConfigSpec(ref lifecycle.ObjectRef, raw json.RawMessage) (kupenstackv1alpha1.KupenstackConfigurationSpec, error) {
@@ -143,8 +170,31 @@ func (r *configReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycle,
 			rec.Releases = append(rec.Releases, name)
 		}
 	}
+	// changed in day 2: the configuration remembers its nodes, and lets go of those it no longer lists
+	// (other objects than the listed nodes' specs, which may still be in flight).
+	var dropped []string
+	if workflow.GetVersion(ctx, ChangeReleaseNodes, workflow.DefaultVersion, 1) == 1 {
+		listed := make([]string, 0, len(spec.Nodes))
+		for _, n := range spec.Nodes {
+			listed = append(listed, n.Name)
+		}
+		for _, name := range rec.Nodes {
+			if !slices.Contains(listed, name) {
+				dropped = append(dropped, name)
+			}
+		}
+		rec.Nodes = listed
+	}
 	if err := lc.Save(rec); err != nil {
 		return err
+	}
+	if len(dropped) > 0 {
+		if err := lc.Step(ctx, "release OpenstackNodes "+strings.Join(dropped, ", ")); err != nil {
+			return err
+		}
+		if err := releaseNodes(ctx, dropped); err != nil {
+			return err
+		}
 	}
 
 	if len(plan.Waves) > 0 {
@@ -407,7 +457,8 @@ func (r *configReconciler) Restore(lc *object.Lifecycle) error {
 	return nil
 }
 
-// Teardown uninstalls the releases this workflow installed, dependents first.
+// Teardown clears the specs of the OpenstackNodes this workflow configured, then uninstalls the releases
+// it installed, dependents first.
 func (r *configReconciler) Teardown(ctx workflow.Context, lc *object.Lifecycle) error {
 	var rec configRecord
 	if err := lc.Load(&rec); err != nil {
@@ -420,6 +471,11 @@ func (r *configReconciler) Teardown(ctx workflow.Context, lc *object.Lifecycle) 
 	}
 	if err != nil {
 		return err
+	}
+	if len(rec.Nodes) > 0 {
+		if err := releaseNodes(ctx, rec.Nodes); err != nil {
+			return err
+		}
 	}
 	for i := len(waves) - 1; i >= 0; i-- {
 		var futures []workflow.Future

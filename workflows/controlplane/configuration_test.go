@@ -32,6 +32,8 @@ type configCluster struct {
 	mu      sync.Mutex
 	started []string   // activity types, in the order they started
 	nodes   []string   // OpenstackNodes given a spec
+	// released: OpenstackNodes whose spec was cleared (patched only if they exist).
+	released []string
 	stored  [][]string // components whose values were stored, per StoreAllValues
 	// ahead: the values are expected to be stored while the releases are read.
 	ahead    bool
@@ -93,6 +95,15 @@ func newConfigEnv(t *testing.T, f *configCluster) *testsuite.TestWorkflowEnviron
 		return nil
 	})
 	env.OnActivity(kubeActs.ApplySpec, mock.Anything, mock.Anything).Return(func(_ context.Context, in kube.EnsureInput) (string, error) {
+		if in.ExistingOnly {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			if string(in.Spec) != `{"type":null,"profile":null,"disabled":null}` {
+				return "", temporal.NewNonRetryableApplicationError("a release clears every field: "+string(in.Spec), "Test", nil)
+			}
+			f.released = append(f.released, in.Ref.Name)
+			return "uid-" + in.Ref.Name, nil
+		}
 		// Node specs are applied while the values are stored.
 		select {
 		case <-f.storeStarted:
@@ -177,6 +188,7 @@ func TestConfigurationPreparesTheRolloutSideBySide(t *testing.T) {
 	runConfiguration(t, f, nil)
 
 	require.ElementsMatch(t, []string{"control-0", "compute-0"}, f.nodes)
+	require.ElementsMatch(t, []string{"control-0", "compute-0"}, f.released, "deleted, the configuration lets go of its nodes")
 	require.Len(t, f.stored, 1, "one activity stores every rolling component's values")
 	require.ElementsMatch(t, fiveComponents, f.stored[0])
 	require.NotContains(t, f.started, "StoreValues", "no activity per component")

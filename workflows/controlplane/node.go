@@ -150,7 +150,28 @@ func (openstackNodeReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecy
 	return configureNode(ctx, lc, spec, st, node)
 }
 
-func (openstackNodeReconciler) Teardown(workflow.Context, *object.Lifecycle) error { return nil }
+// ChangeReleaseNodeLabels is the GetVersion change after which a deleted OpenstackNode gives its Node back
+// the role labels the site had set (kube.AnnotationSiteRoleLabels).
+const ChangeReleaseNodeLabels = "openstacknode-release-labels"
+
+func (openstackNodeReconciler) Teardown(ctx workflow.Context, lc *object.Lifecycle) error {
+	if workflow.GetVersion(ctx, ChangeReleaseNodeLabels, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		return nil
+	}
+	return restoreNodeLabels(ctx, lc)
+}
+
+// restoreNodeLabels gives the Node back the role labels its site had set, when stackflow changed them.
+func restoreNodeLabels(ctx workflow.Context, lc *object.Lifecycle) error {
+	if err := lc.Step(ctx, "give Kubernetes Node its site's labels back"); err != nil {
+		return err
+	}
+	if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kubeActs.SetNodeLabels,
+		kube.NodeLabelsInput{Node: lc.Ref.Name, Remove: ManagedNodeLabels(), Restore: true}).Get(ctx, nil); err != nil {
+		return fmt.Errorf("restore the labels of node %s: %w", lc.Ref.Name, err)
+	}
+	return nil
+}
 
 // OpenstackNodeStatus is the kind-specific status of an OpenstackNode.
 type OpenstackNodeStatus struct {
@@ -161,17 +182,23 @@ type OpenstackNodeStatus struct {
 }
 
 // PlanOpenstackNodeStatus derives an OpenstackNode's status from its spec and its Kubernetes Node: a
-// type in the spec wins; otherwise the roles follow the Node's OpenStack-Helm labels.
+// type in the spec wins; otherwise the roles follow the OpenStack-Helm labels the site gave the Node.
 func PlanOpenstackNodeStatus(spec kupenstackv1alpha1.OpenstackNodeSpec, node kube.NodeInfo) OpenstackNodeStatus {
 	st := OpenstackNodeStatus{Profile: spec.Profile, Roles: []string{}}
 	switch {
 	case spec.Type != "":
 		st.Roles = append(st.Roles, spec.Type)
 	default:
-		if node.Labels[LabelControlPlane] == LabelEnabled {
+		// The site's labels: those stackflow set for a configuration that no longer types this node
+		// are not roles (they are being removed).
+		labels := node.Labels
+		if node.RoleLabelsManaged {
+			labels = node.SiteRoleLabels
+		}
+		if labels[LabelControlPlane] == LabelEnabled {
 			st.Roles = append(st.Roles, RoleControl)
 		}
-		if node.Labels[LabelCompute] == LabelEnabled {
+		if labels[LabelCompute] == LabelEnabled {
 			st.Roles = append(st.Roles, RoleCompute)
 		}
 	}

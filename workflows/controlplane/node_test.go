@@ -25,6 +25,10 @@ func TestPlanOpenstackNodeStatus(t *testing.T) {
 		{"not ready", kupenstackv1alpha1.OpenstackNodeSpec{}, kube.NodeInfo{Exists: true}, NodeStatusNotReady, []string{}},
 		{"node missing", kupenstackv1alpha1.OpenstackNodeSpec{}, kube.NodeInfo{}, NodeStatusMissing, []string{}},
 		{"disabled wins", kupenstackv1alpha1.OpenstackNodeSpec{Disabled: true}, kube.NodeInfo{Exists: true, Ready: true, Labels: control}, NodeStatusDisabled, []string{RoleControl}},
+		{"stackflow's own label is no role", kupenstackv1alpha1.OpenstackNodeSpec{}, kube.NodeInfo{Exists: true, Ready: true, Labels: both,
+			RoleLabelsManaged: true, SiteRoleLabels: map[string]string{LabelCompute: LabelEnabled}}, NodeStatusReady, []string{RoleCompute}},
+		{"no site label, no role", kupenstackv1alpha1.OpenstackNodeSpec{}, kube.NodeInfo{Exists: true, Ready: true, Labels: control,
+			RoleLabelsManaged: true, SiteRoleLabels: map[string]string{}}, NodeStatusReady, []string{}},
 		{"label not enabled", kupenstackv1alpha1.OpenstackNodeSpec{}, kube.NodeInfo{Exists: true, Ready: true, Labels: map[string]string{LabelCompute: "disabled"}}, NodeStatusReady, []string{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -189,7 +189,8 @@ func countEnabled(rendered map[string]RenderedComponent) int {
 
 // configureNode labels a managed node for OpenStack-Helm scheduling and writes its
 // status.desiredNodeConfiguration from its profile. A node is managed once a KupenstackConfiguration
-// gave it a type or disabled it; an unmanaged node's labels are left as people set them.
+// gave it a type or disabled it; an unmanaged node's labels are left as people set them, and a node no
+// longer managed gets back those its site had set.
 func configureNode(ctx workflow.Context, lc *object.Lifecycle, spec kupenstackv1alpha1.OpenstackNodeSpec, st OpenstackNodeStatus, node kube.NodeInfo) error {
 	if (spec.Type != "" || spec.Disabled) && node.Exists {
 		if err := lc.Step(ctx, "label Kubernetes Node"); err != nil {
@@ -206,8 +207,13 @@ func configureNode(ctx workflow.Context, lc *object.Lifecycle, spec kupenstackv1
 			}
 		}
 		if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kubeActs.SetNodeLabels,
-			kube.NodeLabelsInput{Node: lc.Ref.Name, Set: set, Remove: remove}).Get(ctx, nil); err != nil {
+			kube.NodeLabelsInput{Node: lc.Ref.Name, Set: set, Remove: remove, Manage: true}).Get(ctx, nil); err != nil {
 			return fmt.Errorf("label node %s: %w", lc.Ref.Name, err)
+		}
+	} else if node.RoleLabelsManaged {
+		// No configuration types or disables this node any more: the site's labels come back.
+		if err := restoreNodeLabels(ctx, lc); err != nil {
+			return err
 		}
 	}
 	if spec.Profile == "" {
