@@ -255,13 +255,23 @@ func sampleResource(dyn dynamic.Interface, o Applied) dynamic.ResourceInterface 
 	return dyn.Resource(o.GVR).Namespace(o.Namespace)
 }
 
+// LastingFailure is how long a sample stays Failed, read after read, before WaitSamples stops waiting
+// for it: longer than the first automatic retries take, so only a failure that needs a person (a bad
+// spec, a retry signal) or keeps coming back ends the wait.
+const LastingFailure = 3 * time.Minute
+
 // WaitSamples polls the objects until every one of a served kind is Ready for its current generation, printing the
-// table to w whenever it changes (nil w prints nothing). It returns the last states either way.
+// table to w whenever it changes (nil w prints nothing), or until one has been Failed for LastingFailure.
+// It returns the last states either way.
 func WaitSamples(ctx context.Context, dyn dynamic.Interface, objs []Applied, served func(kind string) bool, w io.Writer, interval time.Duration) ([]SampleState, error) {
 	var last string
+	failedSince := map[Applied]time.Time{}
 	for {
 		states, err := SampleStates(ctx, dyn, objs, served)
 		if err == nil {
+			if st, ok := lastingFailure(states, failedSince, time.Now()); ok {
+				return states, fmt.Errorf("samples not all Ready: %s %s has been Failed for %s: %s", st.Kind, st.Name, LastingFailure, st.Message)
+			}
 			if w != nil {
 				var b strings.Builder
 				WriteSampleStates(&b, states)
@@ -283,6 +293,24 @@ func WaitSamples(ctx context.Context, dyn dynamic.Interface, objs []Applied, ser
 		case <-time.After(interval):
 		}
 	}
+}
+
+// lastingFailure notes in failedSince when each sample was first read Failed (forgetting those that are
+// not) and returns one Failed for LastingFailure at now.
+func lastingFailure(states []SampleState, failedSince map[Applied]time.Time, now time.Time) (SampleState, bool) {
+	for _, st := range states {
+		if st.Phase != lifecycle.PhaseFailed {
+			delete(failedSince, st.Applied)
+			continue
+		}
+		since, ok := failedSince[st.Applied]
+		if !ok {
+			failedSince[st.Applied] = now
+		} else if now.Sub(since) >= LastingFailure {
+			return st, true
+		}
+	}
+	return SampleState{}, false
 }
 
 func truncate(s string, n int) string {
