@@ -158,14 +158,15 @@ func (openstackNodeReconciler) Teardown(ctx workflow.Context, lc *object.Lifecyc
 	if workflow.GetVersion(ctx, ChangeReleaseNodeLabels, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
 		return nil
 	}
+	// A teardown shows its step (lc.Step refuses during deletion).
+	lc.ShowStep(ctx, stepRestoreLabels)
 	return restoreNodeLabels(ctx, lc)
 }
 
+const stepRestoreLabels = "give Kubernetes Node its site's labels back"
+
 // restoreNodeLabels gives the Node back the role labels its site had set, when stackflow changed them.
 func restoreNodeLabels(ctx workflow.Context, lc *object.Lifecycle) error {
-	if err := lc.Step(ctx, "give Kubernetes Node its site's labels back"); err != nil {
-		return err
-	}
 	if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kubeActs.SetNodeLabels,
 		kube.NodeLabelsInput{Node: lc.Ref.Name, Remove: ManagedNodeLabels(), Restore: true}).Get(ctx, nil); err != nil {
 		return fmt.Errorf("restore the labels of node %s: %w", lc.Ref.Name, err)

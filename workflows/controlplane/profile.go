@@ -212,6 +212,9 @@ func configureNode(ctx workflow.Context, lc *object.Lifecycle, spec kupenstackv1
 		}
 	} else if node.RoleLabelsManaged {
 		// No configuration types or disables this node any more: the site's labels come back.
+		if err := lc.Step(ctx, stepRestoreLabels); err != nil {
+			return err
+		}
 		if err := restoreNodeLabels(ctx, lc); err != nil {
 			return err
 		}
