@@ -20,6 +20,7 @@ import (
 	"github.com/gophercloud/gophercloud/v2"
 	"github.com/gophercloud/gophercloud/v2/openstack"
 	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/servers"
+	"github.com/gophercloud/gophercloud/v2/openstack/config/clouds"
 	"github.com/gophercloud/gophercloud/v2/openstack/image/v2/images"
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/extensions/portsbinding"
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/ports"
@@ -39,6 +40,7 @@ import (
 	"github.com/stackflow/stackflow/deploy/describe"
 	"github.com/stackflow/stackflow/deploy/local"
 	"github.com/stackflow/stackflow/tests/e2e"
+	"github.com/stackflow/stackflow/workflows/controlplane"
 	"github.com/stackflow/stackflow/workflows/dataplane"
 )
 
@@ -172,8 +174,20 @@ func TestSamplesConvergeAndStayIdle(t *testing.T) {
 		for _, chart := range sampleControlPlane {
 			requireRunningOnRealNode(t, local.SampleNamespace, chart)
 		}
+		// The configuration wrote the administrator's clouds.yaml (Secret keystone-clouds, the cloud named
+		// after it) once keystone was deployed: a client logs in with that file alone, at the Service's
+		// address.
 		api := env.ChartKeystoneAPI(t, local.SampleNamespace)
-		provider := env.ChartKeystoneLogin(t, local.SampleNamespace, api)
+		yml := env.SecretValue(t, local.SampleNamespace, controlplane.CloudsSecret, "clouds.yaml")
+		require.Equal(t, "kupenstack", env.SecretValue(t, local.SampleNamespace, controlplane.CloudsSecret, "cloud"))
+		ao, eo, _, err := clouds.Parse(clouds.WithCloudsYAML(strings.NewReader(yml)), clouds.WithCloudName("kupenstack"), clouds.WithLocations())
+		require.NoError(t, err)
+		require.Equal(t, api, ao.IdentityEndpoint)
+		actx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		provider, err := openstack.AuthenticatedClient(actx, ao)
+		cancel()
+		require.NoError(t, err, "log in with the clouds.yaml of Secret %s", controlplane.CloudsSecret)
+		require.Equal(t, env.SecretValue(t, local.SampleNamespace, "keystone-admin", "OS_REGION_NAME"), eo.Region)
 		catalog := e2e.Catalog(t, provider)
 		for _, typ := range []string{"identity", "placement", "image"} {
 			require.Len(t, catalog[typ], 3, "%s's public, internal and admin endpoints in the catalog: %v", typ, catalog)
@@ -359,6 +373,11 @@ func TestSamplesConvergeAndStayIdle(t *testing.T) {
 			require.Empty(t, e2e.QueryStrings(t, db, "SELECT SCHEMA_NAME FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = ?", name), "database %s dropped", name)
 			require.Empty(t, e2e.QueryStrings(t, db, "SELECT User FROM mysql.user WHERE User = ?", name), "user %s dropped", name)
 		}
+		// The clouds.yaml went with its configuration (its owner).
+		require.Eventually(t, func() bool {
+			_, err := env.Kube.CoreV1().Secrets(local.SampleNamespace).Get(ctx, controlplane.CloudsSecret, metav1.GetOptions{})
+			return apierrors.IsNotFound(err)
+		}, time.Minute, 250*time.Millisecond, "Secret %s deleted with the configuration", controlplane.CloudsSecret)
 
 	})
 }

@@ -79,6 +79,39 @@ type configReconciler struct {
 	status map[string]kupenstackv1alpha1.ComponentStatus
 }
 
+// ComponentKeystone is the identity component: once it is deployed, the configuration writes the
+// clouds.yaml of its administrator into the Secret CloudsSecret of the release namespace.
+const (
+	ComponentKeystone = "keystone"
+	CloudsSecret      = "keystone-clouds"
+)
+
+// ChangeCloudsYAML is the GetVersion change after which a configuration writes CloudsSecret.
+const ChangeCloudsYAML = "configuration-clouds-yaml"
+
+// writeCloudsYAML writes CloudsSecret for the keystone release: its administrator (the release's Secret
+// keystone-admin) at its API Service's address, the cloud named after the configuration. The Secret
+// belongs to the configuration, and goes with it.
+func writeCloudsYAML(ctx workflow.Context, ref lifecycle.ObjectRef, namespace string, keystone RenderedComponent) error {
+	service := "keystone-api"
+	if endpoints, ok := keystone.Values["endpoints"].(map[string]any); ok {
+		if identity, ok := endpoints["identity"].(map[string]any); ok {
+			if hosts, ok := identity["hosts"].(map[string]any); ok {
+				if h, ok := hosts["default"].(string); ok && h != "" {
+					service = h
+				}
+			}
+		}
+	}
+	in := kube.CloudsYAMLInput{Namespace: namespace, AdminSecret: ComponentKeystone + "-admin", Service: service,
+		Secret: CloudsSecret, Cloud: ref.Name,
+		Owner: &kube.Owner{APIVersion: ref.APIVersion(), Kind: ref.Kind, Name: ref.Name, UID: ref.UID}}
+	if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kubeActs.WriteCloudsYAML, in).Get(ctx, nil); err != nil {
+		return fmt.Errorf("write the clouds.yaml of %s/%s: %w", namespace, CloudsSecret, err)
+	}
+	return nil
+}
+
 // configRecord is what the workflow remembers for teardown: the releases it installed and the nodes
 // whose OpenstackNode spec it set.
 type configRecord struct {
@@ -235,6 +268,16 @@ func (r *configReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycle,
 			return out.err
 		}
 		return temporal.NewNonRetryableApplicationError(msg, reason, nil)
+	}
+	// changed in day 2: a deployed Keystone gets a clouds.yaml of its administrator.
+	if rendered[ComponentKeystone].Enabled && r.status[ComponentKeystone].State == ComponentDeployed &&
+		workflow.GetVersion(ctx, ChangeCloudsYAML, workflow.DefaultVersion, 1) == 1 {
+		if err := lc.Step(ctx, "write clouds.yaml"); err != nil {
+			return err
+		}
+		if err := writeCloudsYAML(ctx, lc.Ref, spec.ReleaseNamespace, rendered[ComponentKeystone]); err != nil {
+			return err
+		}
 	}
 	var ready []string
 	for _, st := range r.statusList() {

@@ -30,11 +30,12 @@ type configCluster struct {
 	profile *ProfileSpec // nil: the profile does not exist
 
 	mu      sync.Mutex
-	started []string   // activity types, in the order they started
-	nodes   []string   // OpenstackNodes given a spec
+	started []string // activity types, in the order they started
+	nodes   []string // OpenstackNodes given a spec
 	// released: OpenstackNodes whose spec was cleared (patched only if they exist).
 	released []string
-	stored  [][]string // components whose values were stored, per StoreAllValues
+	clouds   []kube.CloudsYAMLInput
+	stored   [][]string // components whose values were stored, per StoreAllValues
 	// ahead: the values are expected to be stored while the releases are read.
 	ahead    bool
 	statuses []kube.StatusPatch
@@ -140,6 +141,12 @@ func newConfigEnv(t *testing.T, f *configCluster) *testsuite.TestWorkflowEnviron
 	env.OnActivity(helmActs.UpgradeOrInstall, mock.Anything, mock.Anything).Return(&helm.UpgradeResult{Action: "install", Revision: 1}, nil)
 	env.OnActivity(helmActs.WaitReady, mock.Anything, mock.Anything).Return(nil)
 	env.OnActivity(helmActs.PruneValues, mock.Anything, mock.Anything).Return(nil)
+	env.OnActivity(kubeActs.WriteCloudsYAML, mock.Anything, mock.Anything).Return(func(_ context.Context, in kube.CloudsYAMLInput) error {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.clouds = append(f.clouds, in)
+		return nil
+	})
 	return env
 }
 
@@ -189,6 +196,10 @@ func TestConfigurationPreparesTheRolloutSideBySide(t *testing.T) {
 
 	require.ElementsMatch(t, []string{"control-0", "compute-0"}, f.nodes)
 	require.ElementsMatch(t, []string{"control-0", "compute-0"}, f.released, "deleted, the configuration lets go of its nodes")
+	// Keystone deployed: its administrator's clouds.yaml is written, owned by the configuration.
+	require.Len(t, f.clouds, 1)
+	require.Equal(t, kube.CloudsYAMLInput{Namespace: "openstack", AdminSecret: "keystone-admin", Service: "keystone-api", Secret: CloudsSecret, Cloud: "cloud",
+		Owner: &kube.Owner{APIVersion: "kupenstack.io/v1alpha1", Kind: "KupenstackConfiguration", Name: "cloud"}}, f.clouds[0])
 	require.Len(t, f.stored, 1, "one activity stores every rolling component's values")
 	require.ElementsMatch(t, fiveComponents, f.stored[0])
 	require.NotContains(t, f.started, "StoreValues", "no activity per component")

@@ -20,7 +20,7 @@ In a new shell:
   kubectl get pods -n stackflow-system -o wide
   kubectl get osknodes
   kubectl get pods -n openstack -o wide
-  env -u OS_CLOUD \$(kubectl get secret -n openstack keystone-admin -o go-template='{{range \$k, \$v := .data}}{{\$k}}={{\$v | base64decode}} {{end}}') OS_AUTH_URL=http://\$(kubectl get svc -n openstack keystone-api -o jsonpath='{.spec.clusterIP}'):5000/v3 openstack catalog list
+  (umask 077; kubectl get secret -n openstack keystone-clouds -o jsonpath='{.data.clouds\.yaml}' | base64 -d > $state/kupenstack-clouds.yaml) && OS_CLIENT_CONFIG_FILE=$state/kupenstack-clouds.yaml openstack --os-cloud kupenstack catalog list
   kubectl get openstackdataplanenodes,novaexternalcomputes,ovnmetadataagents,openstackservers -A
   kubectl describe openstackdataplanenode -n openstack edpm-compute-0
   openstack network agent list --host edpm-compute-0
