@@ -13,7 +13,9 @@ func TestLastingFailure(t *testing.T) {
 	nova := Applied{Kind: "Nova", Namespace: "openstack", Name: "nova"}
 	edpm := Applied{Kind: "OpenStackDataPlane", Namespace: "openstack", Name: "edpm"}
 	t0 := time.Date(2026, 11, 29, 8, 0, 0, 0, time.UTC)
-	state := func(a Applied, phase string) SampleState { return SampleState{Applied: a, Phase: phase, Message: phase} }
+	state := func(a Applied, phase string) SampleState {
+		return SampleState{Applied: a, Phase: phase, Message: phase}
+	}
 	since := map[Applied]time.Time{}
 	for _, step := range []struct {
 		at     time.Duration
