@@ -192,6 +192,19 @@ func TestSamplesConvergeAndStayIdle(t *testing.T) {
 		for _, typ := range []string{"identity", "placement", "image"} {
 			require.Len(t, catalog[typ], 3, "%s's public, internal and admin endpoints in the catalog: %v", typ, catalog)
 		}
+		// The test hosts, where the computes' services run, reach every endpoint the deployment registered
+		// (a ClusterIP, through the stack's kube-proxy): each answers its version document.
+		from := env.Host(t, "edpm-compute-0")
+		for typ, eps := range catalog {
+			for _, ep := range eps {
+				hctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+				out, err := exec.CommandContext(hctx, "ip", "netns", "exec", from.Namespace, "curl", "-sS", "-o", "/dev/null",
+					"-w", "%{http_code}", "--max-time", "10", ep.URL).CombinedOutput()
+				cancel()
+				require.NoError(t, err, "%s's %s endpoint %s from %s: %s", typ, ep.Interface, ep.URL, from.Name, out)
+				require.Regexp(t, `^[23]\d\d$`, string(out), "%s's %s endpoint %s answers %s from %s", typ, ep.Interface, ep.URL, out, from.Name)
+			}
+		}
 		placement, err := openstack.NewPlacementV1(provider, gophercloud.EndpointOpts{})
 		require.NoError(t, err)
 		_, err = resourceproviders.List(placement, nil).AllPages(ctx)
