@@ -71,6 +71,38 @@ db-wait.sh: |
   done
   tail -n 5 /tmp/db-check.log
   exit 1
+# Waits, as a dependency init container does, until Keystone issues a user a token: Keystone is up and
+# bootstrapped, and the user registered. Run as a script, the user is keystonemiddleware's
+# (OS_KEYSTONE_AUTHTOKEN__*), so an API starts once its registration is done. KEYSTONE_WAIT_SECONDS
+# bounds the wait (default 300); the error of the last try is the reason it gives up.
+ks_wait.py: |
+  import os, sys, time
+
+  def wait(s, url, user):
+      deadline, last = time.monotonic() + float(os.environ.get("KEYSTONE_WAIT_SECONDS", "300")), None
+      while True:
+          try:
+              s.get_token()
+              return
+          except Exception as err:
+              if time.monotonic() > deadline:
+                  sys.exit(f"Keystone at {url} issued no token to {user}: {err}")
+              if str(err) != last:
+                  print(f"waiting for Keystone at {url} to issue {user} a token: {err}", flush=True)
+                  last = str(err)
+              time.sleep(1)
+
+  if __name__ == "__main__":
+      from keystoneauth1 import session
+      from keystoneauth1.identity import v3
+      e = {k[len("OS_KEYSTONE_AUTHTOKEN__"):]: v for k, v in os.environ.items() if k.startswith("OS_KEYSTONE_AUTHTOKEN__")}
+      if "$(" in e["AUTH_URL"]:
+          sys.exit(f"AUTH_URL {e['AUTH_URL']}: the Service it names did not exist when the pod started; set the endpoint's host_fqdn_override")
+      s = session.Session(timeout=30, auth=v3.Password(
+          auth_url=e["AUTH_URL"], username=e["USERNAME"], password=e["PASSWORD"], project_name=e["PROJECT_NAME"],
+          user_domain_name=e["USER_DOMAIN_NAME"], project_domain_name=e["PROJECT_DOMAIN_NAME"]))
+      wait(s, e["AUTH_URL"], e["USERNAME"])
+      print(f"Keystone at {e['AUTH_URL']} issues {e['USERNAME']} a token")
 # Registers a service in Keystone, idempotently, as the administrator of the environment (OS_*): its
 # user (password set to the one given, so a regenerated or rotated password takes effect) with a role
 # in the service project, the service, and its endpoints in the region (a changed URL is updated).
@@ -78,15 +110,19 @@ ks-register.py: |
   import os, sys
   from keystoneauth1 import session
   from keystoneauth1.identity import v3
+  import ks_wait
   e = os.environ
   for k in ("OS_AUTH_URL", "SERVICE_URL"):
       if "$(" in e[k]:
           sys.exit(f"{k} {e[k]}: the Service it names did not exist when the pod started; set the endpoint's host_fqdn_override")
-  s = session.Session(auth=v3.Password(
+  s = session.Session(timeout=30, auth=v3.Password(
       auth_url=e["OS_AUTH_URL"], username=e["OS_USERNAME"], password=e["OS_PASSWORD"],
       project_name=e["OS_PROJECT_NAME"], user_domain_name=e["OS_USER_DOMAIN_NAME"],
       project_domain_name=e["OS_PROJECT_DOMAIN_NAME"]))
   base = e["OS_AUTH_URL"].rstrip("/")
+
+  # The chart may be installed beside Keystone's (stackflow starts it once keystone's release is applied).
+  ks_wait.wait(s, base, e["OS_USERNAME"])
 
   def one(path, key, **params):
       found = s.get(base + path, params=params).json()[key]
