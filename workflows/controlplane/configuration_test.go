@@ -3,6 +3,7 @@ package controlplane
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -42,6 +43,28 @@ type configCluster struct {
 	// Each is closed when its activity started: the activity that must run beside it waits for it.
 	releasesStarted, storeStarted chan struct{}
 	storeOnce                     bool
+	// installed: the releases UpgradeOrInstall was asked for, in order; rolledBack: Rollback's.
+	installed, rolledBack []string
+	// waitReady, when set, answers WaitReady (nil: Ready at once).
+	waitReady func(ctx context.Context, in helm.WaitInput) error
+}
+
+// components is the last written status.components.
+func (f *configCluster) components(t *testing.T) map[string]kupenstackv1alpha1.ComponentStatus {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i := len(f.statuses) - 1; i >= 0; i-- {
+		if raw, ok := f.statuses[i].Fields["components"]; ok {
+			var list []kupenstackv1alpha1.ComponentStatus
+			require.NoError(t, json.Unmarshal(raw, &list))
+			out := map[string]kupenstackv1alpha1.ComponentStatus{}
+			for _, c := range list {
+				out[c.Name] = c
+			}
+			return out
+		}
+	}
+	return nil
 }
 
 // sideBySideWait bounds how long an activity waits for the one that must run beside it: were they run one
@@ -138,8 +161,24 @@ func newConfigEnv(t *testing.T, f *configCluster) *testsuite.TestWorkflowEnviron
 		return nil
 	})
 	env.OnActivity(helmActs.Recover, mock.Anything, mock.Anything).Return(&helm.RecoverResult{Action: "none"}, nil)
-	env.OnActivity(helmActs.UpgradeOrInstall, mock.Anything, mock.Anything).Return(&helm.UpgradeResult{Action: "install", Revision: 1}, nil)
-	env.OnActivity(helmActs.WaitReady, mock.Anything, mock.Anything).Return(nil)
+	env.OnActivity(helmActs.UpgradeOrInstall, mock.Anything, mock.Anything).Return(func(_ context.Context, in helm.ReleaseInput) (*helm.UpgradeResult, error) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.installed = append(f.installed, in.Release)
+		return &helm.UpgradeResult{Action: "install", Revision: 1}, nil
+	})
+	env.OnActivity(helmActs.WaitReady, mock.Anything, mock.Anything).Return(func(ctx context.Context, in helm.WaitInput) error {
+		if f.waitReady != nil {
+			return f.waitReady(ctx, in)
+		}
+		return nil
+	})
+	env.OnActivity(helmActs.Rollback, mock.Anything, mock.Anything).Return(func(_ context.Context, in helm.RollbackInput) (*helm.RollbackResult, error) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.rolledBack = append(f.rolledBack, in.Release)
+		return &helm.RollbackResult{}, nil
+	})
 	env.OnActivity(helmActs.PruneValues, mock.Anything, mock.Anything).Return(nil)
 	env.OnActivity(kubeActs.WriteCloudsYAML, mock.Anything, mock.Anything).Return(func(_ context.Context, in kube.CloudsYAMLInput) error {
 		f.mu.Lock()
@@ -269,4 +308,89 @@ func TestConfigurationWithAMissingProfileConfiguresNoNode(t *testing.T) {
 	require.True(t, ok)
 	require.Equal(t, metav1.ConditionFalse, c.Status)
 	require.Equal(t, ReasonProfileMissing, c.Reason, c.Message)
+}
+
+func (f *configCluster) rolledBackCopy() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.rolledBack)
+}
+
+// installedBeside is true once release was asked for (UpgradeOrInstall), waiting up to sideBySideWait.
+func (f *configCluster) installedBeside(release string) bool {
+	for deadline := time.Now().Add(sideBySideWait); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		f.mu.Lock()
+		ok := slices.Contains(f.installed, release)
+		f.mu.Unlock()
+		if ok {
+			return true
+		}
+	}
+	return false
+}
+
+// Glance and placement install beside keystone: keystone becomes Ready only once both were installed
+// (its WaitReady waits for them; were they started after it, it would fail).
+func TestRolloutInstallsGlanceAndPlacementBesideKeystone(t *testing.T) {
+	profile := fiveComponentProfile()
+	profile.Components["placement"] = ComponentProfile{Chart: &ChartRef{Repository: "http://198.51.100.1/charts", Name: "placement", Version: "0.1.0"}}
+	f := &configCluster{profile: profile, ahead: true, config: kupenstackv1alpha1.KupenstackConfigurationSpec{DefaultProfile: "default", ReleaseNamespace: "openstack"}}
+	f.waitReady = func(_ context.Context, in helm.WaitInput) error {
+		if in.Release == "keystone" && !(f.installedBeside("glance") && f.installedBeside("placement")) {
+			return temporal.NewNonRetryableApplicationError("glance and placement were not installed beside keystone", "Serial", nil)
+		}
+		return nil
+	}
+	runConfiguration(t, f, nil)
+
+	f.mu.Lock()
+	require.Less(t, slices.Index(f.installed, "keystone"), slices.Index(f.installed, "glance"), "keystone's release is applied first: %v", f.installed)
+	f.mu.Unlock()
+	c, ok := f.condition(ConditionComponentsReady)
+	require.True(t, ok)
+	require.Equal(t, metav1.ConditionTrue, c.Status, c.Message)
+	require.Contains(t, c.Message, "6 components Ready")
+}
+
+// When keystone fails, glance, installed beside it, cannot become Ready: its rollout is cancelled, rolls
+// its release back, and glance is Blocked by keystone rather than failed on a timeout of its own.
+func TestRolloutStopsWhatInstalledBesideAFailedComponent(t *testing.T) {
+	f := &configCluster{profile: fiveComponentProfile(), ahead: true, config: kupenstackv1alpha1.KupenstackConfigurationSpec{DefaultProfile: "default", ReleaseNamespace: "openstack"}}
+	f.waitReady = func(ctx context.Context, in helm.WaitInput) error {
+		switch in.Release {
+		case "keystone":
+			if !f.installedBeside("glance") {
+				return temporal.NewNonRetryableApplicationError("glance was not installed beside keystone", "Serial", nil)
+			}
+			return temporal.NewNonRetryableApplicationError("keystone-api never became Ready", helm.ErrNotReady, nil)
+		case "glance":
+			// Ready a while after keystone failed, unless something stops it first (the test environment
+			// resolves a cancelled activity at once, without telling the mock).
+			for !slices.Contains(f.rolledBackCopy(), "keystone") {
+				time.Sleep(10 * time.Millisecond)
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(2 * time.Second):
+				return nil
+			}
+		}
+		return nil
+	}
+	env := newConfigEnv(t, f)
+	chain := objecttest.New(env)
+	env.RegisterDelayedCallback(func() { require.NoError(t, chain.Signal(lifecycle.SignalSpec, lifecycle.SpecSignal{Generation: 1})) }, time.Second)
+	env.RegisterDelayedCallback(func() { require.NoError(t, chain.Signal(lifecycle.SignalDelete, lifecycle.DeleteSignal{})) }, time.Hour)
+	env.OnActivity(helmActs.Uninstall, mock.Anything, mock.Anything).Return(nil)
+	env.OnActivity(kubeActs.RemoveFinalizer, mock.Anything, mock.Anything).Return(nil)
+	chain.Execute("KupenstackConfiguration", object.Input{ObjectRef: KupenstackConfigurationRef("cloud")})
+
+	f.mu.Lock()
+	require.ElementsMatch(t, []string{"keystone", "glance"}, f.rolledBack[:2], "both first installs are taken back: %v", f.rolledBack)
+	f.mu.Unlock()
+	got := f.components(t)
+	require.Equal(t, ComponentFailed, got["keystone"].State, got["keystone"].Message)
+	require.Equal(t, ComponentBlocked, got["glance"].State, got["glance"].Message)
+	require.Contains(t, got["glance"].Message, "not rolled out: keystone did not become Ready")
 }

@@ -13,6 +13,12 @@ type Component struct {
 	Name string
 	// DependsOn lists the components that must be deployed and Ready before this one rolls out.
 	DependsOn []string
+	// InstallsBeside lists dependencies (among DependsOn) whose release need only be applied, not Ready,
+	// before this one installs: its chart waits for them itself, as OpenStack-Helm's dependency init
+	// containers do (the registration retries until Keystone issues a token). The Service and Secrets
+	// the chart reads exist once the dependency's release is applied. The component is still Deployed only
+	// when its own workloads are Ready, which they cannot be before the dependency's are.
+	InstallsBeside []string
 	// RestartWith lists dependencies whose change must restart this component even when its own values
 	// did not change (it caches something of theirs). Their values hash becomes part of this component's
 	// rendered values, so "restart" is simply "rendered values changed".
@@ -37,8 +43,8 @@ var ControlPlane = Graph{
 	{Name: "openvswitch", Schedule: map[string]string{"ovs": RoleCompute}},
 	{Name: "libvirt", Schedule: map[string]string{"agent": RoleCompute}},
 	{Name: "keystone", DependsOn: []string{"mariadb", "rabbitmq", "memcached"}, Schedule: map[string]string{"api": RoleControl, "job": RoleControl}},
-	{Name: "glance", DependsOn: []string{"keystone"}, Schedule: map[string]string{"api": RoleControl, "job": RoleControl}},
-	{Name: "placement", DependsOn: []string{"keystone"}, Schedule: map[string]string{"api": RoleControl, "job": RoleControl}},
+	{Name: "glance", DependsOn: []string{"keystone"}, InstallsBeside: []string{"keystone"}, Schedule: map[string]string{"api": RoleControl, "job": RoleControl}},
+	{Name: "placement", DependsOn: []string{"keystone"}, InstallsBeside: []string{"keystone"}, Schedule: map[string]string{"api": RoleControl, "job": RoleControl}},
 	{Name: "nova", DependsOn: []string{"glance", "placement"}, Schedule: map[string]string{"api": RoleControl, "conductor": RoleControl, "scheduler": RoleControl, "job": RoleControl, "compute": RoleCompute}},
 	{Name: "neutron", DependsOn: []string{"placement"}, Schedule: map[string]string{"server": RoleControl, "job": RoleControl, "agent": RoleCompute}},
 	{Name: "cinder", DependsOn: []string{"keystone"}, Schedule: map[string]string{"api": RoleControl, "job": RoleControl, "volume": RoleControl}},
@@ -71,10 +77,20 @@ func (g Graph) Names() []string {
 	return out
 }
 
-// Validate checks that every dependency names a component of the graph and that there is no cycle.
+// Validate checks that every dependency names a component of the graph, that there is no cycle, and
+// that a component installs beside its direct dependencies only.
 func (g Graph) Validate() error {
-	_, err := g.Waves(nil)
-	return err
+	if _, err := g.Waves(nil); err != nil {
+		return err
+	}
+	for _, c := range g {
+		for _, b := range c.InstallsBeside {
+			if !slices.Contains(c.DependsOn, b) {
+				return fmt.Errorf("component %s installs beside %s, which it does not depend on", c.Name, b)
+			}
+		}
+	}
+	return nil
 }
 
 // Waves orders the components named in only (every component when only is nil) into waves: each wave

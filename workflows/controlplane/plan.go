@@ -22,6 +22,9 @@ type RolloutPlan struct {
 	// Needs lists, per rolling component, the rolling components it transitively depends on: it starts
 	// as soon as they are Ready, not when a whole wave is.
 	Needs map[string][]string `json:"needs,omitempty"`
+	// Beside lists, per rolling component, the needs an applied release satisfies (the rolling
+	// dependencies it installs beside, see Component.InstallsBeside).
+	Beside map[string][]string `json:"beside,omitempty"`
 }
 
 // Components lists the rolling components in wave order.
@@ -80,6 +83,15 @@ func PlanRollout(g Graph, rendered map[string]RenderedComponent, deployed map[st
 		}
 		slices.Sort(needs)
 		plan.Needs[name] = needs
+		c, _ := g.Get(name)
+		for _, b := range c.InstallsBeside {
+			if slices.Contains(needs, b) {
+				if plan.Beside == nil {
+					plan.Beside = map[string][]string{}
+				}
+				plan.Beside[name] = append(plan.Beside[name], b)
+			}
+		}
 	}
 	return plan, nil
 }

@@ -22,6 +22,13 @@ func TestControlPlaneGraphIsValidAndOrdered(t *testing.T) {
 	}, waves)
 }
 
+func TestGraphValidateInstallsBesideDirectDependenciesOnly(t *testing.T) {
+	g := Graph{{Name: "a"}, {Name: "b", DependsOn: []string{"a"}}, {Name: "c", DependsOn: []string{"b"}, InstallsBeside: []string{"a"}}}
+	require.EqualError(t, g.Validate(), "component c installs beside a, which it does not depend on")
+	g[2].InstallsBeside = []string{"b"}
+	require.NoError(t, g.Validate())
+}
+
 func TestGraphWaves(t *testing.T) {
 	g := Graph{
 		{Name: "a"},

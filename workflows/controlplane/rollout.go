@@ -50,6 +50,23 @@ const (
 	StepRevert  = "roll back"
 )
 
+// SignalComponentApplied is the signal a component's rollout sends its parent once its release is
+// applied (installed or upgraded, not yet Ready); the payload is the component's name. Components that
+// install beside it start then.
+const SignalComponentApplied = "component-applied"
+
+// Version changes of the component rollout and its parent.
+const (
+	// ChangeSignalApplied: a component's rollout signals SignalComponentApplied to its parent.
+	ChangeSignalApplied = "component-signal-applied"
+	// ChangeRollBackOnCancel: a component's rollout cancelled while it waits for readiness rolls its
+	// release back, as a failure does, instead of leaving the revision it applied.
+	ChangeRollBackOnCancel = "component-roll-back-on-cancel"
+	// ChangeInstallBeside: a rollout starts a component once the dependencies it installs beside are
+	// applied (RolloutPlan.Beside), and cancels it when one of them fails.
+	ChangeInstallBeside = "rollout-install-beside"
+)
+
 // RolloutComponentWorkflow rolls out one component's Helm release: it recovers a release stuck in a
 // pending state, upgrades or installs it (nothing when the deployed release already has this chart
 // version and values hash), and waits until its workloads are Ready. When the upgrade fails or never
@@ -96,6 +113,12 @@ func RolloutComponentWorkflow(ctx workflow.Context, in ComponentRolloutInput) (*
 		return nil, fail(ctx, in, fmt.Errorf("component %s: %w", in.Component, err))
 	}
 	res.Action, res.Revision = up.Action, up.Revision
+	if p := workflow.GetInfo(ctx).ParentWorkflowExecution; p != nil &&
+		workflow.GetVersion(ctx, ChangeSignalApplied, workflow.DefaultVersion, 1) == 1 {
+		// Not waited on: the parent is running (it waits for this child), and a lost signal only means
+		// what installs beside this component starts when it is Ready.
+		workflow.SignalExternalWorkflow(ctx, p.ID, "", SignalComponentApplied, in.Component)
+	}
 
 	details(StepWait, fmt.Sprintf("%s → revision %d", up.Action, up.Revision))
 	err := workflow.ExecuteActivity(helmActivity(ctx, in.ReadinessTimeout+2*time.Minute), helmActs.WaitReady,
@@ -103,6 +126,13 @@ func RolloutComponentWorkflow(ctx workflow.Context, in ComponentRolloutInput) (*
 	if err != nil {
 		if up.Action == "none" {
 			return nil, fail(ctx, in, fmt.Errorf("component %s: %w", in.Component, err))
+		}
+		if temporal.IsCanceledError(err) && workflow.GetVersion(ctx, ChangeRollBackOnCancel, workflow.DefaultVersion, 1) == 1 {
+			// Cancelled (a dependency it installed beside failed, or the rollout was stopped): put the
+			// release back as a failure would, in a context the cancellation does not reach.
+			dctx, _ := workflow.NewDisconnectedContext(ctx)
+			return nil, rollBack(dctx, in, up.Previous, up.Revision,
+				temporal.NewNonRetryableApplicationError("cancelled while waiting for readiness", "Cancelled", nil))
 		}
 		return nil, rollBack(ctx, in, up.Previous, up.Revision, err)
 	}
@@ -223,13 +253,47 @@ func executeRollout(ctx workflow.Context, lc *object.Lifecycle, kind, namespace 
 	running := 0
 	stopped := false // paused-then-deleted: start nothing more
 	sel := workflow.NewSelector(ctx)
+	// Installing beside a dependency: applied names the Deploying components whose release is applied;
+	// besideOf, per running component, the needs it started beside (still Deploying then); cancels stop
+	// it when one of them fails, and blockedBy remembers which.
+	applied := map[string]bool{}
+	besideOf := map[string][]string{}
+	cancels := map[string]workflow.CancelFunc{}
+	blockedBy := map[string]string{}
+	if workflow.GetVersion(ctx, ChangeInstallBeside, workflow.DefaultVersion, 1) == 1 {
+		ch := workflow.GetSignalChannel(ctx, SignalComponentApplied)
+		// A signal left from an earlier rollout of this run is stale: nothing runs yet.
+		for ch.ReceiveAsync(nil) {
+		}
+		sel.AddReceive(ch, func(c workflow.ReceiveChannel, _ bool) {
+			var name string
+			c.Receive(ctx, &name)
+			if st, ok := status[name]; ok && st.State == ComponentDeploying && !applied[name] {
+				applied[name] = true
+				st.Message = "release applied; waiting until Ready"
+				status[name] = st
+				report()
+			}
+		})
+	} else {
+		plan.Beside = nil
+	}
 	for {
 		state := make(map[string]string, len(status))
 		//workflowcheck:ignore -- reviewed: the result does not depend on the map's order
 		for name, st := range status {
 			state[name] = st.State
 		}
-		sched := ScheduleRollout(plan, state)
+		sched := ScheduleRollout(plan, state, applied)
+		// A component started beside a dependency that failed since cannot become Ready: stop it.
+		for _, name := range workflow.DeterministicKeys(besideOf) {
+			for _, need := range besideOf[name] {
+				if s := state[need]; (s == ComponentFailed || s == ComponentBlocked) && blockedBy[name] == "" {
+					blockedBy[name] = need
+					cancels[name]()
+				}
+			}
+		}
 		for _, name := range workflow.DeterministicKeys(sched.Blocked) {
 			st := status[name]
 			st.State, st.Message = ComponentBlocked, blockedMessage(sched.Blocked[name])
@@ -257,6 +321,14 @@ func executeRollout(ctx workflow.Context, lc *object.Lifecycle, kind, namespace 
 				ParentClosePolicy:     enums.PARENT_CLOSE_POLICY_REQUEST_CANCEL,
 				TypedSearchAttributes: temporal.NewSearchAttributes(lifecycle.SAKind.ValueSet(kind), lifecycle.SAObject.ValueSet(lc.Ref.Key()), lifecycle.SAComponent.ValueSet(name)),
 			})
+			for _, need := range plan.Beside[name] {
+				if state[need] == ComponentDeploying {
+					besideOf[name] = append(besideOf[name], need)
+				}
+			}
+			if len(besideOf[name]) > 0 {
+				cctx, cancels[name] = workflow.WithCancel(cctx)
+			}
 			f := workflow.ExecuteChildWorkflow(cctx, RolloutComponentWorkflowName, ComponentRolloutInput{
 				Kind: kind, Object: lc.Ref.Key(), Component: name, Namespace: namespace, Chart: r.Chart,
 				Values: valuesRef(namespace, r), ValuesHash: r.ValuesHash, ReadinessTimeout: r.ReadinessTimeout,
@@ -264,10 +336,13 @@ func executeRollout(ctx workflow.Context, lc *object.Lifecycle, kind, namespace 
 			running++
 			sel.AddFuture(f, func(f workflow.Future) {
 				running--
+				delete(besideOf, name)
 				var res ComponentRolloutResult
 				err := f.Get(ctx, &res)
 				st := status[name]
-				if err != nil {
+				if need := blockedBy[name]; need != "" && err != nil {
+					st.State, st.Message = ComponentBlocked, blockedMessage(need)+"; "+object.FailureMessage(err)
+				} else if err != nil {
 					st.State, st.Message = ComponentFailed, object.FailureMessage(err)
 					out.failed = append(out.failed, name)
 					if out.err == nil {

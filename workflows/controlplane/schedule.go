@@ -1,6 +1,9 @@
 package controlplane
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+)
 
 // RolloutSchedule is what a rollout does at one instant: the components to start now, and the ones that
 // will never start because a component they need failed.
@@ -15,8 +18,9 @@ type RolloutSchedule struct {
 // Pending component whose needs (plan.Needs, the rolling components it depends on, directly or not) are
 // all Deployed, independently of the others. There are no levels: a component waits for its own
 // dependencies only, so the rollout's makespan is its critical path plus the handovers on that path.
-// A component whose need Failed or is Blocked is Blocked.
-func ScheduleRollout(plan RolloutPlan, state map[string]string) RolloutSchedule {
+// A component whose need Failed or is Blocked is Blocked. A need the component installs beside
+// (plan.Beside) counts once applied names it, while it is still Deploying.
+func ScheduleRollout(plan RolloutPlan, state map[string]string, applied map[string]bool) RolloutSchedule {
 	var s RolloutSchedule
 	for _, name := range plan.Components() {
 		if state[name] != ComponentPending && state[name] != "" {
@@ -28,6 +32,10 @@ func ScheduleRollout(plan RolloutPlan, state map[string]string) RolloutSchedule 
 			case ComponentFailed, ComponentBlocked:
 				blocked = need
 			case ComponentDeployed:
+			case ComponentDeploying:
+				if !applied[need] || !slices.Contains(plan.Beside[name], need) {
+					ready = false
+				}
 			default:
 				ready = false
 			}

@@ -19,6 +19,7 @@ func TestScheduleRollout(t *testing.T) {
 	}
 	plan, err := PlanRollout(ControlPlane, rendered, map[string]helm.ReleaseInfo{})
 	require.NoError(t, err)
+	require.Equal(t, map[string][]string{"glance": {"keystone"}, "placement": {"keystone"}}, plan.Beside)
 	const (
 		P = ComponentPending
 		R = ComponentDeploying
@@ -29,6 +30,7 @@ func TestScheduleRollout(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		state   map[string]string
+		applied map[string]bool
 		start   []string
 		blocked map[string]string
 	}{
@@ -37,6 +39,14 @@ func TestScheduleRollout(t *testing.T) {
 		{name: "a component waits for all its own dependencies", state: map[string]string{"mariadb": R, "memcached": D, "rabbitmq": D}},
 		{name: "glance and placement as soon as keystone is", state: map[string]string{"mariadb": D, "memcached": D, "rabbitmq": D, "keystone": D},
 			start: []string{"glance", "placement"}},
+		{name: "glance and placement install beside keystone once its release is applied", state: map[string]string{"mariadb": D, "memcached": D, "rabbitmq": D, "keystone": R},
+			applied: map[string]bool{"keystone": true}, start: []string{"glance", "placement"}},
+		{name: "not before keystone's release is applied", state: map[string]string{"mariadb": D, "memcached": D, "rabbitmq": D, "keystone": R},
+			applied: map[string]bool{"mariadb": true}},
+		{name: "an applied release counts only for what installs beside it: nova waits for glance Ready", state: map[string]string{"mariadb": D, "memcached": D, "rabbitmq": D, "keystone": D, "glance": R, "placement": D, "neutron": D},
+			applied: map[string]bool{"glance": true}},
+		{name: "a failed keystone blocks what could have installed beside it", state: map[string]string{"mariadb": D, "memcached": D, "rabbitmq": D, "keystone": F},
+			applied: map[string]bool{"keystone": true}, blocked: map[string]string{"glance": "keystone", "placement": "keystone", "nova": "keystone", "neutron": "keystone", "horizon": "keystone"}},
 		{name: "neutron needs placement only, not glance", state: map[string]string{"mariadb": D, "memcached": D, "rabbitmq": D, "keystone": D, "glance": R, "placement": D},
 			start: []string{"neutron"}},
 		{name: "nova needs glance too", state: map[string]string{"mariadb": D, "memcached": D, "rabbitmq": D, "keystone": D, "glance": D, "placement": D, "neutron": R},
@@ -50,7 +60,7 @@ func TestScheduleRollout(t *testing.T) {
 			start: []string{"memcached", "rabbitmq"}, blocked: map[string]string{"glance": "mariadb", "placement": "mariadb", "nova": "mariadb", "neutron": "mariadb", "horizon": "mariadb"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := ScheduleRollout(plan, tc.state)
+			got := ScheduleRollout(plan, tc.state, tc.applied)
 			require.Equal(t, tc.start, got.Start)
 			require.Equal(t, tc.blocked, got.Blocked)
 		})
