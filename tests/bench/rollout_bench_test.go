@@ -195,13 +195,25 @@ func runRolloutBench(b *testing.B, rb rolloutBench) {
 		}
 		var sum float64
 		cost := map[string]float64{}
-		var parts []string
+		var parts, beside []string
 		first, last := math.Inf(1), 0.0
 		for _, c := range rb.components {
+			first, last = math.Min(first, spans[c].Start), math.Max(last, spans[c].End)
+		}
+		for _, c := range rb.components {
+			// A component installed beside a dependency waits for it inside its chart: for the critical
+			// path, its time counts from that dependency's Ready (what the graph's order would give it).
 			sp := spans[c]
+			comp, _ := controlplane.ControlPlane.Get(c)
+			for _, d := range comp.InstallsBeside {
+				if ds, ok := spans[d]; ok && ds.End > sp.Start {
+					beside = append(beside, fmt.Sprintf("%s %.1fs before %s was Ready", c, ds.End-sp.Start, d))
+					sp.Start = ds.End
+				}
+			}
+			spans[c] = sp
 			cost[c] = sp.End - sp.Start
 			sum += cost[c]
-			first, last = math.Min(first, sp.Start), math.Max(last, sp.End)
 			parts = append(parts, fmt.Sprintf("%s %.1fs", c, cost[c]))
 		}
 		path, critical := sim.CriticalPath(controlplane.ControlPlane, cost)
@@ -220,6 +232,9 @@ func runRolloutBench(b *testing.B, rb rolloutBench) {
 		fmt.Printf("  where the rest goes: %.1fs before the first component (read, render, plan), %.1fs handed over on the critical path (%s), %.1fs after the last (status)\n",
 			first, onPath, strings.Join(handParts, ", "), ms-last)
 		fmt.Printf("  per component: %s\n", strings.Join(parts, ", "))
+		if len(beside) > 0 {
+			fmt.Printf("  installed beside a dependency (their time above counts from its Ready): %s\n", strings.Join(beside, ", "))
+		}
 		b.ReportMetric(ms, "makespan-s")
 		b.ReportMetric(sum, "sum-s")
 		b.ReportMetric(sum/ms, "sum/makespan")

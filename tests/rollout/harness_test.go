@@ -10,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -176,10 +178,12 @@ func releases(t *testing.T, ns string) map[string]helm.ReleaseInfo {
 
 // childEvents returns, per component, the positions in the parent's whole history (every run of it) of
 // its child's start and completion (the latest rollout of each).
-func childEvents(t *testing.T, parentID string) (started, closed map[string]int64) {
+func childEvents(t *testing.T, parentID string) (started, closed, applied map[string]int64) {
 	t.Helper()
-	started, closed = map[string]int64{}, map[string]int64{}
+	started, closed, applied = map[string]int64{}, map[string]int64{}, map[string]int64{}
 	events, err := env.History(context.Background(), parentID)
+	require.NoError(t, err)
+	dc, err := env.DataConverter()
 	require.NoError(t, err)
 	prefix := parentID + "/"
 	for i, ev := range events {
@@ -193,8 +197,13 @@ func childEvents(t *testing.T, parentID string) (started, closed map[string]int6
 		if a := ev.GetChildWorkflowExecutionFailedEventAttributes(); a != nil {
 			closed[strings.TrimPrefix(a.WorkflowExecution.WorkflowId, prefix)] = pos
 		}
+		if a := ev.GetWorkflowExecutionSignaledEventAttributes(); a != nil && a.SignalName == controlplane.SignalComponentApplied {
+			var name string
+			require.NoError(t, dc.FromPayloads(a.Input, &name))
+			applied[name] = pos
+		}
 	}
-	return started, closed
+	return started, closed, applied
 }
 
 // childRuns counts the runs of each component's rollout workflow under a parent, through visibility.
@@ -210,6 +219,15 @@ func childRuns(t *testing.T, parentID string) map[string]int {
 		out[strings.TrimPrefix(e.Execution.WorkflowId, parentID+"/")]++
 	}
 	return out
+}
+
+// componentRun describes the latest run of a component's rollout under the parent workflow.
+func componentRun(t *testing.T, parentID, component string) *workflowpb.WorkflowExecutionInfo {
+	t.Helper()
+	d, err := env.Temporal.DescribeWorkflowExecution(context.Background(), controlplane.ComponentWorkflowID(parentID, component), "")
+	require.NoError(t, err)
+	require.Equal(t, enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED, d.WorkflowExecutionInfo.Status, "%s's rollout", component)
+	return d.WorkflowExecutionInfo
 }
 
 // nodeSpecs are the kwok nodes and their types.

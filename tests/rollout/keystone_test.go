@@ -128,6 +128,15 @@ func TestKeystoneRunsForReal(t *testing.T) {
 	t.Run("keystone runs on the real node and answers", func(t *testing.T) {
 		workflowID = waitConfig(t, cfgName, 6*time.Minute, "keystone deployed", ksReady(1)).WorkflowID
 		t.Logf("keystone, placement and glance Ready in %s", time.Since(start).Round(100*time.Millisecond))
+		// Placement and glance were installed beside keystone (once its release was applied, before it was
+		// Ready): their charts waited for Keystone themselves, and still registered.
+		ks := componentRun(t, workflowID, "keystone")
+		for _, c := range []string{"placement", "glance"} {
+			run := componentRun(t, workflowID, c)
+			require.True(t, run.StartTime.AsTime().Before(ks.CloseTime.AsTime()), "%s started (%s) before keystone was Ready (%s)",
+				c, run.StartTime.AsTime().Format(time.RFC3339Nano), ks.CloseTime.AsTime().Format(time.RFC3339Nano))
+			t.Logf("%s started %s before keystone was Ready", c, ks.CloseTime.AsTime().Sub(run.StartTime.AsTime()).Round(100*time.Millisecond))
+		}
 		rels := releases(t, ns)
 		for _, c := range []string{"mariadb", "rabbitmq", "memcached"} {
 			require.False(t, rels[c].Exists, "no release of the external %s", c)

@@ -72,12 +72,19 @@ func TestRollout(t *testing.T) {
 		}
 
 		// Graph order, from the parent's history: every component started only after each of its
-		// dependencies' rollouts completed; the independent infrastructure started together.
-		started, closed := childEvents(t, parentID)
+		// dependencies' rollouts completed, or, for one it installs beside, once that one signalled its
+		// release applied (and completed after it); the independent infrastructure started together.
+		started, closed, applied := childEvents(t, parentID)
 		for _, c := range components {
 			comp, _ := controlplane.ControlPlane.Get(c)
 			require.Contains(t, started, c)
 			for _, d := range comp.DependsOn {
+				if slices.Contains(comp.InstallsBeside, d) {
+					require.Contains(t, applied, d, "%s's release was signalled applied", d)
+					require.Less(t, applied[d], started[c], "%s started before its dependency %s's release was applied", c, d)
+					require.Less(t, closed[d], closed[c], "%s completed before its dependency %s", c, d)
+					continue
+				}
 				require.Less(t, closed[d], started[c], "%s started before its dependency %s completed", c, d)
 			}
 		}
