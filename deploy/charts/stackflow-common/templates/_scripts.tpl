@@ -128,12 +128,23 @@ ks-register.py: |
       found = s.get(base + path, params=params).json()[key]
       return found[0] if found else None
 
+  # Another chart's registration may create the same project, role or region at the same moment (they
+  # wait for the same Keystone): a conflict means it exists now, and is read back.
   def ensure(path, key, body, **params):
-      return one(path, key, **params) or s.post(base + path, json={key[:-1]: body}).json()[key[:-1]]
+      found = one(path, key, **params)
+      if found:
+          return found
+      r = s.post(base + path, json={key[:-1]: body}, raise_exc=False)
+      if r.status_code == 409:
+          return one(path, key, **params)
+      r.raise_for_status()
+      return r.json()[key[:-1]]
 
   region = e["SERVICE_REGION"]
   if s.get(base + "/regions/" + region, raise_exc=False).status_code == 404:
-      s.post(base + "/regions", json={"region": {"id": region}})
+      r = s.post(base + "/regions", json={"region": {"id": region}}, raise_exc=False)
+      if r.status_code != 409:
+          r.raise_for_status()
   user_domain = one("/domains", "domains", name=e["SERVICE_USER_DOMAIN_NAME"])["id"]
   project_domain = one("/domains", "domains", name=e["SERVICE_PROJECT_DOMAIN_NAME"])["id"]
   project = ensure("/projects", "projects", {"name": e["SERVICE_PROJECT_NAME"], "domain_id": project_domain},
