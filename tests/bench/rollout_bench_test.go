@@ -46,7 +46,7 @@ func BenchmarkFullRollout(b *testing.B) {
 // realRolloutComponents are the charts that run their services for real.
 var realRolloutComponents = []string{"keystone", "glance", "placement"}
 
-// BenchmarkRealRollout is FullRollout on real services: Keystone, then Glance and Placement, each a real
+// BenchmarkRealRollout is FullRollout on real services: Keystone, with Glance and Placement installed beside it, each a real
 // API on the stack's real node with its database on the stack's MariaDB (the infrastructure external, as
 // in make run's sample profile), so a component is Ready when its API answers. The plain script installs
 // the same charts with the same values (`--wait --wait-for-jobs`), and uninstalls them after, as
