@@ -10,7 +10,10 @@
 //	stackflow-keystone Debian's Keystone and keystone-manage under uwsgi, for the keystone chart (its
 //	                  pods name the commands);
 //	stackflow-placement Debian's Placement and placement-manage under uwsgi, for the placement chart;
-//	stackflow-glance  Debian's Glance and glance-manage under uwsgi, for the glance chart.
+//	stackflow-glance  Debian's Glance and glance-manage under uwsgi, for the glance chart;
+//	stackflow-neutron Debian's Neutron (neutron-server's eventlet service, ML2/OVN) and
+//	                  neutron-db-manage, for the neutron chart;
+//	stackflow-ovn     Debian's ovn-central (OVN's databases and ovn-northd), for the ovn chart.
 //
 // Why this and not ko, buildah or apko: ko and buildah start FROM a base image pulled from a registry, and
 // apko assembles Alpine/Wolfi packages; the machines that build stackflow reach Debian's package archive
@@ -128,6 +131,24 @@ var specs = map[string]spec{
 		omit: []string{"python3-os-brick", "python3-psycopg2", "qemu-utils", "graphviz", "libxml2-dev", "libxslt-dev"},
 		env:  []string{"PYTHONDONTWRITEBYTECODE=1"},
 	},
+	// Neutron for the neutron chart: Debian's python3-neutron (the server runs as its eventlet service,
+	// which forks the workers ML2/OVN needs, as the local stack's does), PyMySQL for the database.
+	"stackflow-neutron": {
+		name: "stackflow-neutron",
+		// ovsdb-client: ML2/OVN runs it to delete a removed router interface's MAC bindings.
+		debs:    []string{"python3-neutron", "openvswitch-common", "python3-pymysql", "bash", "coreutils", "dash", "libc-bin", "grep"},
+		closure: true, shell: true,
+		// Tools of Neutron's agents only (conntrack, ipset): the server runs no agent.
+		omit: []string{"conntrack", "ipset"},
+		env:  []string{"PYTHONDONTWRITEBYTECODE=1"},
+	},
+	// OVN's central services for the ovn chart: the northbound and southbound ovsdb-servers and
+	// ovn-northd, from Debian's ovn-central.
+	"stackflow-ovn": {
+		name:    "stackflow-ovn",
+		debs:    []string{"ovn-central", "ca-certificates", "bash", "coreutils", "dash", "libc-bin"},
+		closure: true, shell: true,
+	},
 }
 
 // apiDebs are what every OpenStack API image adds to its service's package: uwsgi to serve it, PyMySQL for
@@ -149,7 +170,7 @@ func main() {
 	}
 	names := flag.Args()
 	if len(names) == 0 {
-		names = []string{"stackflow-bridge", "stackflow-worker", "stackflow-nova", "stackflow-keystone", "stackflow-placement", "stackflow-glance"}
+		names = []string{"stackflow-bridge", "stackflow-worker", "stackflow-nova", "stackflow-keystone", "stackflow-placement", "stackflow-glance", "stackflow-neutron", "stackflow-ovn"}
 	}
 	for _, n := range names {
 		s, ok := specs[n]

@@ -42,6 +42,9 @@ var ControlPlane = Graph{
 	{Name: "ingress", Schedule: map[string]string{"server": RoleControl}},
 	{Name: "openvswitch", Schedule: map[string]string{"ovs": RoleCompute}},
 	{Name: "libvirt", Schedule: map[string]string{"agent": RoleCompute}},
+	// OVN's central services (databases, northd); neutron-server connects to them when it starts, and the
+	// computes' ovn-controller to the southbound database.
+	{Name: "ovn", Schedule: map[string]string{"ovn_ovsdb_nb": RoleControl, "ovn_ovsdb_sb": RoleControl, "ovn_northd": RoleControl}},
 	{Name: "keystone", DependsOn: []string{"mariadb", "rabbitmq", "memcached"}, Schedule: map[string]string{"api": RoleControl, "job": RoleControl}},
 	{Name: "glance", DependsOn: []string{"keystone"}, InstallsBeside: []string{"keystone"}, Schedule: map[string]string{"api": RoleControl, "job": RoleControl}},
 	{Name: "placement", DependsOn: []string{"keystone"}, InstallsBeside: []string{"keystone"}, Schedule: map[string]string{"api": RoleControl, "job": RoleControl}},

@@ -87,7 +87,7 @@ type OpenStackCloudConfigurationProfileSpec struct {
 	// Components configures each component, keyed by component name.
 	// +optional
 	// +kubebuilder:validation:MaxProperties=32
-	// +kubebuilder:validation:XValidation:rule="self.all(c, c in ['keystone', 'glance', 'placement', 'nova', 'neutron', 'cinder', 'horizon', 'heat', 'ironic', 'barbican', 'octavia', 'mariadb', 'rabbitmq', 'memcached', 'libvirt', 'openvswitch', 'ingress'])",message="components keys must be known components: keystone, glance, placement, nova, neutron, cinder, horizon, heat, ironic, barbican, octavia, mariadb, rabbitmq, memcached, libvirt, openvswitch, ingress"
+	// +kubebuilder:validation:XValidation:rule="self.all(c, c in ['keystone', 'glance', 'placement', 'nova', 'neutron', 'cinder', 'horizon', 'heat', 'ironic', 'barbican', 'octavia', 'mariadb', 'rabbitmq', 'memcached', 'libvirt', 'openvswitch', 'ovn', 'ingress'])",message="components keys must be known components: keystone, glance, placement, nova, neutron, cinder, horizon, heat, ironic, barbican, octavia, mariadb, rabbitmq, memcached, libvirt, openvswitch, ovn, ingress"
 	Components map[string]ComponentProfile `json:"components,omitempty"`
 }
 

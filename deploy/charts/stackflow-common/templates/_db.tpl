@@ -89,6 +89,19 @@ spec:
           volumeMounts:
             - {name: tmp, mountPath: /tmp}
             - {name: bin, mountPath: /tmp/bin, readOnly: true}
+        {{- if hasKey .Values.endpoints "oslo_messaging" }}
+        # and the message bus's vhost and user, for a chart that has one
+        - name: mq-drop
+          image: {{ index .Values.images.tags (printf "%s_db_drop" .Chart.Name) | quote }}
+          imagePullPolicy: {{ .Values.images.pull_policy }}
+          terminationMessagePolicy: FallbackToLogsOnError
+          command: ["sh", "/tmp/bin/run.sh", "python3", "/tmp/bin/mq.py", "drop"]
+          env:
+            {{- include "stackflow.mqAdminEnv" . | nindent 12 }}
+          volumeMounts:
+            - {name: tmp, mountPath: /tmp}
+            - {name: bin, mountPath: /tmp/bin, readOnly: true}
+        {{- end }}
       volumes:
         - name: tmp
           emptyDir: {}

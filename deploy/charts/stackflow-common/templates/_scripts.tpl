@@ -60,6 +60,32 @@ db-drop.py: |
       cur.execute("DROP USER IF EXISTS %s@'%%'", (user,))
   c.commit()
   print(f"dropped database {db} and user {user}")
+# The message bus's vhost and user, through RabbitMQ's management API as the administrator: `init`
+# creates them (an existing user's password is set to the Secret's, so a lost user comes back as the
+# release knows it) and grants the user the vhost; `drop` deletes both (the pre-delete hook).
+mq.py: |
+  import base64, json, os, sys, urllib.error, urllib.parse, urllib.request
+  e = os.environ
+  base = e["MQ_ADMIN_URL"].rstrip("/") + "/api"
+  auth = "Basic " + base64.b64encode(("%s:%s" % (e["MQ_ADMIN_USER"], e["MQ_ADMIN_PASSWORD"])).encode()).decode()
+  vhost, user = urllib.parse.quote(e["MQ_VHOST"], safe=""), urllib.parse.quote(e["MQ_USER"], safe="")
+  def call(method, path, body=None, missing_ok=False):
+      req = urllib.request.Request(base + path, method=method, headers={"Authorization": auth, "Content-Type": "application/json"},
+                                   data=None if body is None else json.dumps(body).encode())
+      try:
+          urllib.request.urlopen(req, timeout=30).close()
+      except urllib.error.HTTPError as err:
+          if not (missing_ok and err.code == 404):
+              sys.exit("Error: %s %s: %s %s" % (method, path, err.code, err.read()[:300].decode(errors="replace")))
+  if sys.argv[1] == "init":
+      call("PUT", "/vhosts/" + vhost)
+      call("PUT", "/users/" + user, {"password": e["MQ_PASSWORD"], "tags": ""})
+      call("PUT", "/permissions/%s/%s" % (vhost, user), {"configure": ".*", "write": ".*", "read": ".*"})
+      print("vhost %s ready for %s" % (e["MQ_VHOST"], e["MQ_USER"]))
+  else:
+      call("DELETE", "/vhosts/" + vhost, missing_ok=True)
+      call("DELETE", "/users/" + user, missing_ok=True)
+      print("dropped vhost %s and user %s" % (e["MQ_VHOST"], e["MQ_USER"]))
 # Runs its arguments (a check that the schema is up to date) until they succeed: the API starts on a
 # migrated database only. A database that refuses the credentials fails at once, with the reason.
 db-wait.sh: |
