@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	rabbithole "github.com/michaelklishin/rabbit-hole/v2"
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/api/workflowservice/v1"
@@ -227,4 +228,16 @@ func (e *Env) SecretValue(t testing.TB, ns, name, key string) string {
 		t.Fatalf("Secret %s/%s has no key %s", ns, name, key)
 	}
 	return string(sec.Data[key])
+}
+
+// BrokerAdmin is the stack's RabbitMQ management API as its administrator, whom the Secret
+// local.MessageBusAdminSecretName of namespace ns names.
+func (e *Env) BrokerAdmin(t testing.TB, ns string) *rabbithole.Client {
+	t.Helper()
+	secret := local.MessageBusAdminSecretName
+	c, err := rabbithole.NewClient(e.SecretValue(t, ns, secret, "management_url"), e.SecretValue(t, ns, secret, "username"), e.SecretValue(t, ns, secret, "password"))
+	if err != nil {
+		t.Fatalf("RabbitMQ's management API: %v", err)
+	}
+	return c
 }

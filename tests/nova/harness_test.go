@@ -16,7 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/stackflow/stackflow/deploy/local"
 	"github.com/stackflow/stackflow/tests/e2e"
 )
 
@@ -190,15 +189,6 @@ func databases(t *testing.T, db *sql.DB) []string {
 
 func users(t *testing.T, db *sql.DB) []string {
 	return e2e.QueryStrings(t, db, "SELECT User FROM mysql.user WHERE User LIKE ?", env.Run+`\_%`)
-}
-
-// brokerAdmin is the stack's RabbitMQ management API, as its administrator Secret names it.
-func brokerAdmin(t *testing.T) *rabbithole.Client {
-	t.Helper()
-	c, err := rabbithole.NewClient(secretValue(t, local.MessageBusAdminSecretName, "management_url"),
-		secretValue(t, local.MessageBusAdminSecretName, "username"), secretValue(t, local.MessageBusAdminSecretName, "password"))
-	require.NoError(t, err)
-	return c
 }
 
 // vhosts of the run's namespace on the stack's RabbitMQ (their names start with the namespace).

@@ -103,7 +103,7 @@ func TestNovaControlPlane(t *testing.T) {
 	env.StartBridge(t, e2e.BridgeOptions{Identity: env.Run + "-bridge", Kinds: servedKinds})
 	worker := env.StartWorker(t, e2e.WorkerOptions{Identity: env.Run + "-worker"})
 	db := env.StackDB(t)
-	broker := brokerAdmin(t)
+	broker := env.BrokerAdmin(t, ns)
 
 	// The computes first: their phase 0 runs while the control plane comes up. The role puts its nodes
 	// in cell1; edpm-compute-1's own annotation puts it in cell2.

@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -22,8 +23,11 @@ import (
 	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/servers"
 	"github.com/gophercloud/gophercloud/v2/openstack/config/clouds"
 	"github.com/gophercloud/gophercloud/v2/openstack/image/v2/images"
+	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/extensions/layer3/routers"
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/extensions/portsbinding"
+	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/networks"
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/ports"
+	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/subnets"
 	"github.com/gophercloud/gophercloud/v2/openstack/placement/v1/resourceproviders"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -77,8 +81,9 @@ func mainErr(m *testing.M) int {
 // least twice and four times the longest poll interval a waiting workflow uses (30 s).
 const IdleWindow = 2 * time.Minute
 
-// sampleControlPlane are the components of the sample profile; each release's database is sample_<name>.
-var sampleControlPlane = []string{"keystone", "placement", "glance"}
+// sampleControlPlane are the components of the sample profile with a database: each release's database
+// is sample_<name>. The profile's ovn release has none.
+var sampleControlPlane = []string{"keystone", "placement", "glance", "neutron"}
 
 // sampleNovaMetadata is the metadata service of the samples' Nova, which the sample computes' agents name.
 const sampleNovaMetadata = "nova-regiontwo-metadata"
@@ -171,7 +176,7 @@ func TestSamplesConvergeAndStayIdle(t *testing.T) {
 	// bootstrap administrator, and its catalog lists what the releases registered; Placement and Glance
 	// answer with that token.
 	t.Run("the sample control plane runs for real", func(t *testing.T) {
-		for _, chart := range sampleControlPlane {
+		for _, chart := range append(slices.Clone(sampleControlPlane), "ovn") {
 			requireRunningOnRealNode(t, local.SampleNamespace, chart)
 		}
 		// The configuration wrote the administrator's clouds.yaml (Secret keystone-clouds, the cloud named
@@ -189,7 +194,7 @@ func TestSamplesConvergeAndStayIdle(t *testing.T) {
 		require.NoError(t, err, "log in with the clouds.yaml of Secret %s", controlplane.CloudsSecret)
 		require.Equal(t, env.SecretValue(t, local.SampleNamespace, "keystone-admin", "OS_REGION_NAME"), eo.Region)
 		catalog := e2e.Catalog(t, provider)
-		for _, typ := range []string{"identity", "placement", "image"} {
+		for _, typ := range []string{"identity", "placement", "image", "network"} {
 			require.Len(t, catalog[typ], 3, "%s's public, internal and admin endpoints in the catalog: %v", typ, catalog)
 		}
 		// The test hosts, where the computes' services run, reach every endpoint the deployment registered
@@ -213,6 +218,13 @@ func TestSamplesConvergeAndStayIdle(t *testing.T) {
 		require.NoError(t, err)
 		_, err = images.List(glance, nil).AllPages(ctx)
 		require.NoError(t, err, "Glance lists images with Keystone's token")
+		neutron, err := openstack.NewNetworkV2(provider, gophercloud.EndpointOpts{})
+		require.NoError(t, err)
+		requireNeutronOnItsOVN(t, neutron)
+		// Neutron's message bus is a vhost of the stack's RabbitMQ, which its release created.
+		vhost, err := env.BrokerAdmin(t, local.SampleNamespace).GetVhost("sample_neutron")
+		require.NoError(t, err, "the neutron release's vhost")
+		require.Equal(t, "sample_neutron", vhost.Name)
 	})
 
 	// The samples are one cloud: the server and the bastion run on the EDPM computes of the Nova the
@@ -386,6 +398,12 @@ func TestSamplesConvergeAndStayIdle(t *testing.T) {
 			require.Empty(t, e2e.QueryStrings(t, db, "SELECT SCHEMA_NAME FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = ?", name), "database %s dropped", name)
 			require.Empty(t, e2e.QueryStrings(t, db, "SELECT User FROM mysql.user WHERE User = ?", name), "user %s dropped", name)
 		}
+		// and neutron's dropped its vhost and bus user.
+		broker := env.BrokerAdmin(t, local.SampleNamespace)
+		_, err = broker.GetVhost("sample_neutron")
+		require.Error(t, err, "vhost sample_neutron dropped")
+		_, err = broker.GetUser("sample_neutron")
+		require.Error(t, err, "bus user sample_neutron dropped")
 		// The clouds.yaml went with its configuration (its owner).
 		require.Eventually(t, func() bool {
 			_, err := env.Kube.CoreV1().Secrets(local.SampleNamespace).Get(ctx, controlplane.CloudsSecret, metav1.GetOptions{})
@@ -648,9 +666,10 @@ func (w testWriter) Write(p []byte) (int, error) {
 // requireRunningOnRealNode checks that chart's API pods in ns are ready containers on the real node.
 func requireRunningOnRealNode(t *testing.T, ns, chart string) {
 	t.Helper()
-	pods, err := env.Kube.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: "component=api,app.kubernetes.io/name=" + chart})
+	// The release's long-running pods (API, server, OVN's central services), not its Jobs'.
+	pods, err := env.Kube.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: "component in (api,server,central),app.kubernetes.io/name=" + chart})
 	require.NoError(t, err)
-	require.NotEmpty(t, pods.Items, "%s-api pods", chart)
+	require.NotEmpty(t, pods.Items, "%s's pods", chart)
 	for _, p := range pods.Items {
 		require.Equal(t, local.RealNode, p.Spec.NodeName, "%s runs on the real node", p.Name)
 		ready := false
@@ -659,4 +678,48 @@ func requireRunningOnRealNode(t *testing.T, ns, chart string) {
 		}
 		require.True(t, ready, "%s is ready", p.Name)
 	}
+}
+
+// requireNeutronOnItsOVN checks that the sample Neutron runs ML2/OVN on the OVN the configuration
+// deployed: a network, a subnet and a router with an interface on it, made through the catalog's network
+// endpoint, appear in that OVN's northbound database, and leave it when deleted (removing the interface
+// runs ovsdb-client, from the server's image).
+func requireNeutronOnItsOVN(t *testing.T, c *gophercloud.ServiceClient) {
+	t.Helper()
+	ctx := context.Background()
+	name := "sf-samples-" + env.Run
+	nw, err := networks.Create(ctx, c, networks.CreateOpts{Name: name}).Extract()
+	require.NoError(t, err, "create a network in the sample Neutron")
+	t.Cleanup(func() { _ = networks.Delete(context.Background(), c, nw.ID).ExtractErr() })
+	sub, err := subnets.Create(ctx, c, subnets.CreateOpts{NetworkID: nw.ID, Name: name, CIDR: "10.250.0.0/24", IPVersion: gophercloud.IPv4}).Extract()
+	require.NoError(t, err)
+	r, err := routers.Create(ctx, c, routers.CreateOpts{Name: name}).Extract()
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = routers.Delete(context.Background(), c, r.ID).ExtractErr() })
+	_, err = routers.AddInterface(ctx, c, r.ID, routers.AddInterfaceOpts{SubnetID: sub.ID}).Extract()
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		_, _ = routers.RemoveInterface(context.Background(), c, r.ID, routers.RemoveInterfaceOpts{SubnetID: sub.ID}).Extract()
+	})
+	require.Contains(t, ovnNorthbound(t, "Logical_Switch"), "neutron-"+nw.ID, "the network is a logical switch of the sample OVN")
+	require.Contains(t, ovnNorthbound(t, "Logical_Router"), "neutron-"+r.ID, "the router is a logical router of the sample OVN")
+
+	_, err = routers.RemoveInterface(ctx, c, r.ID, routers.RemoveInterfaceOpts{SubnetID: sub.ID}).Extract()
+	require.NoError(t, err, "remove the router's interface")
+	require.NoError(t, routers.Delete(ctx, c, r.ID).ExtractErr())
+	require.NoError(t, networks.Delete(ctx, c, nw.ID).ExtractErr())
+	require.NotContains(t, ovnNorthbound(t, "Logical_Switch"), "neutron-"+nw.ID, "the deleted network left the sample OVN")
+	require.NotContains(t, ovnNorthbound(t, "Logical_Router"), "neutron-"+r.ID, "the deleted router left the sample OVN")
+}
+
+// ovnNorthbound lists the names of a table's rows in the northbound database of the sample's ovn
+// release, read with ovn-nbctl in its pod.
+func ovnNorthbound(t *testing.T, table string) []string {
+	t.Helper()
+	kubectl, err := env.Stack.Kubectl()
+	require.NoError(t, err)
+	out, err := exec.Command(kubectl, "--kubeconfig", env.Stack.Kubeconfig, "-n", local.SampleNamespace, "exec", "deploy/ovn-central",
+		"-c", "ovn-ovsdb-nb", "--", "/usr/bin/ovn-nbctl", "--db=unix:/run/ovn/ovnnb_db.sock", "--bare", "--columns=name", "list", table).CombinedOutput()
+	require.NoError(t, err, "ovn-nbctl list %s: %s", table, out)
+	return strings.Fields(string(out))
 }
