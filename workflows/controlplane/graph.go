@@ -19,6 +19,10 @@ type Component struct {
 	// the chart reads exist once the dependency's release is applied. The component is still Deployed only
 	// when its own workloads are Ready, which they cannot be before the dependency's are.
 	InstallsBeside []string
+	// BesideSince names, per dependency in InstallsBeside, the version change that made the pair install
+	// beside after install-beside itself existed: a rollout recorded before that change keeps starting
+	// the component at that dependency's Ready.
+	BesideSince map[string]string
 	// RestartWith lists dependencies whose change must restart this component even when its own values
 	// did not change (it caches something of theirs). Their values hash becomes part of this component's
 	// rendered values, so "restart" is simply "rendered values changed".
@@ -49,7 +53,12 @@ var ControlPlane = Graph{
 	{Name: "glance", DependsOn: []string{"keystone"}, InstallsBeside: []string{"keystone"}, Schedule: map[string]string{"api": RoleControl, "job": RoleControl}},
 	{Name: "placement", DependsOn: []string{"keystone"}, InstallsBeside: []string{"keystone"}, Schedule: map[string]string{"api": RoleControl, "job": RoleControl}},
 	{Name: "nova", DependsOn: []string{"glance", "placement"}, Schedule: map[string]string{"api": RoleControl, "conductor": RoleControl, "scheduler": RoleControl, "job": RoleControl, "compute": RoleCompute}},
-	{Name: "neutron", DependsOn: []string{"placement"}, Schedule: map[string]string{"server": RoleControl, "job": RoleControl, "agent": RoleCompute}},
+	// neutron's chart waits for Keystone and OVN itself and uses nothing of placement's: it installs once
+	// keystone's and placement's releases are applied (keystone, which placement depends on, is named so
+	// that neutron can install beside it too).
+	{Name: "neutron", DependsOn: []string{"keystone", "placement"}, InstallsBeside: []string{"keystone", "placement"},
+		BesideSince: map[string]string{"keystone": ChangeNeutronBeside, "placement": ChangeNeutronBeside},
+		Schedule:    map[string]string{"server": RoleControl, "job": RoleControl, "agent": RoleCompute}},
 	{Name: "cinder", DependsOn: []string{"keystone"}, Schedule: map[string]string{"api": RoleControl, "job": RoleControl, "volume": RoleControl}},
 	{Name: "heat", DependsOn: []string{"keystone"}, Schedule: map[string]string{"api": RoleControl, "job": RoleControl, "engine": RoleControl}},
 	{Name: "barbican", DependsOn: []string{"keystone"}, Schedule: map[string]string{"api": RoleControl, "job": RoleControl}},
@@ -90,6 +99,11 @@ func (g Graph) Validate() error {
 		for _, b := range c.InstallsBeside {
 			if !slices.Contains(c.DependsOn, b) {
 				return fmt.Errorf("component %s installs beside %s, which it does not depend on", c.Name, b)
+			}
+		}
+		for b := range c.BesideSince {
+			if !slices.Contains(c.InstallsBeside, b) {
+				return fmt.Errorf("component %s names a version change for installing beside %s, which it does not install beside", c.Name, b)
 			}
 		}
 	}

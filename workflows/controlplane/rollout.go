@@ -65,6 +65,8 @@ const (
 	// ChangeInstallBeside: a rollout starts a component once the dependencies it installs beside are
 	// applied (RolloutPlan.Beside), and cancels it when one of them fails.
 	ChangeInstallBeside = "rollout-install-beside"
+	// ChangeNeutronBeside: neutron installs beside keystone and placement (Component.BesideSince).
+	ChangeNeutronBeside = "rollout-neutron-beside"
 )
 
 // RolloutComponentWorkflow rolls out one component's Helm release: it recovers a release stuck in a
@@ -275,6 +277,7 @@ func executeRollout(ctx workflow.Context, lc *object.Lifecycle, kind, namespace 
 				report()
 			}
 		})
+		plan.Beside = besideAsRecorded(ctx, ControlPlane, plan.Beside)
 	} else {
 		plan.Beside = nil
 	}
@@ -367,4 +370,23 @@ func executeRollout(ctx workflow.Context, lc *object.Lifecycle, kind, namespace 
 			out.err = ctx.Err()
 		}
 	}
+}
+
+// besideAsRecorded drops from beside the pairs whose version change (Component.BesideSince) a run
+// recorded before: such a run started the component at that dependency's Ready. The changes are asked
+// in the graph's order, so every replay asks the same ones.
+func besideAsRecorded(ctx workflow.Context, g Graph, beside map[string][]string) map[string][]string {
+	var out map[string][]string
+	for _, c := range g {
+		for _, need := range beside[c.Name] {
+			if change, ok := c.BesideSince[need]; ok && workflow.GetVersion(ctx, change, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+				continue
+			}
+			if out == nil {
+				out = map[string][]string{}
+			}
+			out[c.Name] = append(out[c.Name], need)
+		}
+	}
+	return out
 }

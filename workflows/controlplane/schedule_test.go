@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/stackflow/stackflow/activities/helm"
 )
@@ -19,7 +21,7 @@ func TestScheduleRollout(t *testing.T) {
 	}
 	plan, err := PlanRollout(ControlPlane, rendered, map[string]helm.ReleaseInfo{})
 	require.NoError(t, err)
-	require.Equal(t, map[string][]string{"glance": {"keystone"}, "placement": {"keystone"}}, plan.Beside)
+	require.Equal(t, map[string][]string{"glance": {"keystone"}, "placement": {"keystone"}, "neutron": {"keystone", "placement"}}, plan.Beside)
 	const (
 		P = ComponentPending
 		R = ComponentDeploying
@@ -47,6 +49,12 @@ func TestScheduleRollout(t *testing.T) {
 			applied: map[string]bool{"glance": true}},
 		{name: "a failed keystone blocks what could have installed beside it", state: map[string]string{"mariadb": D, "memcached": D, "rabbitmq": D, "keystone": F},
 			applied: map[string]bool{"keystone": true}, blocked: map[string]string{"glance": "keystone", "placement": "keystone", "nova": "keystone", "neutron": "keystone", "horizon": "keystone"}},
+		{name: "neutron installs beside keystone and placement once both releases are applied", state: map[string]string{"mariadb": D, "memcached": D, "rabbitmq": D, "keystone": R, "glance": R, "placement": R},
+			applied: map[string]bool{"keystone": true, "placement": true}, start: []string{"neutron"}},
+		{name: "not before placement's release is applied", state: map[string]string{"mariadb": D, "memcached": D, "rabbitmq": D, "keystone": R, "glance": R, "placement": R},
+			applied: map[string]bool{"keystone": true}},
+		{name: "a failed placement blocks neutron started beside it", state: map[string]string{"mariadb": D, "memcached": D, "rabbitmq": D, "keystone": D, "glance": D, "placement": F},
+			applied: map[string]bool{"placement": true}, blocked: map[string]string{"neutron": "placement", "nova": "placement", "horizon": "placement"}},
 		{name: "neutron needs placement only, not glance", state: map[string]string{"mariadb": D, "memcached": D, "rabbitmq": D, "keystone": D, "glance": R, "placement": D},
 			start: []string{"neutron"}},
 		{name: "nova needs glance too", state: map[string]string{"mariadb": D, "memcached": D, "rabbitmq": D, "keystone": D, "glance": D, "placement": D, "neutron": R},
@@ -63,6 +71,34 @@ func TestScheduleRollout(t *testing.T) {
 			got := ScheduleRollout(plan, tc.state, tc.applied)
 			require.Equal(t, tc.start, got.Start)
 			require.Equal(t, tc.blocked, got.Blocked)
+		})
+	}
+}
+
+// TestBesideAsRecorded: a run recorded before neutron installed beside keystone and placement (its
+// version change at DefaultVersion) keeps starting neutron at their Ready; a new run installs it beside.
+func TestBesideAsRecorded(t *testing.T) {
+	beside := map[string][]string{"glance": {"keystone"}, "neutron": {"keystone", "placement"}, "placement": {"keystone"}}
+	for _, tc := range []struct {
+		name    string
+		version workflow.Version
+		want    map[string][]string
+	}{
+		{name: "new run", version: 1, want: beside},
+		{name: "run recorded before the change", version: workflow.DefaultVersion,
+			want: map[string][]string{"glance": {"keystone"}, "placement": {"keystone"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var ts testsuite.WorkflowTestSuite
+			env := ts.NewTestWorkflowEnvironment()
+			env.OnGetVersion(ChangeNeutronBeside, workflow.DefaultVersion, 1).Return(tc.version)
+			env.ExecuteWorkflow(func(ctx workflow.Context) (map[string][]string, error) {
+				return besideAsRecorded(ctx, ControlPlane, beside), nil
+			})
+			require.NoError(t, env.GetWorkflowError())
+			var got map[string][]string
+			require.NoError(t, env.GetWorkflowResult(&got))
+			require.Equal(t, tc.want, got)
 		})
 	}
 }
