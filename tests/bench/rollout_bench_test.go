@@ -44,13 +44,15 @@ func BenchmarkFullRollout(b *testing.B) {
 }
 
 // realRolloutComponents are the charts that run their services for real.
-var realRolloutComponents = []string{"keystone", "glance", "placement"}
+var realRolloutComponents = []string{"ovn", "keystone", "glance", "placement", "neutron"}
 
-// BenchmarkRealRollout is FullRollout on real services: Keystone, with Glance and Placement installed beside it, each a real
-// API on the stack's real node with its database on the stack's MariaDB (the infrastructure external, as
-// in make run's sample profile), so a component is Ready when its API answers. The plain script installs
-// the same charts with the same values (`--wait --wait-for-jobs`), and uninstalls them after, as
-// stackflow's teardown does, so the databases their hooks created are dropped on both sides.
+// BenchmarkRealRollout is FullRollout on real services: Keystone, with Glance and Placement installed
+// beside it, Neutron (ML2/OVN) after Placement, and OVN's central services from the start, each on the
+// stack's real node with its database on the stack's MariaDB and Neutron's vhost on its RabbitMQ (the
+// infrastructure external, as in make run's sample profile), so a component is Ready when its API
+// answers. The plain script installs the same charts with the same values (`--wait --wait-for-jobs`),
+// and uninstalls them after, as stackflow's teardown does, so the databases and vhosts their hooks
+// created are dropped on both sides.
 func BenchmarkRealRollout(b *testing.B) {
 	real := map[string]any{"node_selector_key": local.RealNodeLabel, "node_selector_value": "true"}
 	runRolloutBench(b, rolloutBench{
@@ -58,27 +60,46 @@ func BenchmarkRealRollout(b *testing.B) {
 		external:   []string{"mariadb", "rabbitmq", "memcached"},
 		waitJobs:   true,
 		values: func(ns, c string) map[string]any {
-			db := strings.ReplaceAll(ns, "-", "_") + "_" + c
-			return map[string]any{
-				"labels": map[string]any{"api": real, "job": real},
+			v := map[string]any{
 				"pod": map[string]any{"tolerations": map[string]any{c: map[string]any{"enabled": true, "tolerations": []any{
 					map[string]any{"key": local.RealNodeTaint.Key, "operator": "Equal", "value": local.RealNodeTaint.Value, "effect": string(local.RealNodeTaint.Effect)},
 				}}}},
-				"endpoints": map[string]any{"oslo_db": map[string]any{
+			}
+			if c == "ovn" {
+				v["labels"] = map[string]any{"ovn_ovsdb_nb": real, "ovn_ovsdb_sb": real, "ovn_northd": real}
+				return v
+			}
+			db := strings.ReplaceAll(ns, "-", "_") + "_" + c
+			endpoints := map[string]any{"oslo_db": map[string]any{
+				"hosts": map[string]any{"default": local.HostGateway},
+				"port":  map[string]any{"mysql": map[string]any{"default": local.MariaDBPort}},
+				"path":  "/" + db,
+				"auth":  map[string]any{c: map[string]any{"username": db}},
+			}}
+			v["labels"] = map[string]any{"api": real, "job": real}
+			if c == "neutron" {
+				v["labels"] = map[string]any{"server": real, "job": real}
+				endpoints["oslo_messaging"] = map[string]any{
 					"hosts": map[string]any{"default": local.HostGateway},
-					"port":  map[string]any{"mysql": map[string]any{"default": local.MariaDBPort}},
 					"path":  "/" + db,
 					"auth":  map[string]any{c: map[string]any{"username": db}},
-				}},
-				"manifests": map[string]any{"job_db_drop": true},
+				}
 			}
+			v["endpoints"] = endpoints
+			v["manifests"] = map[string]any{"job_db_drop": true}
+			return v
 		},
 		prepare: func(env *e2e.Env, ns string) error {
-			admin, err := env.Kube.CoreV1().Secrets(local.SystemNamespace).Get(context.Background(), local.DatabaseAdminSecretName, metav1.GetOptions{})
-			if err != nil {
-				return err
+			for _, name := range []string{local.DatabaseAdminSecretName, local.MessageBusAdminSecretName} {
+				admin, err := env.Kube.CoreV1().Secrets(local.SystemNamespace).Get(context.Background(), name, metav1.GetOptions{})
+				if err != nil {
+					return err
+				}
+				if err := env.CreateSecret(context.Background(), ns, name, admin.Data); err != nil {
+					return err
+				}
 			}
-			return env.CreateSecret(context.Background(), ns, local.DatabaseAdminSecretName, admin.Data)
+			return nil
 		},
 	})
 }
