@@ -47,10 +47,10 @@ func BenchmarkFullRollout(b *testing.B) {
 var realRolloutComponents = []string{"ovn", "keystone", "glance", "placement", "neutron"}
 
 // BenchmarkRealRollout is FullRollout on real services: Keystone, with Glance and Placement installed
-// beside it, Neutron (ML2/OVN) after Placement, and OVN's central services from the start, each on the
-// stack's real node with its database on the stack's MariaDB and Neutron's vhost on its RabbitMQ (the
-// infrastructure external, as in make run's sample profile), so a component is Ready when its API
-// answers. The plain script installs the same charts with the same values (`--wait --wait-for-jobs`),
+// beside it and Neutron (ML2/OVN) beside Keystone and Placement, and OVN's central services from the
+// start, each on the stack's real node with its database on the stack's MariaDB and Neutron's vhost on
+// its RabbitMQ (the infrastructure external, as in make run's sample profile), so a component is Ready
+// when its API answers. The plain script installs the same charts with the same values (`--wait --wait-for-jobs`),
 // and uninstalls them after, as stackflow's teardown does, so the databases and vhosts their hooks
 // created are dropped on both sides.
 func BenchmarkRealRollout(b *testing.B) {
