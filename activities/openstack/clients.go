@@ -77,45 +77,9 @@ func (o *OpenStack) clientsFor(ctx context.Context, id Identity) (*osClients, er
 	if c != nil && c.version == version {
 		return c, nil
 	}
-	yml, ok := sec.Data[CloudsYAMLKey]
-	if !ok {
-		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("identity Secret %s/%s has no key %s", id.Namespace, id.SecretName, CloudsYAMLKey), ErrOSCredentials, nil)
-	}
-	cloud, err := cloudName(id, sec.Data, yml)
+	provider, eo, err := authenticate(ctx, id, sec.Data)
 	if err != nil {
 		return nil, err
-	}
-	// Only the Secret's content counts: no file on this machine and no OS_* variable may leak in.
-	opts := []clouds.ParseOption{clouds.WithCloudsYAML(bytes.NewReader(yml)), clouds.WithCloudName(cloud),
-		clouds.WithLocations(), clouds.WithSecureYAML(bytes.NewReader([]byte("clouds: {}\n")))}
-	if id.Region != "" {
-		opts = append(opts, clouds.WithRegion(id.Region))
-	}
-	ao, eo, tlsCfg, err := clouds.Parse(opts...)
-	if err != nil {
-		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("identity %s: %v", id, err), ErrOSCredentials, err)
-	}
-	if ca, ok := sec.Data[CACertKey]; ok {
-		// The Secret's CA bundle, as CAPO's identity Secrets carry it next to clouds.yaml.
-		if tlsCfg == nil {
-			tlsCfg = &tls.Config{MinVersion: tls.VersionTLS12}
-		}
-		if tlsCfg.RootCAs == nil {
-			if tlsCfg.RootCAs, err = x509.SystemCertPool(); err != nil {
-				tlsCfg.RootCAs = x509.NewCertPool()
-			}
-		}
-		tlsCfg.RootCAs.AppendCertsFromPEM(ca)
-	}
-	ao.AllowReauth = true
-	var provider *gophercloud.ProviderClient
-	if tlsCfg != nil {
-		provider, err = config.NewProviderClient(ctx, ao, config.WithTLSConfig(tlsCfg))
-	} else {
-		provider, err = config.NewProviderClient(ctx, ao)
-	}
-	if err != nil {
-		return nil, classifyOS("authenticate with "+id.String(), err)
 	}
 	nc := &osClients{version: version}
 	ceo := eo
@@ -144,6 +108,53 @@ func (o *OpenStack) clientsFor(ctx context.Context, id Identity) (*osClients, er
 	o.clients[key] = nc
 	o.mu.Unlock()
 	return nc, nil
+}
+
+// authenticate logs in with the cloud of an identity Secret's data, returning the provider and the
+// cloud's endpoint options.
+func authenticate(ctx context.Context, id Identity, data map[string][]byte) (*gophercloud.ProviderClient, gophercloud.EndpointOpts, error) {
+	var eo gophercloud.EndpointOpts
+	yml, ok := data[CloudsYAMLKey]
+	if !ok {
+		return nil, eo, temporal.NewNonRetryableApplicationError(fmt.Sprintf("identity Secret %s/%s has no key %s", id.Namespace, id.SecretName, CloudsYAMLKey), ErrOSCredentials, nil)
+	}
+	cloud, err := cloudName(id, data, yml)
+	if err != nil {
+		return nil, eo, err
+	}
+	// Only the Secret's content counts: no file on this machine and no OS_* variable may leak in.
+	opts := []clouds.ParseOption{clouds.WithCloudsYAML(bytes.NewReader(yml)), clouds.WithCloudName(cloud),
+		clouds.WithLocations(), clouds.WithSecureYAML(bytes.NewReader([]byte("clouds: {}\n")))}
+	if id.Region != "" {
+		opts = append(opts, clouds.WithRegion(id.Region))
+	}
+	ao, eo, tlsCfg, err := clouds.Parse(opts...)
+	if err != nil {
+		return nil, eo, temporal.NewNonRetryableApplicationError(fmt.Sprintf("identity %s: %v", id, err), ErrOSCredentials, err)
+	}
+	if ca, ok := data[CACertKey]; ok {
+		// The Secret's CA bundle, as CAPO's identity Secrets carry it next to clouds.yaml.
+		if tlsCfg == nil {
+			tlsCfg = &tls.Config{MinVersion: tls.VersionTLS12}
+		}
+		if tlsCfg.RootCAs == nil {
+			if tlsCfg.RootCAs, err = x509.SystemCertPool(); err != nil {
+				tlsCfg.RootCAs = x509.NewCertPool()
+			}
+		}
+		tlsCfg.RootCAs.AppendCertsFromPEM(ca)
+	}
+	ao.AllowReauth = true
+	var provider *gophercloud.ProviderClient
+	if tlsCfg != nil {
+		provider, err = config.NewProviderClient(ctx, ao, config.WithTLSConfig(tlsCfg))
+	} else {
+		provider, err = config.NewProviderClient(ctx, ao)
+	}
+	if err != nil {
+		return nil, eo, classifyOS("authenticate with "+id.String(), err)
+	}
+	return provider, eo, nil
 }
 
 // cloudName is the identity's cloud: its CloudName, else the Secret's "cloud" key, else the only cloud of

@@ -3,6 +3,7 @@ package nova
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"regexp"
 	"strings"
 	"testing"
@@ -52,8 +53,9 @@ discover_hosts_in_cells_interval = 5
 `
 
 // novaManifest is the Nova CR: cell0, cell1 and cell2 (each of the two with a message bus of its own),
-// every database and vhost created by the Nova with the stack's administrators, the global metadata
-// service and cell1's console proxy, services on the real node from the Nova image.
+// every database and vhost created by the Nova with the stack's administrators, its Keystone user too
+// (keystoneAdminSecret, which also gives Keystone's endpoint), the global metadata service and cell1's
+// console proxy, services on the real node from the Nova image.
 func novaManifest() string {
 	return fmt.Sprintf(`
 apiVersion: nova.openstack.org/v1beta1
@@ -61,7 +63,8 @@ kind: Nova
 metadata: {name: nova}
 spec:
   secret: %[1]s
-  keystoneAuthURL: http://%[2]s:5000/v3
+  keystoneAdminSecret: %[10]s
+  serviceUser: %[11]s
   region: %[3]s
   nodeSelector: {%[4]s: "true"}
   tolerations: [{key: %[4]s, operator: Exists, effect: NoSchedule}]
@@ -85,7 +88,24 @@ spec:
   flavors:
   - {name: m1.tiny, vcpus: 1, ram: 512, disk: 1}
 `, local.ServiceSecretName, local.HostGateway, NovaRegion, local.RealNodeLabel, local.ImageRef(e2e.NovaImage),
-		env.Run, local.DatabaseAdminSecretName, local.MessageBusAdminSecretName, apiPort)
+		env.Run, local.DatabaseAdminSecretName, local.MessageBusAdminSecretName, apiPort, local.CloudsSecretName, serviceUser())
+}
+
+// serviceUser is the Keystone user the test's Nova makes for itself.
+func serviceUser() string { return env.Run + "-nova" }
+
+// serviceUserLogin logs in as the Nova's service user, scoped to project service (so it holds a role
+// there), with the password of the Nova's Secret.
+func serviceUserLogin(t *testing.T) error {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	_, err := openstack.AuthenticatedClient(ctx, gophercloud.AuthOptions{
+		IdentityEndpoint: "http://" + local.HostGateway + ":5000/v3", Username: serviceUser(), DomainName: "Default",
+		Password: secretValue(t, local.ServiceSecretName, "NovaPassword"),
+		Scope:    &gophercloud.AuthScope{ProjectName: "service", DomainName: "Default"},
+	})
+	return err
 }
 
 // TestNovaControlPlane is the Nova control plane's life on the real stack, in one flow: a Nova with
@@ -167,6 +187,13 @@ spec: {role: compute, hostName: %s, ansibleHost: %s, deploy: true}
 	waitReady(t, gvrNova, "nova", 12*time.Minute)
 	t.Logf("FIGURE: Nova with cell0, cell1 and cell2 Ready %s after it was created", time.Since(novaStart).Round(time.Second))
 	forbidSecrets(t)
+
+	// The Nova made its Keystone user, a member of project service; its API registered its endpoints and
+	// created the flavor as that user (checked below).
+	inputs := e2e.Condition(get(t, gvrNova, "nova"), "InputsReady")
+	require.Equal(t, "ServiceUserReady", inputs.Reason, inputs.Message)
+	require.Contains(t, inputs.Message, "Keystone user "+serviceUser()+" at http://"+local.HostGateway+":5000/v3 created by this Nova")
+	require.NoError(t, serviceUserLogin(t), "the Nova's service user logs in to project service")
 
 	// Every service a container on the real node, which loaded its merged configuration.
 	for _, inst := range []string{"nova-api", "nova-scheduler", "nova-metadata", "nova-cell0-conductor", "nova-cell1-conductor", "nova-cell1-novncproxy", "nova-cell2-conductor"} {
@@ -385,6 +412,8 @@ spec: {role: compute, hostName: %s, ansibleHost: %s, deploy: true}
 	deleteAndWait(t, gvrConductor, "byhand-conductor")
 	deleteAndWait(t, gvrNode, "edpm-compute-0")
 	deleteAndWait(t, gvrNova, "nova")
+	err = serviceUserLogin(t)
+	require.True(t, gophercloud.ResponseCodeIs(err, http.StatusUnauthorized), "the Nova's service user went with it: %v", err)
 	svcs, err := env.Kube.CoreV1().Services(ns).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/managed-by=stackflow"})
 	require.NoError(t, err)
 	require.Empty(t, svcs.Items, "the services' Services went with them")
@@ -422,7 +451,8 @@ spec: {role: compute, hostName: %s, ansibleHost: %s, deploy: true}
 }
 
 // badInput applies what a user gets wrong and checks each is said in a condition: a Nova whose Secret
-// does not exist, a metadata service of a cell nobody serves, a second NovaCell claiming cell0 on the
+// does not exist, a Nova whose Keystone administrator's Secret does not exist (one naming no Keystone at
+// all is refused at admission), a metadata service of a cell nobody serves, a second NovaCell claiming cell0 on the
 // Nova's API database; a Nova naming cell0 twice in cellTemplates does not even reach the API server's
 // storage.
 func badInput(t *testing.T) {
@@ -472,8 +502,31 @@ spec:
 		Param("fieldValidation", "Strict").SetHeader("Content-Type", "application/json").Body([]byte(raw)).Do(ctx).Error()
 	require.ErrorContains(t, err, `duplicate field "spec.cellTemplates.cell0"`)
 
+	// Keystone named neither way: refused at admission, saying what is missing.
+	raw = fmt.Sprintf(`{"apiVersion":"nova.openstack.org/v1beta1","kind":"Nova","metadata":{"name":"nokeystone","namespace":%q},
+"spec":{"secret":"osp-secret","apiDatabase":{"hostname":"127.0.0.1"},"apiMessageBus":{"transportURLSecret":"nova-api-transport"},
+"cellTemplates":{"cell0":{"cellDatabase":{"hostname":"127.0.0.1"}}}}}`, ns)
+	err = env.Kube.Discovery().RESTClient().Post().AbsPath("/apis/nova.openstack.org/v1beta1/namespaces/"+ns+"/novas").
+		SetHeader("Content-Type", "application/json").Body([]byte(raw)).Do(ctx).Error()
+	require.ErrorContains(t, err, "keystoneAuthURL or keystoneAdminSecret is required")
+	// An administrator's Secret that does not exist: said in InputsReady, before any database is made.
+	create(t, gvrNova, fmt.Sprintf(`
+apiVersion: nova.openstack.org/v1beta1
+kind: Nova
+metadata: {name: noadmin}
+spec:
+  secret: %[1]s
+  keystoneAdminSecret: no-such-clouds
+  apiDatabase: {hostname: 127.0.0.1, database: %[2]s_bad_admin_api, adminSecret: %[3]s}
+  apiMessageBus: {transportURLSecret: nova-api-transport}
+  cellTemplates:
+    cell0: {cellDatabase: {hostname: 127.0.0.1, database: %[2]s_bad_admin_cell0, adminSecret: %[3]s}}
+`, local.ServiceSecretName, env.Run, local.DatabaseAdminSecretName))
+
 	c := waitCondition(t, gvrNova, "nosecret", "InputsReady", "SecretMissing", 2*time.Minute)
 	require.Contains(t, c.Message, ns+"/no-such-secret")
+	c = waitCondition(t, gvrNova, "noadmin", "InputsReady", "OpenStackCredentials", 2*time.Minute)
+	require.Contains(t, c.Message, ns+"/no-such-clouds not found")
 	c = waitCondition(t, gvrMetadata, "cell9-metadata", "InputsReady", "UnknownCell", 2*time.Minute)
 	require.Contains(t, c.Message, `cell "cell9"`)
 	c = waitCondition(t, gvrCell, "cell0-again", "CellMapped", "DuplicateCell", 2*time.Minute)
@@ -484,6 +537,7 @@ spec:
 	_, err = env.Kube.AppsV1().Deployments(ns).Get(ctx, "cell0-again-conductor", metav1.GetOptions{})
 	require.Error(t, err)
 	deleteAndWait(t, gvrNova, "nosecret")
+	deleteAndWait(t, gvrNova, "noadmin")
 	deleteAndWait(t, gvrMetadata, "cell9-metadata")
 	deleteAndWait(t, gvrCell, "cell0-again")
 }

@@ -42,6 +42,10 @@ type novaRecord struct {
 	Services  []string                          `json:"services,omitempty"`
 	Databases map[string]database.DatabaseInput `json:"databases,omitempty"`
 	Vhosts    map[string]messagebus.VhostInput  `json:"vhosts,omitempty"`
+	// ServiceUsers are the Keystone users the Nova made as keystoneAdminSecret's administrator, recorded
+	// before they are made: the current one, and one the spec replaced until the services have moved
+	// off it.
+	ServiceUsers []openstack.ServiceUserInput `json:"serviceUsers,omitempty"`
 }
 
 type novaReconciler struct{}
@@ -204,17 +208,19 @@ func (r *novaReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycle, o
 	if n.rec.Databases == nil {
 		n.rec.Databases, n.rec.Vhosts = map[string]database.DatabaseInput{}, map[string]messagebus.VhostInput{}
 	}
-	// The steps in order, each named as the status shows it.
-	for _, step := range []struct {
+	// The steps in order, each named as the status shows it. Only a spec naming keystoneAdminSecret (a
+	// field newer than the runs recorded before it) has the service-user step.
+	type step struct {
 		name string
 		run  func(workflow.Context) error
-	}{
-		{"secrets", n.handDownSecrets},
-		{"databases", n.ensureDatabases},
-		{"message buses", n.ensureMessageBuses},
-		{"cell0", n.deployCell0},
-		{"cells, then services", n.deployCellsThenServices},
-	} {
+	}
+	steps := []step{{"secrets", n.handDownSecrets}}
+	if s.KeystoneAdminSecret != "" {
+		steps = append(steps, step{"service user", n.ensureServiceUser})
+	}
+	steps = append(steps, step{"databases", n.ensureDatabases}, step{"message buses", n.ensureMessageBuses},
+		step{"cell0", n.deployCell0}, step{"cells, then services", n.deployCellsThenServices})
+	for _, step := range steps {
 		if err := lc.Step(ctx, step.name); err != nil {
 			return err
 		}
@@ -225,6 +231,10 @@ func (r *novaReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycle, o
 	if err := n.removeDroppedCells(ctx); err != nil {
 		return err
 	}
+	if err := n.removeReplacedServiceUsers(ctx); err != nil {
+		return err
+	}
+	s = n.spec
 	// Only a spec with flavors (a field newer than the runs recorded before it) takes this path.
 	if len(s.Flavors) > 0 && workflow.GetVersion(ctx, ChangeFlavors, workflow.DefaultVersion, 1) == 1 {
 		if err := lc.Step(ctx, "flavors"); err != nil {
@@ -235,7 +245,7 @@ func (r *novaReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycle, o
 		}
 	}
 	var cells []novav1beta1.CellSummary
-	for _, cell := range workflow.DeterministicKeys(plan.Cells) {
+	for _, cell := range workflow.DeterministicKeys(n.plan.Cells) {
 		cells = append(cells, novav1beta1.CellSummary{Name: cell, NovaCell: cellCR(n.name, cell), Ready: true})
 	}
 	_ = lc.SetField(ctx, "cells", cells)
@@ -295,6 +305,66 @@ func (n *novaRun) handDownSecrets(ctx workflow.Context) error {
 	}
 	lc.SetCondition(ctx, metav1.Condition{Type: ConditionInputsReady, Status: metav1.ConditionTrue, Reason: "SecretsPresent", Message: "Secret " + secret + " handed down"})
 	return nil
+}
+
+// serviceUser is the Keystone user the spec asks the Nova to make.
+func (n *novaRun) serviceUser() openstack.ServiceUserInput {
+	return openstack.ServiceUserInput{Admin: openstack.CloudSecret{Namespace: n.ns, Name: n.spec.KeystoneAdminSecret},
+		User: firstNonEmpty(n.spec.ServiceUser, "nova"), Password: kube.SecretKeyRef{Namespace: n.ns, Name: n.secret, Key: KeyService},
+		Owner: owner(n.lc.Ref)}
+}
+
+// ensureServiceUser makes the service user as Keystone's administrator (recorded first, so a teardown
+// finds it), and takes Keystone's endpoint from the administrator's clouds.yaml when the spec names
+// none: the plan is made again with it, so the cells and services are given it.
+func (n *novaRun) ensureServiceUser(ctx workflow.Context) error {
+	u := n.serviceUser()
+	if !slices.ContainsFunc(n.rec.ServiceUsers, u.Same) {
+		n.rec.ServiceUsers = append(n.rec.ServiceUsers, u)
+		if err := n.lc.Save(n.rec); err != nil {
+			return err
+		}
+	}
+	var res openstack.ServiceUserResult
+	if err := workflow.ExecuteActivity(infraActivity(ctx), osActs.EnsureServiceUser, u).Get(ctx, &res); err != nil {
+		n.lc.SetCondition(ctx, metav1.Condition{Type: ConditionInputsReady, Status: metav1.ConditionFalse, Reason: object.FailureReason(err), Message: object.FailureMessage(err)})
+		return fmt.Errorf("service user %s: %w", u.User, err)
+	}
+	if n.spec.KeystoneAuthURL == "" {
+		n.spec.KeystoneAuthURL = res.AuthURL
+		plan, err := NovaPlanFor(n.lc.Ref, n.spec)
+		if err != nil {
+			return err
+		}
+		n.plan = plan
+	}
+	how := "adopted (it was there before: the Nova leaves it when it goes)"
+	if res.Owned {
+		how = "created by this Nova"
+	}
+	n.lc.SetCondition(ctx, metav1.Condition{Type: ConditionInputsReady, Status: metav1.ConditionTrue, Reason: "ServiceUserReady",
+		Message: fmt.Sprintf("Secret %s handed down; Keystone user %s at %s %s, with roles admin and service in project service", n.secret, u.User, res.AuthURL, how)})
+	return nil
+}
+
+// removeReplacedServiceUsers deletes the service users the spec no longer names, once the services use
+// the current one.
+func (n *novaRun) removeReplacedServiceUsers(ctx workflow.Context) error {
+	var kept []openstack.ServiceUserInput
+	for _, u := range n.rec.ServiceUsers {
+		if n.spec.KeystoneAdminSecret != "" && u.Same(n.serviceUser()) {
+			kept = append(kept, u)
+			continue
+		}
+		if err := workflow.ExecuteActivity(infraActivity(ctx), osActs.DeleteServiceUser, u).Get(ctx, nil); err != nil {
+			return fmt.Errorf("delete replaced service user %s: %w", u.User, err)
+		}
+	}
+	if len(kept) == len(n.rec.ServiceUsers) {
+		return nil
+	}
+	n.rec.ServiceUsers = kept
+	return n.lc.Save(n.rec)
 }
 
 // ensureDatabases records the databases and message buses first (a teardown finds them), then creates
@@ -623,6 +693,12 @@ func (r *novaReconciler) Teardown(ctx workflow.Context, lc *object.Lifecycle) er
 	for _, id := range workflow.DeterministicKeys(rec.Vhosts) {
 		if err := workflow.ExecuteActivity(infraActivity(ctx), buses.DeleteVhost, rec.Vhosts[id]).Get(ctx, nil); err != nil {
 			return fmt.Errorf("delete vhost %s: %w", rec.Vhosts[id].Vhost, err)
+		}
+	}
+	// Last: the services deregistered their endpoints as this user.
+	for _, u := range rec.ServiceUsers {
+		if err := workflow.ExecuteActivity(infraActivity(ctx), osActs.DeleteServiceUser, u).Get(ctx, nil); err != nil {
+			return fmt.Errorf("delete service user %s: %w", u.User, err)
 		}
 	}
 	return nil

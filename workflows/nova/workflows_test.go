@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	corev1 "k8s.io/api/core/v1"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -376,4 +377,104 @@ func (f *fakeCluster) lastPhase() string {
 		}
 	}
 	return ""
+}
+
+// A Nova naming keystoneAdminSecret makes its service user as that administrator before anything uses
+// it (a reference to the handed-down password, never the value), gives its cells and services the
+// Keystone endpoint of the administrator's clouds.yaml (the spec names none), creates its flavors there,
+// and deletes the user last when it goes, after the services that deregister as it.
+func TestNovaMakesItsServiceUserAndRemovesItLast(t *testing.T) {
+	spec := novav1beta1.NovaSpec{
+		NovaServiceAuth:     novav1beta1.NovaServiceAuth{Secret: "osp-secret", ServiceUser: "nova-two", Region: "RegionTwo"},
+		KeystoneAdminSecret: "keystone-clouds",
+		APIDatabase:         novav1beta1.DatabaseAccess{Hostname: "127.0.0.1", AdminSecret: "db-admin"},
+		APIMessageBus:       novav1beta1.MessageBusAccess{AdminSecret: "mq-admin", TransportURLSecret: "nova-api-transport"},
+		CellTemplates: map[string]novav1beta1.NovaCellTemplate{
+			"cell0": {CellDatabase: novav1beta1.DatabaseAccess{Hostname: "127.0.0.1", AdminSecret: "db-admin"}},
+		},
+		Flavors: []novav1beta1.Flavor{{Name: "m1.tiny", VCPUs: 1, RAM: 512, Disk: 1}},
+	}
+	const authURL = "http://10.96.0.9:5000/v3"
+	f := &fakeCluster{spec: mustJSON(t, spec)}
+	env := newEnv(t, f, KindNova, NovaWorkflow)
+	env.RegisterActivity(&database.Database{})
+	env.RegisterActivity(&messagebus.MessageBus{})
+	var mu sync.Mutex
+	var calls []string
+	record := func(s string) {
+		mu.Lock()
+		defer mu.Unlock()
+		calls = append(calls, s)
+	}
+	env.OnActivity(kubeActs.CheckSecret, mock.Anything, mock.Anything).Return(&kube.SecretPresence{Exists: true}, nil)
+	env.OnActivity(kubeActs.CopySecretKeys, mock.Anything, mock.Anything).Return(nil)
+	env.OnActivity(kubeActs.GenerateSecretKey, mock.Anything, mock.Anything, mock.Anything).Return(nil)
+	env.OnActivity(dbs.EnsureDatabase, mock.Anything, mock.Anything).Return(func(context.Context, database.DatabaseInput) error { record("database"); return nil })
+	env.OnActivity(buses.EnsureVhost, mock.Anything, mock.Anything).Return(nil)
+	children := map[string]json.RawMessage{}
+	env.OnActivity(kubeActs.ApplyChild, mock.Anything, mock.Anything).Return(func(_ context.Context, in kube.ChildInput) (string, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		children[in.Ref.Kind+"/"+in.Ref.Name] = in.Spec
+		return "uid", nil
+	})
+	env.OnActivity(kubeActs.GetObjectStatus, mock.Anything, mock.Anything).Return(&kube.ObjectStatus{Exists: true, Generation: 1, ObservedGeneration: 1,
+		Conditions: []metav1.Condition{{Type: lifecycle.ConditionReady, Status: metav1.ConditionTrue}}}, nil)
+	var flavors []openstack.FlavorsInput
+	env.OnActivity(osActs.EnsureFlavors, mock.Anything, mock.Anything).Return(func(_ context.Context, in openstack.FlavorsInput) (*openstack.FlavorsResult, error) {
+		flavors = append(flavors, in)
+		return &openstack.FlavorsResult{}, nil
+	})
+	var made, deleted []openstack.ServiceUserInput
+	env.OnActivity(osActs.EnsureServiceUser, mock.Anything, mock.Anything).Return(func(_ context.Context, in openstack.ServiceUserInput) (*openstack.ServiceUserResult, error) {
+		record("user")
+		made = append(made, in)
+		return &openstack.ServiceUserResult{AuthURL: authURL, Owned: true}, nil
+	})
+	env.OnActivity(kubeActs.ListObjects, mock.Anything, mock.Anything).Return([]kube.ListedObject{}, nil)
+	env.OnActivity(kubeActs.DeleteObject, mock.Anything, mock.Anything).Return(func(context.Context, lifecycle.ObjectRef) error { record("delete child"); return nil })
+	env.OnActivity(kubeActs.WaitDeleted, mock.Anything, mock.Anything).Return(nil)
+	env.OnActivity(dbs.DropDatabase, mock.Anything, mock.Anything).Return(func(context.Context, database.DatabaseInput) error { record("drop database"); return nil })
+	env.OnActivity(buses.DeleteVhost, mock.Anything, mock.Anything).Return(nil)
+	env.OnActivity(osActs.DeleteServiceUser, mock.Anything, mock.Anything).Return(func(_ context.Context, in openstack.ServiceUserInput) error {
+		record("delete user")
+		deleted = append(deleted, in)
+		return nil
+	})
+	chain := objecttest.New(env)
+	env.RegisterDelayedCallback(func() { require.NoError(t, chain.Signal(lifecycle.SignalSpec, lifecycle.SpecSignal{Generation: 1})) }, time.Second)
+	phase := ""
+	env.RegisterDelayedCallback(func() {
+		phase = f.lastPhase()
+		require.NoError(t, chain.Signal(lifecycle.SignalDelete, lifecycle.DeleteSignal{}))
+	}, time.Hour)
+	chain.Execute(KindNova, object.Input{ObjectRef: novaRef(KindNova, "ns", "nova")})
+	require.True(t, env.IsWorkflowCompleted())
+	require.NoError(t, env.GetWorkflowError())
+	require.Equal(t, lifecycle.PhaseReady, phase, "the Nova reconciled")
+
+	want := openstack.ServiceUserInput{Admin: openstack.CloudSecret{Namespace: "ns", Name: "keystone-clouds"}, User: "nova-two",
+		Password: kube.SecretKeyRef{Namespace: "ns", Name: "nova-secret", Key: KeyService}}
+	require.Len(t, made, 1)
+	require.True(t, want.Same(made[0]), "made %+v", made[0])
+	require.Equal(t, KindNova, made[0].Owner.Kind)
+	require.Equal(t, "nova", made[0].Owner.Name)
+	require.Len(t, deleted, 1)
+	require.True(t, want.Same(deleted[0]), "deleted %+v", deleted[0])
+	require.Less(t, slices.Index(calls, "user"), slices.Index(calls, "database"), "the user comes before the rest: %v", calls)
+	require.Equal(t, "delete user", calls[len(calls)-1], "the user goes last: %v", calls)
+
+	require.NotEmpty(t, children)
+	for k, raw := range children {
+		var got struct {
+			KeystoneAuthURL string `json:"keystoneAuthURL"`
+			ServiceUser     string `json:"serviceUser"`
+		}
+		require.NoError(t, json.Unmarshal(raw, &got))
+		require.Equal(t, authURL, got.KeystoneAuthURL, "%s is given the administrator's Keystone", k)
+		require.Equal(t, "nova-two", got.ServiceUser, k)
+	}
+	require.Len(t, flavors, 1)
+	require.Equal(t, authURL, flavors[0].Auth.AuthURL)
+	require.Equal(t, "RegionTwo", flavors[0].Region)
 }

@@ -96,10 +96,12 @@ type NovaServiceAuth struct {
 	// +kubebuilder:default=nova
 	// +kubebuilder:validation:MaxLength=255
 	ServiceUser string `json:"serviceUser,omitempty"`
-	// KeystoneAuthURL is Keystone's endpoint.
+	// KeystoneAuthURL is Keystone's endpoint. A Nova naming keystoneAdminSecret may leave it unset: the
+	// administrator's clouds.yaml then gives it, and the Nova hands it down to its cells and services.
+	// +optional
 	// +kubebuilder:validation:MaxLength=2048
 	// +kubebuilder:validation:XValidation:rule="isURL(self) && url(self).getScheme() in ['http', 'https'] && url(self).getHostname() != ''",message="keystoneAuthURL must be an http or https URL"
-	KeystoneAuthURL string `json:"keystoneAuthURL"`
+	KeystoneAuthURL string `json:"keystoneAuthURL,omitempty"`
 	// Region is the Keystone region of this Nova's compute API: the NovaAPI registers its endpoints
 	// there, and the computes of its cells are checked through the compute endpoint of that region. The
 	// cloud's own region (RegionOne) when unset. Placement, Neutron and Glance are found in any region.

@@ -53,6 +53,7 @@ type NovaCellTemplate struct {
 // +kubebuilder:validation:XValidation:rule="!self.cellTemplates[?'cell0'].?noVNCProxyServiceTemplate.?enabled.orValue(false)",message="cell0 has no console proxy: cellTemplates.cell0.noVNCProxyServiceTemplate.enabled must not be true",fieldPath=".cellTemplates"
 // +kubebuilder:validation:XValidation:rule="!self.?metadataServiceTemplate.?enabled.orValue(true) || !self.cellTemplates.exists(c, self.cellTemplates[c].?metadataServiceTemplate.?enabled.orValue(false))",message="metadata is either global or per cell: set metadataServiceTemplate.enabled to false before enabling it in a cell template",fieldPath=".metadataServiceTemplate"
 // +kubebuilder:validation:XValidation:rule="self.cellTemplates.all(c, c == 'cell0' || has(self.cellTemplates[c].cellMessageBus))",message="every cell but cell0 needs cellMessageBus",fieldPath=".cellTemplates"
+// +kubebuilder:validation:XValidation:rule="has(self.keystoneAuthURL) || has(self.keystoneAdminSecret)",message="keystoneAuthURL or keystoneAdminSecret is required",fieldPath=".keystoneAuthURL"
 type NovaSpec struct {
 	NovaServiceAuth `json:",inline"`
 	// NodeSelector places every service whose template sets none.
@@ -97,6 +98,18 @@ type NovaSpec struct {
 	// +listMapKey=name
 	// +kubebuilder:validation:MaxItems=50
 	Flavors []Flavor `json:"flavors,omitempty"`
+	// KeystoneAdminSecret names a Secret (same namespace) holding the clouds.yaml of Keystone's
+	// administrator (key clouds.yaml; key cloud names the cloud when the file has several), such as the
+	// Secret keystone-clouds a KupenstackConfiguration writes. The Nova then creates its service user
+	// (serviceUser, with the password of spec.secret) with the roles admin and service in project service
+	// of domain Default, before anything uses it, sets the password of one that exists, and deletes the user when
+	// the Nova goes if it created it (a user left when the Secret is gone by then, as in a namespace
+	// deleted whole). keystoneAuthURL defaults to the clouds.yaml's auth_url. Unset, the service user
+	// must exist.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	KeystoneAdminSecret string `json:"keystoneAdminSecret,omitempty"`
 }
 
 // Flavor is a compute flavor: a name and a size.
@@ -185,6 +198,7 @@ type NovaList struct {
 // +kubebuilder:validation:XValidation:rule="!self.?hasAPIAccess.orValue(false) || has(self.apiDatabaseHostname)",message="hasAPIAccess needs apiDatabaseHostname",fieldPath=".apiDatabaseHostname"
 // +kubebuilder:validation:XValidation:rule="self.cellName != 'cell0' || !self.?metadataServiceTemplate.?enabled.orValue(false)",message="cell0 has no metadata service",fieldPath=".metadataServiceTemplate.enabled"
 // +kubebuilder:validation:XValidation:rule="self.cellName != 'cell0' || !self.?noVNCProxyServiceTemplate.?enabled.orValue(false)",message="cell0 has no console proxy",fieldPath=".noVNCProxyServiceTemplate.enabled"
+// +kubebuilder:validation:XValidation:rule="has(self.keystoneAuthURL)",message="keystoneAuthURL is required",fieldPath=".keystoneAuthURL"
 type NovaCellSpec struct {
 	NovaServiceAuth `json:",inline"`
 	DatabaseNames   `json:",inline"`

@@ -7,6 +7,7 @@ import (
 )
 
 // NovaAPISpec is the nova-api service on its own.
+// +kubebuilder:validation:XValidation:rule="has(self.keystoneAuthURL)",message="keystoneAuthURL is required",fieldPath=".keystoneAuthURL"
 type NovaAPISpec struct {
 	NovaServiceBase `json:",inline"`
 	NovaServiceAuth `json:",inline"`
@@ -87,6 +88,7 @@ type NovaAPIList struct {
 }
 
 // NovaSchedulerSpec is the nova-scheduler service on its own.
+// +kubebuilder:validation:XValidation:rule="has(self.keystoneAuthURL)",message="keystoneAuthURL is required",fieldPath=".keystoneAuthURL"
 type NovaSchedulerSpec struct {
 	NovaServiceBase `json:",inline"`
 	NovaServiceAuth `json:",inline"`
@@ -148,6 +150,7 @@ type NovaSchedulerList struct {
 // it also reaches the API database.
 //
 // +kubebuilder:validation:XValidation:rule="self.cellName != 'cell0' || has(self.apiDatabaseHostname)",message="the cell0 conductor is the superconductor: apiDatabaseHostname is required",fieldPath=".apiDatabaseHostname"
+// +kubebuilder:validation:XValidation:rule="has(self.keystoneAuthURL)",message="keystoneAuthURL is required",fieldPath=".keystoneAuthURL"
 type NovaConductorSpec struct {
 	NovaServiceBase `json:",inline"`
 	NovaServiceAuth `json:",inline"`
@@ -227,6 +230,7 @@ type NovaConductorList struct {
 //
 // +kubebuilder:validation:XValidation:rule="has(self.cellName) || has(self.apiDatabaseHostname)",message="a global metadata service (no cellName) needs apiDatabaseHostname",fieldPath=".apiDatabaseHostname"
 // +kubebuilder:validation:XValidation:rule="has(self.cellDatabaseHostname)",message="a metadata service needs cellDatabaseHostname (its cell's, or cell0's for the global one)",fieldPath=".cellDatabaseHostname"
+// +kubebuilder:validation:XValidation:rule="has(self.keystoneAuthURL)",message="keystoneAuthURL is required",fieldPath=".keystoneAuthURL"
 type NovaMetadataSpec struct {
 	NovaServiceBase `json:",inline"`
 	NovaServiceAuth `json:",inline"`
@@ -306,6 +310,7 @@ type NovaMetadataList struct {
 }
 
 // NovaNoVNCProxySpec is the noVNC console proxy of one cell.
+// +kubebuilder:validation:XValidation:rule="has(self.keystoneAuthURL)",message="keystoneAuthURL is required",fieldPath=".keystoneAuthURL"
 type NovaNoVNCProxySpec struct {
 	NovaServiceBase `json:",inline"`
 	NovaServiceAuth `json:",inline"`
