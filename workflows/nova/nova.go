@@ -350,21 +350,37 @@ func (n *novaRun) ensureServiceUser(ctx workflow.Context) error {
 // removeReplacedServiceUsers deletes the service users the spec no longer names, once the services use
 // the current one.
 func (n *novaRun) removeReplacedServiceUsers(ctx workflow.Context) error {
-	var kept []openstack.ServiceUserInput
-	for _, u := range n.rec.ServiceUsers {
-		if n.spec.KeystoneAdminSecret != "" && u.Same(n.serviceUser()) {
-			kept = append(kept, u)
-			continue
-		}
+	var current *openstack.ServiceUserInput
+	if n.spec.KeystoneAdminSecret != "" {
+		u := n.serviceUser()
+		current = &u
+	}
+	remove, keep := replacedServiceUsers(n.rec.ServiceUsers, current, firstNonEmpty(n.spec.ServiceUser, "nova"))
+	if len(remove) == 0 {
+		return nil
+	}
+	for _, u := range remove {
 		if err := workflow.ExecuteActivity(infraActivity(ctx), osActs.DeleteServiceUser, u).Get(ctx, nil); err != nil {
 			return fmt.Errorf("delete replaced service user %s: %w", u.User, err)
 		}
 	}
-	if len(kept) == len(n.rec.ServiceUsers) {
-		return nil
-	}
-	n.rec.ServiceUsers = kept
+	n.rec.ServiceUsers = keep
 	return n.lc.Save(n.rec)
+}
+
+// replacedServiceUsers splits the recorded service users into those to delete now and those to keep:
+// the current one (nil when the spec makes none), and any of the name the services use now (the spec
+// dropped keystoneAdminSecret or named another administrator's Secret, but the services still log in as
+// that user: it goes with the Nova, not while they use it).
+func replacedServiceUsers(recorded []openstack.ServiceUserInput, current *openstack.ServiceUserInput, inUse string) (remove, keep []openstack.ServiceUserInput) {
+	for _, u := range recorded {
+		if (current != nil && u.Same(*current)) || u.User == inUse {
+			keep = append(keep, u)
+		} else {
+			remove = append(remove, u)
+		}
+	}
+	return remove, keep
 }
 
 // ensureDatabases records the databases and message buses first (a teardown finds them), then creates

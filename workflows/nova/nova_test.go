@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/stackflow/stackflow/activities/kube"
+	"github.com/stackflow/stackflow/activities/openstack"
 	"github.com/stackflow/stackflow/api/lifecycle"
 	novav1beta1 "github.com/stackflow/stackflow/api/nova/v1beta1"
 )
@@ -217,4 +218,37 @@ func TestMappedCellsRestartTheAPIAndTheScheduler(t *testing.T) {
 	require.Equal(t, "# The cells mapped when this service started: a change restarts it (it reads the mappings once).\ncell0\ncell1\n", in.ConfigData()[MappedCellsFile])
 	_, after := ConfigHash(in.ConfigData(), in.Scripts(), nil)
 	require.Equal(t, []string{"config-data"}, ChangedInputs(before, after))
+}
+
+// A service user the spec replaced is deleted, unless the services still log in as a user of that name.
+func TestReplacedServiceUsers(t *testing.T) {
+	user := func(secret, name string) openstack.ServiceUserInput {
+		return openstack.ServiceUserInput{Admin: openstack.CloudSecret{Namespace: "ns", Name: secret}, User: name,
+			Password: kube.SecretKeyRef{Namespace: "ns", Name: "nova-secret", Key: KeyService}}
+	}
+	a, b, aOther := user("keystone-clouds", "nova-a"), user("keystone-clouds", "nova-b"), user("other-clouds", "nova-a")
+	for _, tc := range []struct {
+		name         string
+		recorded     []openstack.ServiceUserInput
+		current      *openstack.ServiceUserInput
+		inUse        string
+		remove, keep []openstack.ServiceUserInput
+	}{
+		{name: "nothing recorded", inUse: "nova"},
+		{name: "the current user stays", recorded: []openstack.ServiceUserInput{a}, current: &a, inUse: "nova-a", keep: []openstack.ServiceUserInput{a}},
+		{name: "a renamed user goes", recorded: []openstack.ServiceUserInput{a, b}, current: &b, inUse: "nova-b",
+			remove: []openstack.ServiceUserInput{a}, keep: []openstack.ServiceUserInput{b}},
+		{name: "keystoneAdminSecret dropped, the user still in use stays", recorded: []openstack.ServiceUserInput{a}, inUse: "nova-a",
+			keep: []openstack.ServiceUserInput{a}},
+		{name: "keystoneAdminSecret dropped and the user renamed", recorded: []openstack.ServiceUserInput{a}, inUse: "nova",
+			remove: []openstack.ServiceUserInput{a}},
+		{name: "another administrator's Secret, same name: both stay", recorded: []openstack.ServiceUserInput{a, aOther}, current: &aOther, inUse: "nova-a",
+			keep: []openstack.ServiceUserInput{a, aOther}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			remove, keep := replacedServiceUsers(tc.recorded, tc.current, tc.inUse)
+			require.Equal(t, tc.remove, remove)
+			require.Equal(t, tc.keep, keep)
+		})
+	}
 }
