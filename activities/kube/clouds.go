@@ -78,5 +78,43 @@ func CloudsYAML(cloud, authURL string, env map[string]string) ([]byte, error) {
 	if r := env["OS_REGION_NAME"]; r != "" {
 		c["region_name"] = r
 	}
+	if i := env["OS_INTERFACE"]; i != "" {
+		c["interface"] = i
+	}
 	return yaml.Marshal(map[string]any{"clouds": map[string]any{cloud: c}})
+}
+
+// ServiceCloudsInput names a service user's login to write as a clouds.yaml into the Secret that holds
+// its password (keys clouds.yaml and cloud): Keystone's endpoint, the user, in project service of
+// domain Default, the internal endpoints, as the services' own configuration logs in. It carries no
+// secret value.
+type ServiceCloudsInput struct {
+	// Password is the Secret key of the user's password; the clouds.yaml is written beside it.
+	Password SecretKeyRef `json:"password"`
+	Cloud    string       `json:"cloud"`
+	AuthURL  string       `json:"authURL"`
+	User     string       `json:"user"`
+	Owner    *Owner       `json:"owner,omitempty"`
+}
+
+// WriteServiceCloudsYAML writes the clouds.yaml of a service user beside its password. It writes only
+// what differs.
+func (k *Kube) WriteServiceCloudsYAML(ctx context.Context, in ServiceCloudsInput) error {
+	password, err := ReadSecretKey(ctx, k.Core, in.Password)
+	if err != nil {
+		return err
+	}
+	// The internal endpoints, as the services' own configuration asks (valid_interfaces): a public one may
+	// be an address only outside the cluster reaches, and the worker may run in it.
+	clouds, err := CloudsYAML(in.Cloud, in.AuthURL, map[string]string{"OS_USERNAME": in.User, "OS_PASSWORD": password,
+		"OS_PROJECT_NAME": "service", "OS_USER_DOMAIN_NAME": "Default", "OS_PROJECT_DOMAIN_NAME": "Default", "OS_INTERFACE": "internal"})
+	if err != nil {
+		return err
+	}
+	for key, v := range map[string]string{"clouds.yaml": string(clouds), "cloud": in.Cloud} {
+		if err := WriteSecretKey(ctx, k.Core, SecretKeyRef{Namespace: in.Password.Namespace, Name: in.Password.Name, Key: key}, in.Owner, v); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -1,10 +1,14 @@
 package kube
 
 import (
+	"context"
 	"testing"
 
 	"github.com/gophercloud/gophercloud/v2/openstack/config/clouds"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
 	"sigs.k8s.io/yaml"
 )
 
@@ -35,4 +39,30 @@ func TestCloudsYAML(t *testing.T) {
 		_, err := CloudsYAML("kupenstack", "http://10.96.0.10:5000/v3", partial)
 		require.ErrorContains(t, err, missing)
 	}
+}
+
+// A service user's clouds.yaml is written beside its password, in project service of domain Default,
+// and a missing password is said, not written as empty.
+func TestWriteServiceCloudsYAML(t *testing.T) {
+	ctx := context.Background()
+	core := fake.NewSimpleClientset(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "nova-secret"},
+		Data: map[string][]byte{"NovaPassword": []byte("pw"), "MetadataSecret": []byte("m")}})
+	k := &Kube{Core: core}
+	in := ServiceCloudsInput{Password: SecretKeyRef{Namespace: "ns", Name: "nova-secret", Key: "NovaPassword"}, Cloud: "nova",
+		AuthURL: "http://10.96.0.10:5000/v3", User: "nova-two"}
+	require.NoError(t, k.WriteServiceCloudsYAML(ctx, in))
+	sec, err := core.CoreV1().Secrets("ns").Get(ctx, "nova-secret", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Equal(t, "nova", string(sec.Data["cloud"]))
+	require.Equal(t, "m", string(sec.Data["MetadataSecret"]), "the other keys stay")
+	var file clouds.Clouds
+	require.NoError(t, yaml.Unmarshal(sec.Data["clouds.yaml"], &file))
+	c := file.Clouds["nova"]
+	require.Equal(t, clouds.AuthInfo{AuthURL: in.AuthURL, Username: "nova-two", Password: "pw", ProjectName: "service",
+		UserDomainName: "Default", ProjectDomainName: "Default"}, *c.AuthInfo)
+	require.Empty(t, c.RegionName, "the services are found in any region; compute in the cell's")
+	require.Equal(t, "internal", c.Interface, "the internal endpoints, as the services use")
+
+	in.Password.Key = "Missing"
+	require.Error(t, k.WriteServiceCloudsYAML(ctx, in))
 }

@@ -27,6 +27,20 @@ type CloudSecret struct {
 	// ComputeRegion is the region whose compute endpoint the Nova client uses (a Nova serving its own
 	// region); the cloud's region when empty. Other services are found in the cloud's region.
 	ComputeRegion string `json:"computeRegion,omitempty"`
+	// Fallback is the Secret used instead when Name holds no clouds.yaml (or is gone and no client of
+	// it is kept): see ServiceCloud.
+	Fallback string `json:"fallback,omitempty"`
+}
+
+// ServiceCloud is how a data-plane service reaches the cloud of the Nova it belongs to: with the
+// clouds.yaml in secret, the Secret of that Nova's services, where a Nova writes one for its service
+// user; with the namespace's DefaultCloudsSecret when that Secret holds none (a NovaCell made by hand
+// from a Secret of the user's) or when the service belongs to no Nova (secret empty).
+func ServiceCloud(namespace, secret, computeRegion string) CloudSecret {
+	if secret == "" || secret == DefaultCloudsSecret {
+		return CloudSecret{Namespace: namespace, Name: DefaultCloudsSecret, ComputeRegion: computeRegion}
+	}
+	return CloudSecret{Namespace: namespace, Name: secret, ComputeRegion: computeRegion, Fallback: DefaultCloudsSecret}
 }
 
 func (c CloudSecret) String() string {
@@ -38,7 +52,7 @@ func (c CloudSecret) String() string {
 
 // Identity is the identity of the Secret's cloud (named by the Secret itself), with its compute region.
 func (c CloudSecret) Identity() Identity {
-	return Identity{Namespace: c.Namespace, SecretName: c.Name, ComputeRegion: c.ComputeRegion}
+	return Identity{Namespace: c.Namespace, SecretName: c.Name, ComputeRegion: c.ComputeRegion, Fallback: c.Fallback}
 }
 
 // BaremetalInput provisions one host through Ironic.

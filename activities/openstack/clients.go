@@ -68,10 +68,16 @@ func (o *OpenStack) clientsFor(ctx context.Context, id Identity) (*osClients, er
 		if c != nil {
 			return c, nil
 		}
+		if id.Fallback != "" {
+			return o.clientsFor(ctx, id.fallback())
+		}
 		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("identity Secret %s/%s not found", id.Namespace, id.SecretName), ErrOSCredentials, err)
 	}
 	if err != nil {
 		return nil, kube.Classify("get identity Secret "+id.Namespace+"/"+id.SecretName, err)
+	}
+	if _, ok := sec.Data[CloudsYAMLKey]; !ok && id.Fallback != "" {
+		return o.clientsFor(ctx, id.fallback())
 	}
 	version := string(sec.UID) + "/" + sec.ResourceVersion
 	if c != nil && c.version == version {
@@ -108,6 +114,11 @@ func (o *OpenStack) clientsFor(ctx context.Context, id Identity) (*osClients, er
 	o.clients[key] = nc
 	o.mu.Unlock()
 	return nc, nil
+}
+
+// fallback is the identity of id's Fallback Secret: its own cloud, in the same regions.
+func (id Identity) fallback() Identity {
+	return Identity{Namespace: id.Namespace, SecretName: id.Fallback, Region: id.Region, ComputeRegion: id.ComputeRegion}
 }
 
 // authenticate logs in with the cloud of an identity Secret's data, returning the provider and the

@@ -131,3 +131,39 @@ func TestClientsForRegionsAndCaching(t *testing.T) {
 	var app *temporal.ApplicationError
 	require.True(t, errors.As(err, &app) && app.Type() == ErrOSCredentials, "no Secret and no clients: %v", err)
 }
+
+// A data-plane service's cloud (ServiceCloud): the clouds.yaml of its Nova's services' Secret when that
+// holds one, else the fallback's cloud, in the same compute region.
+func TestClientsForFallback(t *testing.T) {
+	site, _ := fakeKeystone(t)
+	nova, _ := fakeKeystone(t)
+	ctx := context.Background()
+	withClouds := identitySecret(nova.URL)
+	withClouds.Name = "nova-secret"
+	withClouds.Data["NovaPassword"] = []byte("pw")
+	passwordsOnly := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "osp-secret", Namespace: "ns", ResourceVersion: "1", UID: "s2"},
+		Data: map[string][]byte{"NovaPassword": []byte("pw")}}
+	o := &OpenStack{Core: fake.NewSimpleClientset(identitySecret(site.URL), withClouds, passwordsOnly)}
+	for _, tc := range []struct {
+		name, secret, want string
+	}{
+		{"the Nova's clouds.yaml", "nova-secret", nova.URL},
+		{"a Secret of passwords only: the namespace's cloud", "osp-secret", site.URL},
+		{"no such Secret: the namespace's cloud", "gone", site.URL},
+		{"no Nova: the namespace's cloud", "", site.URL},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cloud := ServiceCloud("ns", tc.secret, "RegionTwo")
+			cloud.Fallback = strings.ReplaceAll(cloud.Fallback, DefaultCloudsSecret, "cloud")
+			if cloud.Name == DefaultCloudsSecret {
+				cloud.Name = "cloud"
+			}
+			c, err := o.clientsFor(ctx, cloud.Identity())
+			require.NoError(t, err)
+			require.Equal(t, tc.want+"/two/compute/v2.1/", c.compute.Endpoint, "the compute API of the region asked, in the cloud chosen")
+		})
+	}
+	_, err := o.clientsFor(ctx, Identity{Namespace: "ns", SecretName: "osp-secret"})
+	var app *temporal.ApplicationError
+	require.True(t, errors.As(err, &app) && app.Type() == ErrOSCredentials, "without a fallback, a Secret with no clouds.yaml is refused: %v", err)
+}

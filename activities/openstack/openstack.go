@@ -56,6 +56,9 @@ type Identity struct {
 	// ComputeRegion is the region whose compute endpoint the Nova client uses (a Nova serving a region of
 	// its own); Region when empty.
 	ComputeRegion string `json:"computeRegion,omitempty"`
+	// Fallback is the Secret used instead when SecretName holds no clouds.yaml, or is gone while no
+	// client of it is kept (the cloud is then the fallback's own).
+	Fallback string `json:"fallback,omitempty"`
 }
 
 func (id Identity) String() string {

@@ -14,6 +14,7 @@ import (
 	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/flavors"
 	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/servers"
 	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/services"
+	"github.com/gophercloud/gophercloud/v2/openstack/config/clouds"
 	"github.com/gophercloud/gophercloud/v2/openstack/identity/v3/endpoints"
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
@@ -194,6 +195,17 @@ spec: {role: compute, hostName: %s, ansibleHost: %s, deploy: true}
 	require.Equal(t, "ServiceUserReady", inputs.Reason, inputs.Message)
 	require.Contains(t, inputs.Message, "Keystone user "+serviceUser()+" at http://"+local.HostGateway+":5000/v3 created by this Nova")
 	require.NoError(t, serviceUserLogin(t), "the Nova's service user logs in to project service")
+	// The Secret it hands down holds that user's clouds.yaml, which the computes of its cells log in
+	// with (they register below).
+	ao, _, _, err := clouds.Parse(clouds.WithCloudsYAML(strings.NewReader(secretValue(t, "nova-secret", "clouds.yaml"))),
+		clouds.WithCloudName(secretValue(t, "nova-secret", "cloud")), clouds.WithLocations())
+	require.NoError(t, err)
+	require.Equal(t, serviceUser(), ao.Username)
+	require.Equal(t, "http://"+local.HostGateway+":5000/v3", ao.IdentityEndpoint)
+	actx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	_, err = openstack.AuthenticatedClient(actx, ao)
+	cancel()
+	require.NoError(t, err, "log in with the handed-down clouds.yaml")
 
 	// Every service a container on the real node, which loaded its merged configuration.
 	for _, inst := range []string{"nova-api", "nova-scheduler", "nova-metadata", "nova-cell0-conductor", "nova-cell1-conductor", "nova-cell1-novncproxy", "nova-cell2-conductor"} {
@@ -509,7 +521,8 @@ spec:
 	err = env.Kube.Discovery().RESTClient().Post().AbsPath("/apis/nova.openstack.org/v1beta1/namespaces/"+ns+"/novas").
 		SetHeader("Content-Type", "application/json").Body([]byte(raw)).Do(ctx).Error()
 	require.ErrorContains(t, err, "keystoneAuthURL or keystoneAdminSecret is required")
-	// An administrator's Secret that does not exist: said in InputsReady, before any database is made.
+	// An administrator's Secret that does not exist (yet: a configuration writes keystone-clouds once its
+	// Keystone is deployed): the Nova waits for it, saying so in InputsReady, before any database is made.
 	create(t, gvrNova, fmt.Sprintf(`
 apiVersion: nova.openstack.org/v1beta1
 kind: Nova
@@ -525,8 +538,8 @@ spec:
 
 	c := waitCondition(t, gvrNova, "nosecret", "InputsReady", "SecretMissing", 2*time.Minute)
 	require.Contains(t, c.Message, ns+"/no-such-secret")
-	c = waitCondition(t, gvrNova, "noadmin", "InputsReady", "OpenStackCredentials", 2*time.Minute)
-	require.Contains(t, c.Message, ns+"/no-such-clouds not found")
+	c = waitCondition(t, gvrNova, "noadmin", "InputsReady", "SecretMissing", 2*time.Minute)
+	require.Contains(t, c.Message, ns+"/no-such-clouds with key clouds.yaml")
 	c = waitCondition(t, gvrMetadata, "cell9-metadata", "InputsReady", "UnknownCell", 2*time.Minute)
 	require.Contains(t, c.Message, `cell "cell9"`)
 	c = waitCondition(t, gvrCell, "cell0-again", "CellMapped", "DuplicateCell", 2*time.Minute)

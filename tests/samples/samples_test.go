@@ -88,6 +88,9 @@ var sampleControlPlane = []string{"keystone", "placement", "glance", "neutron"}
 // sampleNovaMetadata is the metadata service of the samples' Nova, which the sample computes' agents name.
 const sampleNovaMetadata = "nova-regiontwo-metadata"
 
+// sampleNova is the Nova of the samples.
+const sampleNova = "nova-regiontwo"
+
 func TestSamplesConvergeAndStayIdle(t *testing.T) {
 	ctx := context.Background()
 	objs := samplesOf(t)
@@ -235,6 +238,57 @@ func TestSamplesConvergeAndStayIdle(t *testing.T) {
 		hv, err := env.Stack.ServerHypervisor(ctx, env.Dyn, local.SampleNamespace, local.SampleServerName, local.SampleRegion)
 		require.NoError(t, err)
 		require.Equal(t, placed[local.SampleServerName], hv, "make run prints where the server runs")
+	})
+
+	// The Nova wrote a clouds.yaml of its service user into the Secret it hands down, and the computes of
+	// its cell reach it with that file, not with the namespace's cloud: every OpenStack call of their
+	// workflows names that Secret, and the file logs in.
+	t.Run("the sample computes reach their Nova as its service user", func(t *testing.T) {
+		nova, err := env.Dyn.Resource(e2e.GVRNova).Namespace(local.SampleNamespace).Get(ctx, sampleNova, metav1.GetOptions{})
+		require.NoError(t, err)
+		secret := sampleNova + "-secret"
+		require.Equal(t, sampleNova, env.SecretValue(t, local.SampleNamespace, secret, "cloud"))
+		ao, _, _, err := clouds.Parse(clouds.WithCloudsYAML(strings.NewReader(env.SecretValue(t, local.SampleNamespace, secret, "clouds.yaml"))),
+			clouds.WithCloudName(sampleNova), clouds.WithLocations())
+		require.NoError(t, err)
+		require.Equal(t, e2e.Str(nova, "spec", "keystoneAuthURL"), ao.IdentityEndpoint, "at the Nova's Keystone")
+		require.Equal(t, "nova", ao.Username, "as the Nova's service user")
+		require.Equal(t, "service", ao.TenantName)
+		actx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		_, err = openstack.AuthenticatedClient(actx, ao)
+		cancel()
+		require.NoError(t, err, "log in with the clouds.yaml of Secret %s", secret)
+		for _, c := range []struct {
+			gvr      schema.GroupVersionResource
+			kind     string
+			activity string
+		}{
+			{e2e.GVRNovaExternalCompute, "NovaExternalCompute", "WaitComputeRegistered"},
+			{gvrAgent, "OVNMetadataAgent", "WaitNetworkAgentAlive"},
+		} {
+			obj, err := env.Dyn.Resource(c.gvr).Namespace(local.SampleNamespace).Get(ctx, "edpm-compute-0", metav1.GetOptions{})
+			require.NoError(t, err)
+			events, err := env.History(ctx, lifecycle.WorkflowID(e2e.Ref(c.kind, c.gvr, obj)))
+			require.NoError(t, err)
+			dc, err := env.DataConverter()
+			require.NoError(t, err)
+			var used []string
+			for _, ev := range events {
+				if a := ev.GetActivityTaskScheduledEventAttributes(); a.GetActivityType().GetName() == c.activity {
+					var in struct {
+						Cloud struct {
+							Name string `json:"name"`
+						} `json:"cloud"`
+					}
+					require.NoError(t, dc.FromPayload(a.GetInput().GetPayloads()[0], &in))
+					used = append(used, in.Cloud.Name)
+				}
+			}
+			require.NotEmpty(t, used, "%s/edpm-compute-0 ran %s", c.kind, c.activity)
+			for _, name := range used {
+				require.Equal(t, secret, name, "%s/edpm-compute-0's %s logs in with Secret %s", c.kind, c.activity, secret)
+			}
+		}
 	})
 
 	// The sample computes are chassis of the cloud's OVN, each with its metadata agent, both alive in

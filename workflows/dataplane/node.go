@@ -767,7 +767,7 @@ func (r *edpmNodeReconciler) removeChassis(ctx workflow.Context, lc *object.Life
 	}); err != nil {
 		return err
 	}
-	if err := deleteNetworkAgents(ctx, lc, r.rec.Host, ""); err != nil {
+	if err := deleteNetworkAgents(ctx, lc, openstack.ServiceCloud(lc.Ref.Namespace, "", ""), r.rec.Host, ""); err != nil {
 		return err
 	}
 	r.rec.OVNKey = ""

@@ -129,6 +129,15 @@ func (k *novaComputeKind) waitDependencies(ctx workflow.Context, lc *object.Life
 	return err
 }
 
+// cloudSecret is the Secret of the cell's services, which holds a clouds.yaml of its Nova's service user
+// when a Nova made the cell (openstack.ServiceCloud).
+func (k *novaComputeKind) cloudSecret() string {
+	if k.cell == nil {
+		return ""
+	}
+	return k.cell.Secret
+}
+
 // computeRegion is the region of the cell's compute API (its Nova's); empty for the cloud's own.
 func (k *novaComputeKind) computeRegion() string {
 	if k.cell == nil {
@@ -174,7 +183,7 @@ func (k *novaComputeKind) verify(ctx workflow.Context, lc *object.Lifecycle, hos
 	if err := lc.Step(ctx, "phase 1 · nova-compute · "+msg); err != nil {
 		return err
 	}
-	cloud := openstack.CloudSecret{Namespace: lc.Ref.Namespace, Name: openstack.DefaultCloudsSecret, ComputeRegion: k.computeRegion()}
+	cloud := openstack.ServiceCloud(lc.Ref.Namespace, k.cloudSecret(), k.computeRegion())
 	// A data plane may be deployed before its control plane: the registration deadline starts once the
 	// compute API is in the catalog, and until then the compute waits for it, saying so.
 	if workflow.GetVersion(ctx, ChangeWaitComputeAPI, workflow.DefaultVersion, 1) == 1 {
@@ -220,7 +229,7 @@ const ReasonDraining = "Draining"
 // away (spec.removal says how long and what then), and then held while Nova still lists instances on it,
 // saying which, with no deadline (the objects being deleted with it, or a person, decide where they go).
 func (k *novaComputeKind) waitHostEmpty(ctx workflow.Context, lc *object.Lifecycle, rec *edpmServiceRecord) error {
-	cloud := openstack.CloudSecret{Namespace: lc.Ref.Namespace, Name: openstack.DefaultCloudsSecret, ComputeRegion: rec.ComputeRegion}
+	cloud := openstack.ServiceCloud(lc.Ref.Namespace, rec.CloudSecret, rec.ComputeRegion)
 	if workflow.GetVersion(ctx, ChangeRemovalDrains, workflow.DefaultVersion, 1) == 1 {
 		if err := k.drainForRemoval(ctx, lc, cloud, rec.Host); err != nil {
 			return err
@@ -241,7 +250,7 @@ func (k *novaComputeKind) waitHostEmpty(ctx workflow.Context, lc *object.Lifecyc
 
 // cleanup removes the host's compute service (and with it its compute node and resource provider).
 func (k *novaComputeKind) cleanup(ctx workflow.Context, lc *object.Lifecycle, rec *edpmServiceRecord) error {
-	cloud := openstack.CloudSecret{Namespace: lc.Ref.Namespace, Name: openstack.DefaultCloudsSecret, ComputeRegion: rec.ComputeRegion}
+	cloud := openstack.ServiceCloud(lc.Ref.Namespace, rec.CloudSecret, rec.ComputeRegion)
 	octx := object.OnOpenStack(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: time.Minute,
 		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: 2 * time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second, MaximumAttempts: 10},

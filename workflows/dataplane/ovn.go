@@ -81,6 +81,16 @@ func NovaMetadataTargetOf(spec json.RawMessage, endpoint string) (t NovaMetadata
 	return NovaMetadataTarget{Host: u.Hostname(), Port: port, Secret: s.Secret, Key: firstNonEmpty(s.PasswordSelectors.MetadataSecret, "MetadataSecret")}, "", true
 }
 
+// cloudSecret is the Secret of the agent's NovaMetadata (its Nova's services' Secret, which holds a
+// clouds.yaml of that Nova's service user, openstack.ServiceCloud): the agent reaches the Neutron of that
+// Nova's cloud. Empty, for the namespace's clouds Secret, when it names no NovaMetadata.
+func (k *ovnMetadataKind) cloudSecret() string {
+	if k.nova == nil {
+		return ""
+	}
+	return k.nova.Secret
+}
+
 func (k *ovnMetadataKind) fresh() edpmServiceKind { return &ovnMetadataKind{} }
 func (k *ovnMetadataKind) step() string           { return StepOVNMetadataAgent }
 func (k *ovnMetadataKind) playbook() string       { return "ovn-metadata-agent.yml" }
@@ -187,7 +197,7 @@ func (k *ovnMetadataKind) verify(ctx workflow.Context, lc *object.Lifecycle, hos
 	}
 	var agent openstack.NetworkAgent
 	err := workflow.ExecuteActivity(registrationActivity(ctx, AgentAliveTimeout), osActs.WaitNetworkAgentAlive, openstack.NetworkAgentInput{
-		Cloud: openstack.CloudSecret{Namespace: lc.Ref.Namespace, Name: openstack.DefaultCloudsSecret}, Host: host, Binary: openstack.AgentBinaryOVNMetadata,
+		Cloud: openstack.ServiceCloud(lc.Ref.Namespace, k.cloudSecret(), ""), Host: host, Binary: openstack.AgentBinaryOVNMetadata,
 	}).Get(ctx, &agent)
 	if err != nil {
 		m := fmt.Sprintf("Neutron did not list the OVN metadata agent on %s alive within %s: %s", host, AgentAliveTimeout, object.FailureMessage(err))
@@ -206,15 +216,15 @@ func (k *ovnMetadataKind) cleanup(ctx workflow.Context, lc *object.Lifecycle, re
 		return nil
 	}
 	lc.ShowStep(ctx, "delete the OVN metadata agent of "+rec.Host+" from Neutron")
-	return deleteNetworkAgents(ctx, lc, rec.Host, openstack.AgentBinaryOVNMetadata)
+	return deleteNetworkAgents(ctx, lc, openstack.ServiceCloud(lc.Ref.Namespace, rec.CloudSecret, ""), rec.Host, openstack.AgentBinaryOVNMetadata)
 }
 
-// deleteNetworkAgents deletes the host's Neutron agents of binary (all of them when empty) from the
-// cloud of the object's namespace. A namespace without the clouds Secret cannot have had an agent
-// Neutron listed (verifying an agent needs it), so there is nothing to delete.
-func deleteNetworkAgents(ctx workflow.Context, lc *object.Lifecycle, host, binary string) error {
+// deleteNetworkAgents deletes the host's Neutron agents of binary (all of them when empty) from cloud.
+// A namespace without the clouds Secret cannot have had an agent Neutron listed (verifying an agent
+// needs it), so there is nothing to delete.
+func deleteNetworkAgents(ctx workflow.Context, lc *object.Lifecycle, cloud openstack.CloudSecret, host, binary string) error {
 	err := workflow.ExecuteActivity(registrationActivity(ctx, AgentAliveTimeout), osActs.DeleteNetworkAgents, openstack.NetworkAgentInput{
-		Cloud: openstack.CloudSecret{Namespace: lc.Ref.Namespace, Name: openstack.DefaultCloudsSecret}, Host: host, Binary: binary,
+		Cloud: cloud, Host: host, Binary: binary,
 	}).Get(ctx, nil)
 	var app *temporal.ApplicationError
 	if err != nil && errors.As(err, &app) && app.Type() == openstack.ErrOSCredentials {

@@ -55,7 +55,9 @@ func newComputeEnv(t *testing.T, w *computeWorld) *testsuite.TestWorkflowEnviron
 	env.RegisterActivity(&ansible.Ansible{})
 	env.RegisterActivity(&openstack.OpenStack{})
 	env.RegisterWorkflowWithOptions(NovaExternalComputeWorkflow, workflow.RegisterOptions{Name: "NovaExternalCompute"})
-	cellSpec, err := json.Marshal(novav1beta1.NovaCellSpec{CellName: "cell1", TransportURLSecret: "cell1-transport"})
+	// A cell a Nova made: its Secret holds the clouds.yaml every call about the compute logs in with.
+	cellSpec, err := json.Marshal(novav1beta1.NovaCellSpec{CellName: "cell1", TransportURLSecret: "cell1-transport",
+		NovaServiceAuth: novav1beta1.NovaServiceAuth{Secret: "nova-secret", Region: "RegionTwo"}})
 	require.NoError(t, err)
 	onGetObject(t, env, func() (any, int64) {
 		w.mu.Lock()
@@ -76,11 +78,19 @@ func newComputeEnv(t *testing.T, w *computeWorld) *testsuite.TestWorkflowEnviron
 			return &ansible.PlaybookResult{Ok: 3}, nil
 		})
 	env.OnActivity(osActs.WaitComputeAPI, mock.Anything, mock.Anything).Return(nil)
+	cellCloud := func(c openstack.CloudSecret) {
+		require.Equal(t, openstack.CloudSecret{Namespace: c.Namespace, Name: "nova-secret", ComputeRegion: "RegionTwo", Fallback: openstack.DefaultCloudsSecret}, c,
+			"the cell's Nova, through its Secret's clouds.yaml")
+	}
 	env.OnActivity(osActs.WaitComputeRegistered, mock.Anything, mock.Anything).Return(
-		&openstack.ComputeRegistration{ServiceID: "svc-1", State: "up", Status: "enabled", HypervisorHostname: "n1"}, nil)
+		func(_ context.Context, in openstack.ComputeHostInput) (*openstack.ComputeRegistration, error) {
+			cellCloud(in.Cloud)
+			return &openstack.ComputeRegistration{ServiceID: "svc-1", State: "up", Status: "enabled", HypervisorHostname: "n1"}, nil
+		})
 	env.OnActivity(osActs.SetComputeService, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in openstack.ServiceStateInput) ([]string, error) {
 			w.call("disable")
+			cellCloud(in.Cloud)
 			w.mu.Lock()
 			w.disabled = in.Reason
 			w.mu.Unlock()
@@ -125,8 +135,9 @@ func newComputeEnv(t *testing.T, w *computeWorld) *testsuite.TestWorkflowEnviron
 			return nil
 		})
 	env.OnActivity(osActs.DeleteComputeService, mock.Anything, mock.Anything).Return(
-		func(context.Context, openstack.ComputeHostInput) error {
+		func(_ context.Context, in openstack.ComputeHostInput) error {
 			require.Empty(t, w.instances(), "the service goes only once the host is empty")
+			cellCloud(in.Cloud)
 			w.call("delete service")
 			return nil
 		})

@@ -106,11 +106,20 @@ type edpmServiceRecord struct {
 	Cell               string                     `json:"cell,omitempty"`
 	// ComputeRegion is the region of the compute API the service registered with (its cell's Nova).
 	ComputeRegion string `json:"computeRegion,omitempty"`
+	// CloudSecret is the Secret whose clouds.yaml reaches the service's Nova or Neutron (its Nova's
+	// services' Secret, see openstack.ServiceCloud); empty for the namespace's clouds Secret.
+	CloudSecret string `json:"cloudSecret,omitempty"`
 }
 
 // regional is implemented by kinds whose service registers with a compute API of a region of its own.
 type regional interface {
 	computeRegion() string
+}
+
+// novaBound is implemented by kinds whose service belongs to a Nova: they reach the cloud with the
+// clouds.yaml of that Nova's services' Secret.
+type novaBound interface {
+	cloudSecret() string
 }
 
 type edpmServiceReconciler struct {
@@ -168,6 +177,9 @@ func (r *edpmServiceReconciler) Reconcile(ctx workflow.Context, lc *object.Lifec
 	}
 	if rk, ok := r.kind.(regional); ok {
 		r.rec.ComputeRegion = rk.computeRegion()
+	}
+	if nb, ok := r.kind.(novaBound); ok {
+		r.rec.CloudSecret = nb.cloudSecret()
 	}
 	if err := waitSecret(ctx, lc, gen, cond, lc.Ref.Namespace, spec.SSHKeySecretName, ansible.SSHKeySecretKey); err != nil {
 		return err

@@ -377,7 +377,7 @@ func (r *updateReconciler) resolveNodes(ctx workflow.Context, lc *object.Lifecyc
 	}
 	r.rec.Nodes = NewUpdateNodes(names, hosts, canary)
 	for i := range r.rec.Nodes {
-		r.rec.Nodes[i].Region = members[i].Region
+		r.rec.Nodes[i].Region, r.rec.Nodes[i].CloudSecret = members[i].Region, members[i].CloudSecret
 	}
 	return nil
 }
@@ -392,6 +392,8 @@ type UpdateMember struct {
 	Access nodeAccess
 	// Region is the region of the compute API of the node's cell (its Nova's); "" for the cloud's own.
 	Region string
+	// CloudSecret is the Secret of that cell's services (openstack.ServiceCloud).
+	CloudSecret string
 }
 
 // UpdateMembers picks the compute nodes an update covers: members of the data plane (by role or by
@@ -400,7 +402,7 @@ type UpdateMember struct {
 // compute joined (found as the compute found it, FindNovaCell), so the update asks that cell's Nova.
 func UpdateMembers(dp dataplanev1beta1.OpenStackDataPlaneSpec, nodes, computes, cells []kube.ListedObject, only []string) ([]UpdateMember, error) {
 	access := map[string]nodeAccess{}
-	regions := map[string]string{}
+	regions, secrets := map[string]string{}, map[string]string{}
 	for _, c := range computes {
 		var spec edpmServiceSpec
 		var cell struct {
@@ -413,7 +415,7 @@ func UpdateMembers(dp dataplanev1beta1.OpenStackDataPlaneSpec, nodes, computes, 
 		node := firstNonEmpty(spec.DataplaneNodeName, c.Ref.Name)
 		access[node] = a
 		if found, _, _ := FindNovaCell(cells, cell.CellName); found != nil {
-			regions[node] = found.Region
+			regions[node], secrets[node] = found.Region, found.Secret
 		}
 	}
 	byName := map[string]UpdateMember{}
@@ -430,7 +432,7 @@ func UpdateMembers(dp dataplanev1beta1.OpenStackDataPlaneSpec, nodes, computes, 
 		if !ok {
 			continue
 		}
-		byName[o.Ref.Name] = UpdateMember{Name: o.Ref.Name, Host: ns.HostName, Access: a, Region: regions[o.Ref.Name]}
+		byName[o.Ref.Name] = UpdateMember{Name: o.Ref.Name, Host: ns.HostName, Access: a, Region: regions[o.Ref.Name], CloudSecret: secrets[o.Ref.Name]}
 		order = append(order, o.Ref.Name)
 	}
 	slices.Sort(order)

@@ -44,6 +44,9 @@ type UpdateNode struct {
 	// Region is the region of the compute API of the node's cell (its Nova), which every call about
 	// the node goes to; "" for the cloud's own region.
 	Region string `json:"region,omitempty"`
+	// CloudSecret is the Secret of the node's cell's services, whose clouds.yaml reaches its Nova
+	// (openstack.ServiceCloud); empty for the namespace's clouds Secret.
+	CloudSecret string `json:"cloudSecret,omitempty"`
 	// Canary nodes run first, before the approval gate.
 	Canary bool `json:"canary,omitempty"`
 	// State is one of dataplanev1beta1.UpdateNode*.
@@ -77,9 +80,10 @@ type UpdateNode struct {
 	Attempts int `json:"attempts,omitempty"`
 }
 
-// cloud is how the node's Nova is reached: the namespace's clouds Secret, in the node's region.
+// cloud is how the node's Nova is reached: its cell's clouds.yaml (else the namespace's clouds
+// Secret), in the node's region.
 func (n UpdateNode) cloud(namespace string) openstack.CloudSecret {
-	return openstack.CloudSecret{Namespace: namespace, Name: openstack.DefaultCloudsSecret, ComputeRegion: n.Region}
+	return openstack.ServiceCloud(namespace, n.CloudSecret, n.Region)
 }
 
 // InFlight reports whether the node is between its first and last step.

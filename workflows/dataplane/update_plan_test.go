@@ -268,7 +268,7 @@ func TestVersionClass(t *testing.T) {
 
 // TestUpdateMembersRegion: each compute is updated against the Nova of the cell it joined, found as the
 // compute found it (by NovaCell name, else by cellName), so a data plane spread over two Novas updates
-// each node in its own region.
+// each node in its own region, reached with the clouds.yaml of that cell's Secret.
 func TestUpdateMembersRegion(t *testing.T) {
 	listed := func(name, spec string) kube.ListedObject {
 		return kube.ListedObject{Ref: lifecycle.ObjectRef{Name: name}, Object: kube.Object{Spec: json.RawMessage(spec)}}
@@ -278,9 +278,9 @@ func TestUpdateMembersRegion(t *testing.T) {
 		listed("b", `{"role":"compute","hostName":"hb"}`),
 	}
 	cells := []kube.ListedObject{
-		listed("nova-cell1", `{"cellName":"cell1"}`),
-		listed("two-cell1", `{"cellName":"cell1","region":"RegionTwo"}`),
-		listed("three-cell2", `{"cellName":"cell2","region":"RegionThree"}`),
+		listed("nova-cell1", `{"cellName":"cell1","secret":"osp-secret"}`),
+		listed("two-cell1", `{"cellName":"cell1","region":"RegionTwo","secret":"two-secret"}`),
+		listed("three-cell2", `{"cellName":"cell2","region":"RegionThree","secret":"three-secret"}`),
 	}
 	compute := func(node, cell string) kube.ListedObject {
 		return listed(node, fmt.Sprintf(`{"dataplaneNodeName":%q,"cellName":%q,"sshKeySecretName":"key"}`, node, cell))
@@ -292,22 +292,22 @@ func TestUpdateMembersRegion(t *testing.T) {
 		want     map[string]string
 	}{
 		{"by NovaCell name: the cell's Nova region", []kube.ListedObject{compute("a", "two-cell1"), compute("b", "two-cell1")}, cells,
-			map[string]string{"a": "RegionTwo", "b": "RegionTwo"}},
+			map[string]string{"a": "RegionTwo two-secret", "b": "RegionTwo two-secret"}},
 		{"two Novas: each node its own", []kube.ListedObject{compute("a", "two-cell1"), compute("b", "cell2")}, cells,
-			map[string]string{"a": "RegionTwo", "b": "RegionThree"}},
+			map[string]string{"a": "RegionTwo two-secret", "b": "RegionThree three-secret"}},
 		{"a Nova with no region: the cloud's", []kube.ListedObject{compute("a", "nova-cell1"), compute("b", "three-cell2")}, cells,
-			map[string]string{"a": "", "b": "RegionThree"}},
+			map[string]string{"a": " osp-secret", "b": "RegionThree three-secret"}},
 		{"no NovaCell found: the cloud's", []kube.ListedObject{compute("a", "gone"), compute("b", "two-cell1")}, cells,
-			map[string]string{"a": "", "b": "RegionTwo"}},
+			map[string]string{"a": " ", "b": "RegionTwo two-secret"}},
 		{"runs recorded before regions (no cells listed): the cloud's", []kube.ListedObject{compute("a", "two-cell1"), compute("b", "two-cell1")}, nil,
-			map[string]string{"a": "", "b": ""}},
+			map[string]string{"a": " ", "b": " "}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			members, err := UpdateMembers(dp.OpenStackDataPlaneSpec{Roles: []string{"compute"}}, nodes, tc.computes, tc.cells, nil)
 			require.NoError(t, err)
 			got := map[string]string{}
 			for _, m := range members {
-				got[m.Name] = m.Region
+				got[m.Name] = m.Region + " " + m.CloudSecret
 			}
 			require.Equal(t, tc.want, got)
 		})

@@ -304,6 +304,25 @@ func (n *novaRun) handDownSecrets(ctx workflow.Context) error {
 		return fmt.Errorf("metadata secret: %w", err)
 	}
 	lc.SetCondition(ctx, metav1.Condition{Type: ConditionInputsReady, Status: metav1.ConditionTrue, Reason: "SecretsPresent", Message: "Secret " + secret + " handed down"})
+	if s.KeystoneAdminSecret == "" {
+		// Keystone's endpoint is the spec's; a service-user step resolves it otherwise, and writes then.
+		return n.writeServiceClouds(ctx)
+	}
+	return nil
+}
+
+// writeServiceClouds writes a clouds.yaml of the service user into the handed-down Secret (keys
+// clouds.yaml and cloud, the cloud named after the Nova): the data-plane services of its cells reach
+// this Nova's cloud with it (openstack.ServiceCloud). Runs recorded before it wrote none.
+func (n *novaRun) writeServiceClouds(ctx workflow.Context) error {
+	if workflow.GetVersion(ctx, ChangeServiceClouds, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		return nil
+	}
+	in := kube.ServiceCloudsInput{Password: kube.SecretKeyRef{Namespace: n.ns, Name: n.secret, Key: KeyService}, Cloud: n.name,
+		AuthURL: n.spec.KeystoneAuthURL, User: firstNonEmpty(n.spec.ServiceUser, "nova"), Owner: owner(n.lc.Ref)}
+	if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kubeActs.WriteServiceCloudsYAML, in).Get(ctx, nil); err != nil {
+		return fmt.Errorf("write the service user's clouds.yaml into Secret %s: %w", n.secret, err)
+	}
 	return nil
 }
 
@@ -325,6 +344,25 @@ func (n *novaRun) ensureServiceUser(ctx workflow.Context) error {
 			return err
 		}
 	}
+	// Applied with the configuration that deploys Keystone, the Nova waits for the Secret it writes.
+	if workflow.GetVersion(ctx, ChangeWaitAdminSecret, workflow.DefaultVersion, 1) == 1 {
+		admin := kube.SecretCheck{Namespace: n.ns, Name: n.spec.KeystoneAdminSecret, Keys: []string{openstack.CloudsYAMLKey}}
+		err := poll(ctx, n.lc, ConditionInputsReady, func(ctx workflow.Context) (bool, string, error) {
+			var p kube.SecretPresence
+			if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kubeActs.CheckSecret, admin).Get(ctx, &p); err != nil {
+				return false, "", err
+			}
+			if !p.Ready() {
+				n.lc.SetCondition(ctx, metav1.Condition{Type: ConditionInputsReady, Status: metav1.ConditionFalse, Reason: ReasonSecretMissing,
+					Message: fmt.Sprintf("waiting for Secret %s/%s with key %s: the clouds.yaml of Keystone's administrator (keystoneAdminSecret)", admin.Namespace, admin.Name, openstack.CloudsYAMLKey)})
+				return false, "", nil
+			}
+			return true, "", nil
+		})
+		if err != nil {
+			return err
+		}
+	}
 	var res openstack.ServiceUserResult
 	if err := workflow.ExecuteActivity(infraActivity(ctx), osActs.EnsureServiceUser, u).Get(ctx, &res); err != nil {
 		n.lc.SetCondition(ctx, metav1.Condition{Type: ConditionInputsReady, Status: metav1.ConditionFalse, Reason: object.FailureReason(err), Message: object.FailureMessage(err)})
@@ -337,6 +375,9 @@ func (n *novaRun) ensureServiceUser(ctx workflow.Context) error {
 			return err
 		}
 		n.plan = plan
+	}
+	if err := n.writeServiceClouds(ctx); err != nil {
+		return err
 	}
 	how := "adopted (it was there before: the Nova leaves it when it goes)"
 	if res.Owned {

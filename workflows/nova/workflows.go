@@ -166,6 +166,14 @@ func computesGoneActivity(ctx workflow.Context) workflow.Context {
 	})
 }
 
+// ChangeServiceClouds is the GetVersion change after which a Nova writes its service user's clouds.yaml
+// into the handed-down Secret.
+const ChangeServiceClouds = "nova-service-clouds"
+
+// ChangeWaitAdminSecret is the GetVersion change after which a Nova waits for its keystoneAdminSecret to
+// hold a clouds.yaml before it makes its service user (runs recorded before it failed at once).
+const ChangeWaitAdminSecret = "nova-wait-admin-secret"
+
 // ChangeFlavors is the GetVersion change after which a Nova creates the flavors of its spec.
 const ChangeFlavors = "nova-flavors"
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	corev1 "k8s.io/api/core/v1"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -325,6 +326,7 @@ func TestNovaCreatesTheFlavorsOfItsSpec(t *testing.T) {
 			env.OnActivity(kubeActs.CheckSecret, mock.Anything, mock.Anything).Return(&kube.SecretPresence{Exists: true}, nil)
 			env.OnActivity(kubeActs.CopySecretKeys, mock.Anything, mock.Anything).Return(nil)
 			env.OnActivity(kubeActs.GenerateSecretKey, mock.Anything, mock.Anything, mock.Anything).Return(nil)
+			env.OnActivity(kubeActs.WriteServiceCloudsYAML, mock.Anything, mock.Anything).Return(nil)
 			env.OnActivity(dbs.EnsureDatabase, mock.Anything, mock.Anything).Return(nil)
 			env.OnActivity(buses.EnsureVhost, mock.Anything, mock.Anything).Return(nil)
 			env.OnActivity(kubeActs.ApplyChild, mock.Anything, mock.Anything).Return("uid", nil)
@@ -406,9 +408,26 @@ func TestNovaMakesItsServiceUserAndRemovesItLast(t *testing.T) {
 		defer mu.Unlock()
 		calls = append(calls, s)
 	}
-	env.OnActivity(kubeActs.CheckSecret, mock.Anything, mock.Anything).Return(&kube.SecretPresence{Exists: true}, nil)
+	// The administrator's Secret appears only after a few looks (the configuration writes it once
+	// Keystone is deployed): the Nova waits for it, saying so.
+	adminLooks := 0
+	env.OnActivity(kubeActs.CheckSecret, mock.Anything, mock.Anything).Return(func(_ context.Context, in kube.SecretCheck) (*kube.SecretPresence, error) {
+		if in.Name == "keystone-clouds" {
+			require.Equal(t, []string{openstack.CloudsYAMLKey}, in.Keys)
+			if adminLooks++; adminLooks < 3 {
+				return &kube.SecretPresence{}, nil
+			}
+		}
+		return &kube.SecretPresence{Exists: true}, nil
+	})
 	env.OnActivity(kubeActs.CopySecretKeys, mock.Anything, mock.Anything).Return(nil)
 	env.OnActivity(kubeActs.GenerateSecretKey, mock.Anything, mock.Anything, mock.Anything).Return(nil)
+	var clouds []kube.ServiceCloudsInput
+	env.OnActivity(kubeActs.WriteServiceCloudsYAML, mock.Anything, mock.Anything).Return(func(_ context.Context, in kube.ServiceCloudsInput) error {
+		record("clouds.yaml")
+		clouds = append(clouds, in)
+		return nil
+	})
 	env.OnActivity(dbs.EnsureDatabase, mock.Anything, mock.Anything).Return(func(context.Context, database.DatabaseInput) error { record("database"); return nil })
 	env.OnActivity(buses.EnsureVhost, mock.Anything, mock.Anything).Return(nil)
 	children := map[string]json.RawMessage{}
@@ -462,6 +481,21 @@ func TestNovaMakesItsServiceUserAndRemovesItLast(t *testing.T) {
 	require.Len(t, deleted, 1)
 	require.True(t, want.Same(deleted[0]), "deleted %+v", deleted[0])
 	require.Less(t, slices.Index(calls, "user"), slices.Index(calls, "database"), "the user comes before the rest: %v", calls)
+	require.Equal(t, 3, adminLooks, "looked until the administrator's Secret was there, then no more")
+	waited := false
+	for _, p := range f.statuses {
+		for _, c := range p.Conditions {
+			waited = waited || (c.Type == ConditionInputsReady && c.Reason == ReasonSecretMissing && strings.Contains(c.Message, "ns/keystone-clouds with key clouds.yaml"))
+		}
+	}
+	require.True(t, waited, "InputsReady said what the Nova waited for")
+	// The data-plane services of its cells log in as that user, with the clouds.yaml of the handed-down
+	// Secret, at the administrator's Keystone: written before any cell exists.
+	require.NotEmpty(t, clouds)
+	require.Equal(t, kube.ServiceCloudsInput{Password: kube.SecretKeyRef{Namespace: "ns", Name: "nova-secret", Key: KeyService}, Cloud: "nova",
+		AuthURL: authURL, User: "nova-two", Owner: clouds[0].Owner}, clouds[0])
+	require.Less(t, slices.Index(calls, "user"), slices.Index(calls, "clouds.yaml"), "written once Keystone's endpoint is known: %v", calls)
+	require.Less(t, slices.Index(calls, "clouds.yaml"), slices.Index(calls, "database"), "%v", calls)
 	require.Equal(t, "delete user", calls[len(calls)-1], "the user goes last: %v", calls)
 
 	require.NotEmpty(t, children)
