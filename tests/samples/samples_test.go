@@ -219,11 +219,30 @@ func TestSamplesConvergeAndStayIdle(t *testing.T) {
 		require.NoError(t, err, "Placement lists resource providers with Keystone's token")
 		glance, err := openstack.NewImageV2(provider, gophercloud.EndpointOpts{})
 		require.NoError(t, err)
-		_, err = images.List(glance, nil).AllPages(ctx)
+		pages, err := images.List(glance, images.ListOpts{Name: local.ImageName}).AllPages(ctx)
 		require.NoError(t, err, "Glance lists images with Keystone's token")
+		imgs, err := images.ExtractImages(pages)
+		require.NoError(t, err)
+		require.Len(t, imgs, 1, "the glance release's bootstrap Job made image %s", local.ImageName)
+		require.Equal(t, images.ImageStatusActive, imgs[0].Status)
 		neutron, err := openstack.NewNetworkV2(provider, gophercloud.EndpointOpts{})
 		require.NoError(t, err)
 		requireNeutronOnItsOVN(t, neutron)
+		// The neutron release's bootstrap Job made the tenant network, with its subnet.
+		nwPages, err := networks.List(neutron, networks.ListOpts{Name: local.TenantNetwork}).AllPages(ctx)
+		require.NoError(t, err)
+		nws, err := networks.ExtractNetworks(nwPages)
+		require.NoError(t, err)
+		require.Len(t, nws, 1, "network %s", local.TenantNetwork)
+		require.Len(t, nws[0].Subnets, 1, "network %s's subnet", local.TenantNetwork)
+		// Its southbound database answers the test hosts at the node port the profile gives it, where
+		// chassis outside the cluster connect.
+		hctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		out, err := exec.CommandContext(hctx, "ip", "netns", "exec", from.Namespace, "ovsdb-client", "--timeout=10", "list-dbs",
+			"tcp:"+local.HostGateway+":30642").CombinedOutput()
+		cancel()
+		require.NoError(t, err, "the sample OVN's southbound database from %s: %s", from.Name, out)
+		require.Contains(t, strings.Fields(string(out)), "OVN_Southbound", "from %s", from.Name)
 		// Neutron's message bus is a vhost of the stack's RabbitMQ, which its release created.
 		vhost, err := env.BrokerAdmin(t, local.SampleNamespace).GetVhost("sample_neutron")
 		require.NoError(t, err, "the neutron release's vhost")

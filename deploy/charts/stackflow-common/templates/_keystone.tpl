@@ -77,3 +77,52 @@ data:
     - {name: tmp, mountPath: /tmp}
     - {name: bin, mountPath: /tmp/bin, readOnly: true}
 {{- end -}}
+
+
+{{/* The bootstrap Job (root context, service type, endpoints key): creates what bootstrap.structured
+     lists through the service's API, as Keystone's administrator (OpenStack-Helm's bootstrap Job). Its
+     name carries the hash of what it makes, so a change runs it again (all of it idempotent). It runs
+     the image of images.tags.<chart>_bootstrap. */}}
+{{- define "stackflow.jobBootstrap" -}}
+{{- $root := index . 0 -}}
+{{- if and $root.Values.manifests.job_bootstrap $root.Values.bootstrap.enabled }}
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: {{ $root.Chart.Name }}-bootstrap-{{ list $root.Values.bootstrap $root.Values.images.tags $root.Values.labels.job $root.Values.pod.tolerations $root.Values.endpoints.identity | toJson | sha256sum | trunc 8 }}
+  labels:
+    {{- include "stackflow.labels" $root | nindent 4 }}
+    component: bootstrap
+spec:
+  backoffLimit: 2
+  template:
+    metadata:
+      labels:
+        app.kubernetes.io/instance: {{ $root.Release.Name }}
+        component: bootstrap
+    spec:
+      restartPolicy: Never
+      {{- include "stackflow.scheduling" (list $root "job") | nindent 6 }}
+      containers:
+        - name: bootstrap
+          image: {{ index $root.Values.images.tags (printf "%s_bootstrap" $root.Chart.Name) | quote }}
+          imagePullPolicy: {{ $root.Values.images.pull_policy }}
+          terminationMessagePolicy: FallbackToLogsOnError
+          command: ["sh", "/tmp/bin/run.sh", "python3", "/tmp/bin/bootstrap.py"]
+          envFrom:
+            - secretRef: {name: {{ $root.Values.endpoints.identity.auth.admin.secret }}}
+          env:
+            - {name: OS_AUTH_URL, value: {{ include "stackflow.endpointURL" (list $root "identity" "/v3") | quote }}}
+            - {name: SERVICE_TYPE, value: {{ index . 1 | quote }}}
+            - {name: SERVICE_URL, value: {{ include "stackflow.endpointURL" (list $root (index . 2) "") | quote }}}
+            - {name: BOOTSTRAP, value: {{ $root.Values.bootstrap.structured | toJson | quote }}}
+            - {name: HOME, value: /tmp}
+          volumeMounts:
+            - {name: tmp, mountPath: /tmp}
+            - {name: bin, mountPath: /tmp/bin, readOnly: true}
+      volumes:
+        - {name: tmp, emptyDir: {}}
+        - name: bin
+          configMap: {name: {{ $root.Release.Name }}-bin}
+{{- end }}
+{{- end -}}

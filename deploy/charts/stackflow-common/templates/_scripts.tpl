@@ -177,6 +177,73 @@ ks_wait.py: |
           user_domain_name=e["USER_DOMAIN_NAME"], project_domain_name=e["PROJECT_DOMAIN_NAME"]))
       wait(s, e["AUTH_URL"], e["USERNAME"])
       print(f"Keystone at {e['AUTH_URL']} issues {e['USERNAME']} a token")
+# Creates what bootstrap.structured lists (BOOTSTRAP, JSON) through the service's API at SERVICE_URL, as
+# Keystone's administrator of the environment (OS_*), once the API answers; each is found by name first,
+# so a re-run creates nothing twice. images (the image API): uploaded from source_url, or, without one,
+# size zero bytes (default 1 MiB): a placeholder for a hypervisor that reads no image (Nova's fake
+# driver). networks (the network API): a network with its subnets. BOOTSTRAP_WAIT_SECONDS bounds the
+# wait for the API (default 300).
+bootstrap.py: |
+  import json, os, sys, time, urllib.request
+  from keystoneauth1 import session
+  from keystoneauth1.identity import v3
+  import ks_wait
+  e = os.environ
+  s = session.Session(timeout=60, auth=v3.Password(
+      auth_url=e["OS_AUTH_URL"], username=e["OS_USERNAME"], password=e["OS_PASSWORD"],
+      project_name=e["OS_PROJECT_NAME"], user_domain_name=e["OS_USER_DOMAIN_NAME"],
+      project_domain_name=e["OS_PROJECT_DOMAIN_NAME"]))
+  want, api = json.loads(e["BOOTSTRAP"]), e["SERVICE_URL"].rstrip("/")
+  if "$(" in api:
+      sys.exit(f"SERVICE_URL {api}: the Service it names did not exist when the pod started")
+  ks_wait.wait(s, e["OS_AUTH_URL"], e["OS_USERNAME"])
+  probe = {"image": "/v2/images", "network": "/v2.0/networks"}[e["SERVICE_TYPE"]]
+  deadline, last = time.monotonic() + float(e.get("BOOTSTRAP_WAIT_SECONDS", "300")), None
+  while True:
+      try:
+          s.get(api + probe + "?limit=1")
+          break
+      except Exception as err:
+          if time.monotonic() > deadline:
+              sys.exit(f"the {e['SERVICE_TYPE']} API at {api} did not answer: {err}")
+          if str(err) != last:
+              print(f"waiting for the {e['SERVICE_TYPE']} API at {api}: {err}", flush=True)
+              last = str(err)
+          time.sleep(2)
+
+  def named(path, key, name, **params):
+      found = s.get(api + path, params=dict(params, name=name)).json()[key]
+      return found[0] if found else None
+
+  for key, im in sorted((want.get("images") or {}).items()):
+      name = im.get("name") or key
+      image = named("/v2/images", "images", name)
+      if image is None:
+          body = {"name": name, "container_format": im.get("container_format", "bare"), "disk_format": im.get("disk_format", "raw"),
+                  "visibility": "private" if im.get("private") else "public", "min_disk": int(im.get("min_disk", 0))}
+          image = s.post(api + "/v2/images", json=body).json()
+      if image["status"] == "active":
+          print(f"image {name} ({image['id']}) is there", flush=True)
+          continue
+      if image["status"] != "queued":
+          sys.exit(f"image {name} ({image['id']}) is {image['status']}: delete it to have it made again")
+      data = urllib.request.urlopen(im["source_url"], timeout=300).read() if im.get("source_url") else bytes(int(im.get("size", 1 << 20)))
+      s.put(api + "/v2/images/%s/file" % image["id"], data=data, headers={"Content-Type": "application/octet-stream"})
+      print(f"image {name} ({image['id']}) uploaded, {len(data)} bytes", flush=True)
+
+  for key, nw in sorted((want.get("networks") or {}).items()):
+      name = nw.get("name") or key
+      net = named("/v2.0/networks", "networks", name)
+      if net is None:
+          net = s.post(api + "/v2.0/networks", json={"network": {"name": name, "shared": bool(nw.get("shared", False))}}).json()["network"]
+      for skey, sub in sorted((nw.get("subnets") or {}).items()):
+          sname = sub.get("name") or skey
+          if named("/v2.0/subnets", "subnets", sname, network_id=net["id"]) is None:
+              body = {"name": sname, "network_id": net["id"], "ip_version": 4, "cidr": sub["cidr"], "enable_dhcp": bool(sub.get("enable_dhcp", True))}
+              if sub.get("gateway_ip"):
+                  body["gateway_ip"] = sub["gateway_ip"]
+              s.post(api + "/v2.0/subnets", json={"subnet": body})
+      print(f"network {name} ({net['id']}) is there", flush=True)
 # Registers a service in Keystone, idempotently, as the administrator of the environment (OS_*): its
 # user (password set to the one given, so a regenerated or rotated password takes effect) with a role
 # in the service project, the service, and its endpoints in the region (a changed URL is updated).
