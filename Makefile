@@ -101,13 +101,15 @@ e2e: up
 	@sort -rn $(HISTORY_REPORT)
 	set -o pipefail; $(GO) test -count=1 -tags teardown -timeout 5m ./tests/teardown/ 2>&1 | tee -a $(BIN)/e2e.log
 
-## histories: record the replay corpus of workflows/ (workflows/testdata/histories) anew from the
-## end-to-end packages that run every served kind and path; the unit tests replay it (tests/e2e.Recorder).
-## HISTORY_PACKAGES=nova records one package's anew and keeps the others'.
+## histories: record the replay corpus of workflows/ (workflows/testdata/histories) from the end-to-end
+## packages that run every served kind and path; the unit tests replay it (tests/e2e.Recorder). The runs
+## are added to what is recorded (a shape recorded already is skipped), so the runs of older code keep
+## being replayed: workflows in flight outlive a release. HISTORY_PACKAGES=nova records one package;
+## HISTORIES_FRESH=1 drops the packages' recorded runs first.
 HISTORIES := $(CURDIR)/workflows/testdata/histories
 HISTORY_PACKAGES ?= samples servers edpm rollout bridge nova
 histories: up
-	rm -rf $(addprefix $(HISTORIES)/,$(HISTORY_PACKAGES))
+	$(if $(HISTORIES_FRESH),rm -rf $(addprefix $(HISTORIES)/,$(HISTORY_PACKAGES)))
 	for p in $(HISTORY_PACKAGES); do \
 		STACKFLOW_RECORD_HISTORIES=$(HISTORIES) $(GO) test -count=1 -p 1 -timeout $(E2E_TIMEOUT) ./tests/$$p/ || exit 1; \
 	done
