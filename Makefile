@@ -42,7 +42,9 @@ generate: tools
 ## this tree without a container engine, each again only when its inputs changed; prints their digests
 ## (deploy/images)
 images:
-	cd deploy/images && $(GO) run . -repo $(CURDIR) -out $(BIN)/images
+	@# -trimpath: the builder's own digest is part of every image's inputs; without it, the checkout's path
+	@# would be, and a fresh checkout could not use the images an earlier one left in the cache
+	cd deploy/images && $(GO) run -trimpath . -repo $(CURDIR) -out $(BIN)/images
 
 ## up: bring the local real stack up (idempotent); the images go onto its real node
 up: packages tools build images

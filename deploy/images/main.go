@@ -39,6 +39,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path"
@@ -256,6 +257,15 @@ func build(s spec, repo, outDir, cache, version string) (result, error) {
 		res.digest, res.cached = d, true
 		return res, nil
 	}
+	// A fresh checkout finds the image of the same inputs in the cache, built by an earlier checkout.
+	kept := filepath.Join(cache, "layouts", s.name+"@"+version)
+	if d, ok := built(kept, key); ok {
+		if err := copyTree(kept, dst); err != nil {
+			return res, err
+		}
+		res.digest, res.cached = d, true
+		return res, nil
+	}
 
 	base, list, err := baseLayer(debs)
 	if err != nil {
@@ -325,7 +335,58 @@ func build(s spec, repo, outDir, cache, version string) (result, error) {
 	if err != nil {
 		return res, err
 	}
-	return res, p.AppendImage(img, layout.WithAnnotations(map[string]string{"org.opencontainers.image.ref.name": version, inputsAnnotation: key}))
+	if err := p.AppendImage(img, layout.WithAnnotations(map[string]string{"org.opencontainers.image.ref.name": version, inputsAnnotation: key})); err != nil {
+		return res, err
+	}
+	// The cache keeps the last build of each image only, so it does not grow with every change.
+	return res, copyTree(dst, kept)
+}
+
+// copyTree replaces dst with a copy of the directory src (a layout: regular files only), written beside
+// dst first so an interrupted copy never looks like a layout.
+func copyTree(src, dst string) error {
+	tmp := dst + ".tmp"
+	if err := os.RemoveAll(tmp); err != nil {
+		return err
+	}
+	err := filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(src, path)
+		if err != nil {
+			return err
+		}
+		to := filepath.Join(tmp, rel)
+		if d.IsDir() {
+			return os.MkdirAll(to, 0o755)
+		}
+		// A hard link where the file system allows it: the blobs are never written again in place.
+		if os.Link(path, to) == nil {
+			return nil
+		}
+		in, err := os.Open(path)
+		if err != nil {
+			return err
+		}
+		defer in.Close()
+		out, err := os.Create(to)
+		if err != nil {
+			return err
+		}
+		if _, err := io.Copy(out, in); err != nil {
+			out.Close()
+			return err
+		}
+		return out.Close()
+	})
+	if err != nil {
+		return fmt.Errorf("copy image layout %s: %w", src, err)
+	}
+	if err := os.RemoveAll(dst); err != nil {
+		return err
+	}
+	return os.Rename(tmp, dst)
 }
 
 // inputsAnnotation records, in the layout's index, the digest of what the image was built from.

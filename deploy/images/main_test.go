@@ -48,3 +48,49 @@ func TestBuiltReusesOnlyWhatMatches(t *testing.T) {
 		})
 	}
 }
+
+// A layout copied into the cache and back is the same image; a copy replaces what was there.
+func TestCopyTreeKeepsTheImage(t *testing.T) {
+	base := t.TempDir()
+	src, kept, dst := filepath.Join(base, "img"), filepath.Join(base, "cache", "img@dev"), filepath.Join(base, "out", "img")
+	p, err := layout.Write(src, empty.Index)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.AppendImage(empty.Image, layout.WithAnnotations(map[string]string{inputsAnnotation: "k1"})); err != nil {
+		t.Fatal(err)
+	}
+	want, err := empty.Image.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// An older build is in the way at both ends: it goes, stale files and all.
+	for _, d := range []string{kept, dst} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(d, "stale"), []byte("old"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := copyTree(src, kept); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(src); err != nil {
+		t.Fatal(err)
+	}
+	if err := copyTree(kept, dst); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{kept, dst} {
+		if got, ok := built(d, "k1"); !ok || got != want {
+			t.Fatalf("built(%s) = %v, %v; want %v", d, got, ok, want)
+		}
+		if _, err := os.Stat(filepath.Join(d, "stale")); !os.IsNotExist(err) {
+			t.Fatalf("%s kept a file of the older build: %v", d, err)
+		}
+		if _, err := os.Stat(d + ".tmp"); !os.IsNotExist(err) {
+			t.Fatalf("%s.tmp left behind: %v", d, err)
+		}
+	}
+}

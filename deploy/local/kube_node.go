@@ -197,7 +197,7 @@ func (s *Stack) cniConfig() string {
 func (s *Stack) importPauseImage(ctx context.Context) error {
 	layout := s.nodeDir("images", pauseImageName)
 	if !fileExists(filepath.Join(layout, "index.json")) {
-		cmd := exec.CommandContext(ctx, "go", "run", ".", "-repo", s.RepoRoot, "-out", s.nodeDir("images"), pauseImageName)
+		cmd := exec.CommandContext(ctx, "go", "run", "-trimpath", ".", "-repo", s.RepoRoot, "-out", s.nodeDir("images"), pauseImageName)
 		cmd.Dir = filepath.Join(s.RepoRoot, "deploy", "images")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			return fmt.Errorf("build the pause image: %w\n%s", err, out)
