@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -439,11 +440,20 @@ func Down(ctx context.Context, opts Options) error {
 	if err := s.downKubeProxy(ctx); err != nil {
 		errs = append(errs, err)
 	}
+	// The rest at once: each may take its whole grace period (a few ignore SIGTERM for 15 s), and one at a
+	// time those periods added up to most of a minute.
+	var mu sync.Mutex
+	var wg sync.WaitGroup
 	for name := range s.StartedPIDs() {
-		if err := s.Stop(name, 15*time.Second); err != nil {
-			errs = append(errs, err)
-		}
+		wg.Go(func() {
+			if err := s.Stop(name, 15*time.Second); err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		})
 	}
+	wg.Wait()
 	if err := s.removeHostNetwork(ctx); err != nil {
 		errs = append(errs, err)
 	}
