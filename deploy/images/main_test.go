@@ -5,24 +5,32 @@ import (
 	"path/filepath"
 	"testing"
 
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 )
 
-// An image is reused only when the layout records the same inputs and still holds its manifest.
-func TestBuiltReusesOnlyWhatMatches(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "img")
+// writeLayout writes a layout of the empty image built from inputs key and returns the image's digest.
+func writeLayout(t *testing.T, dir, key string) v1.Hash {
+	t.Helper()
 	p, err := layout.Write(dir, empty.Index)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := p.AppendImage(empty.Image, layout.WithAnnotations(map[string]string{inputsAnnotation: "k1"})); err != nil {
+	if err := p.AppendImage(empty.Image, layout.WithAnnotations(map[string]string{inputsAnnotation: key})); err != nil {
 		t.Fatal(err)
 	}
-	want, err := empty.Image.Digest()
+	d, err := empty.Image.Digest()
 	if err != nil {
 		t.Fatal(err)
 	}
+	return d
+}
+
+// An image is reused only when the layout records the same inputs and still holds its manifest.
+func TestBuiltReusesOnlyWhatMatches(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "img")
+	want := writeLayout(t, dir, "k1")
 	for _, tc := range []struct {
 		name   string
 		dir    string
@@ -53,17 +61,7 @@ func TestBuiltReusesOnlyWhatMatches(t *testing.T) {
 func TestCopyTreeKeepsTheImage(t *testing.T) {
 	base := t.TempDir()
 	src, kept, dst := filepath.Join(base, "img"), filepath.Join(base, "cache", "img@dev"), filepath.Join(base, "out", "img")
-	p, err := layout.Write(src, empty.Index)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.AppendImage(empty.Image, layout.WithAnnotations(map[string]string{inputsAnnotation: "k1"})); err != nil {
-		t.Fatal(err)
-	}
-	want, err := empty.Image.Digest()
-	if err != nil {
-		t.Fatal(err)
-	}
+	want := writeLayout(t, src, "k1")
 	// An older build is in the way at both ends: it goes, stale files and all.
 	for _, d := range []string{kept, dst} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
