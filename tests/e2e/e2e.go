@@ -201,21 +201,40 @@ func (e *Env) build(ctx context.Context, binary string) error {
 }
 
 // BuildTagged compiles binary (Bridge or Worker) of this tree with the build tags into e.Bin under the
-// file name name: another build of the same tree (the upgrade test's second worker build, say).
+// file name name: another build of the same tree (the upgrade test's second worker build, say). The
+// build is kept in the checkout's bin/e2e-bin, and a later package's build from the same inputs links it
+// instead of building again.
 func (e *Env) BuildTagged(ctx context.Context, binary, name string, tags ...string) error {
 	pkg, ok := packages[binary]
 	if !ok {
 		return fmt.Errorf("e2e: unknown binary %q", binary)
 	}
-	args := []string{"build", "-o", filepath.Join(e.Bin, name)}
+	repo, dst := e.Stack.RepoRoot, filepath.Join(e.Bin, name)
+	if err := os.MkdirAll(e.Bin, 0o755); err != nil {
+		return err
+	}
+	// The cache is an optimisation: without a key, the binary is built as if there were none.
+	key, keyErr := binaryKey(ctx, repo, pkg, tags)
+	cacheName := strings.Join(append([]string{binary}, tags...), "+")
+	if keyErr == nil {
+		if err := linkOrCopy(cachedBinary(repo, cacheName, key), dst); err == nil {
+			return nil
+		}
+	}
+	args := []string{"build", "-o", dst}
 	if len(tags) > 0 {
 		args = append(args, "-tags", strings.Join(tags, ","))
 	}
 	cmd := exec.CommandContext(ctx, "go", append(args, pkg)...)
-	cmd.Dir = e.Stack.RepoRoot
+	cmd.Dir = repo
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Run(); err != nil {
 		return fmt.Errorf("build %s with tags %v: %w", pkg, tags, err)
+	}
+	if keyErr == nil {
+		if err := storeBinary(repo, cacheName, key, dst); err != nil {
+			return fmt.Errorf("keep the build of %s: %w", pkg, err)
+		}
 	}
 	return nil
 }
