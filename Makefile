@@ -7,6 +7,10 @@ GO ?= go
 BIN := $(CURDIR)/bin
 LOCAL := $(BIN)/stackflow-local
 E2E_TIMEOUT ?= 75m
+# The packages `make e2e` runs, in this order: those of tests/ but tests/bench (benchmarks only: make
+# bench), tests/e2e and tests/makespan (the harness's pure helpers: make unit) and tests/teardown (run
+# last, with its build tag).
+E2E_PACKAGES ?= $(filter-out ./tests/bench/ ./tests/e2e/ ./tests/makespan/ ./tests/teardown/,$(sort $(addprefix ./,$(dir $(wildcard tests/*/*_test.go)))))
 # pinned tool versions (WORKFLOWCHECK_VERSION among them)
 include deploy/local/versions.env
 
@@ -98,7 +102,8 @@ e2e: up
 	@bash deploy/local/scripts/delete-samples.sh
 	@rm -f $(HISTORY_REPORT)
 	@# go test shows a package's time only in its summary line: kept in bin/e2e.log for make test's table
-	set -o pipefail; STACKFLOW_HISTORY_REPORT=$(HISTORY_REPORT) $(GO) test -count=1 -p 1 -timeout $(E2E_TIMEOUT) ./tests/... 2>&1 | tee $(BIN)/e2e.log
+	@# one package at a time, each package's test binary linked while the one before runs (e2e.sh)
+	set -o pipefail; STACKFLOW_HISTORY_REPORT=$(HISTORY_REPORT) bash deploy/local/scripts/e2e.sh $(E2E_TIMEOUT) $(E2E_PACKAGES) 2>&1 | tee $(BIN)/e2e.log
 	@echo "history sizes per e2e package, the suite's largest run first (every payload under 256 KiB, checked):"
 	@sort -rn $(HISTORY_REPORT)
 	set -o pipefail; $(GO) test -count=1 -tags teardown -timeout 5m ./tests/teardown/ 2>&1 | tee -a $(BIN)/e2e.log
