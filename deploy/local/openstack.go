@@ -216,9 +216,10 @@ func (s *Stack) upOpenStack(ctx context.Context) error {
 }
 
 // ServersRegions are regions of the site for Novas that end-to-end packages deploy and boot servers on
-// (tests/servers, tests/upgrade): an OpenStackServer's identityRef.region is the region of every service
-// it uses, so the site's shared services are listed there as in the samples' region.
-var ServersRegions = []string{"RegionThree", "RegionFour"}
+// (tests/servers, whose upgrade test shares its Nova): an OpenStackServer's identityRef.region is the
+// region of every service it uses, so the site's shared services are listed there as in the samples'
+// region.
+var ServersRegions = []string{"RegionThree"}
 
 // SharedRegions are the regions besides OpenStackRegion where the site's shared services are listed.
 var SharedRegions = append([]string{SampleRegion}, ServersRegions...)

@@ -355,6 +355,10 @@ func (e *Env) RunTests(m *testing.M) int {
 	return e.CheckHistories()
 }
 
+// SkipRecording keeps the run's histories out of the replay corpus (a build of other code than this
+// tree's, say); CheckHistories still scans them.
+func (e *Env) SkipRecording() { e.noRecord = true }
+
 // CheckHistories is RunTests' scan (and recording) of the histories of the workflows started in the
 // run's Temporal namespace since Setup: 0 when they pass, 1 (having said why) when not.
 func (e *Env) CheckHistories() int {

@@ -3,7 +3,8 @@
 // Glance, Neutron with OVN) with a Nova that stackflow deploys and an EDPM compute it joins to that
 // Nova's cell1 (DeployNova), and the stackflow-bridge and stackflow-worker binaries as processes, so a
 // kill -9 is a real crash. What the workflows leave behind is listed straight from Nova and Neutron by
-// the owner tag.
+// the owner tag. On the same Nova, the upgrade test (upgrade_test.go) proves that upgrading stackflow's
+// worker mid-flight breaks nothing.
 //
 // This file is the harness, shared with the benchmark in tests/bench.
 package servers
@@ -64,6 +65,8 @@ type Env struct {
 	Nova *e2e.Nova
 
 	auth gophercloud.AuthOptions
+	// sharedNova: Nova is another Env's (UseNova), which removes it.
+	sharedNova bool
 }
 
 // Setup brings up Kubernetes, Temporal and OpenStack (and the extra components named), builds the
@@ -164,10 +167,20 @@ func (e *Env) DeployNova(ctx context.Context, o e2e.NovaOptions, compute string)
 	return e.connect(ctx, o.Region)
 }
 
+// UseNova has the run's objects (their identityRef) and clients use n, a Nova another Env of the
+// process deployed with DeployNova: that Env's CloseNova removes it, not this one's.
+func (e *Env) UseNova(ctx context.Context, n *e2e.Nova) error {
+	if n == nil {
+		return errors.New("no Nova to share: DeployNova first")
+	}
+	e.Nova, e.sharedNova = n, true
+	return e.connect(ctx, n.Region)
+}
+
 // CloseNova deletes DeployNova's compute and Nova, checks their teardown and histories (0 when all
 // passes, as RunTests), and deletes its namespace when it passed (left for inspection when not).
 func (e *Env) CloseNova() int {
-	if e.Nova == nil {
+	if e.Nova == nil || e.sharedNova {
 		return 0
 	}
 	code := e.Nova.Close()

@@ -1,4 +1,4 @@
-package upgrade
+package servers
 
 import (
 	"context"
@@ -24,10 +24,54 @@ import (
 	"github.com/stackflow/stackflow/api/lifecycle"
 	"github.com/stackflow/stackflow/deploy/local"
 	"github.com/stackflow/stackflow/tests/e2e"
-	"github.com/stackflow/stackflow/tests/servers"
 	"github.com/stackflow/stackflow/worker"
 	"github.com/stackflow/stackflow/workflows/controlplane"
 )
+
+// The upgrade test proves that upgrading stackflow never breaks a running deployment, end to end:
+// objects of several kinds run on the worker build A (this tree), A stops with them mid-flight, and
+// build B takes over: the same tree built with the tag upgradeprobe, whose reconcile path has one more
+// step guarded by GetVersion (workflows/object/upgrade_probe.go), with a build ID of its own that it
+// makes current in the worker deployment as the README's upgrade procedure says. Its workflows and its
+// worker deployment live in a Temporal namespace of their own (upgradeTemporalNamespace); its servers
+// boot on the package's Nova, which it shares with the other tests.
+const upgradeTemporalNamespace = "stackflow-e2e-upgrade"
+
+// workerB is the file name of build B's worker binary in the upgrade run's bin directory.
+const workerB = "stackflow-worker-upgraded"
+
+var (
+	// upg is the upgrade test's run: its own namespace with the cloud's identity Secret, clients and
+	// binaries, on the package's Nova.
+	upg *Env
+	// charts serves the project's charts for the upgrade test's rollout.
+	charts *local.ChartServer
+)
+
+// setUpUpgrade makes upg and charts for the test, and at its end checks upg's histories (when the test
+// passed) and releases both.
+func setUpUpgrade(t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	var err error
+	upg, err = Setup(ctx, upgradeTemporalNamespace, "upg", local.Hosts)
+	require.NoError(t, err)
+	// Build B's histories hold its extra step, which the tree without its tag does not replay: they are
+	// never part of the replay corpus.
+	upg.SkipRecording()
+	t.Cleanup(func() {
+		if !t.Failed() && upg.CheckHistories() != 0 {
+			t.Error("the upgrade run's histories (above)")
+		}
+		upg.Close()
+	})
+	require.NoError(t, upg.BuildTagged(ctx, e2e.Worker, workerB, "upgradeprobe"))
+	charts, err = upg.ServeCharts("0.1.1")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = charts.Close() })
+	require.NoError(t, upg.UseNova(ctx, env.Nova))
+}
 
 // What build B adds (workflows/object/upgrade_probe.go, compiled only with its tag): the change ID of its
 // GetVersion guard and the value its extra step records.
@@ -69,42 +113,25 @@ func (o *object) String() string { return o.kind + "/" + o.name }
 
 func (o *object) get(ctx context.Context) (*unstructured.Unstructured, error) {
 	if o.namespace == "" {
-		return env.Dyn.Resource(o.gvr).Get(ctx, o.name, metav1.GetOptions{})
+		return upg.Dyn.Resource(o.gvr).Get(ctx, o.name, metav1.GetOptions{})
 	}
-	return env.Dyn.Resource(o.gvr).Namespace(o.namespace).Get(ctx, o.name, metav1.GetOptions{})
+	return upg.Dyn.Resource(o.gvr).Namespace(o.namespace).Get(ctx, o.name, metav1.GetOptions{})
 }
 
 func (o *object) create(t *testing.T, ctx context.Context) {
 	t.Helper()
 	u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": o.apiVersion, "kind": o.kind,
-		"metadata": map[string]any{"name": o.name, "labels": map[string]any{"stackflow.io/test-run": env.Run}}, "spec": o.spec}}
+		"metadata": map[string]any{"name": o.name, "labels": map[string]any{"stackflow.io/test-run": upg.Run}}, "spec": o.spec}}
 	var err error
 	if o.namespace == "" {
-		u, err = env.Dyn.Resource(o.gvr).Create(ctx, u, metav1.CreateOptions{})
+		u, err = upg.Dyn.Resource(o.gvr).Create(ctx, u, metav1.CreateOptions{})
 	} else {
 		u.SetNamespace(o.namespace)
-		u, err = env.Dyn.Resource(o.gvr).Namespace(o.namespace).Create(ctx, u, metav1.CreateOptions{})
+		u, err = upg.Dyn.Resource(o.gvr).Namespace(o.namespace).Create(ctx, u, metav1.CreateOptions{})
 	}
 	require.NoError(t, err, "create %s", o)
 	o.ref = e2e.Ref(o.kind, o.gvr, u)
-	t.Cleanup(func() { env.Env.ForceDelete(o.gvr, o.namespace, o.name) })
-}
-
-// ready reports whether the object is Ready at its generation, or what it shows instead.
-func ready(u *unstructured.Unstructured) error {
-	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
-	status := ""
-	for _, c := range conds {
-		if m, _ := c.(map[string]any); m["type"] == lifecycle.ConditionReady {
-			status, _ = m["status"].(string)
-		}
-	}
-	og, _, _ := unstructured.NestedInt64(u.Object, "status", "observedGeneration")
-	phase, _, _ := unstructured.NestedString(u.Object, "status", "phase")
-	if status != "True" || og != u.GetGeneration() {
-		return fmt.Errorf("Ready=%q, phase %q, observed generation %d of %d", status, phase, og, u.GetGeneration())
-	}
-	return nil
+	t.Cleanup(func() { upg.Env.ForceDelete(o.gvr, o.namespace, o.name) })
 }
 
 // TestUpgradeMidFlight starts 11 objects of eight kinds on build A and stops A while an EDPM node is
@@ -114,62 +141,63 @@ func ready(u *unstructured.Unstructured) error {
 // each phase-0 step once; the runs that were in flight finish on B without its new step (their
 // histories passed it), and the reconciles that start on B take it.
 func TestUpgradeMidFlight(t *testing.T) {
+	setUpUpgrade(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	buildA, buildB := "a-"+env.Run, "b-"+env.Run
+	buildA, buildB := "a-"+upg.Run, "b-"+upg.Run
 	// Namespaced kinds only in the run's namespace: other packages' objects are not this test's.
-	env.Env.StartBridge(t, e2e.BridgeOptions{Identity: env.Run + "-bridge", Lease: env.Run, Workers: 16,
+	upg.Env.StartBridge(t, e2e.BridgeOptions{Identity: upg.Run + "-bridge", Lease: upg.Run, Workers: 16,
 		Kinds:     "OpenStackServer,OpenStackMachine,OpenStackCluster,KupenstackConfiguration,OpenStackCloudConfigurationProfile,OpenStackDataPlane,OpenStackDataPlaneRole,OpenStackDataPlaneNode",
-		ExtraArgs: []string{"--watch-namespaces", env.Namespace}})
+		ExtraArgs: []string{"--watch-namespaces", upg.Namespace}})
 	helmCache := []string{"STACKFLOW_HELM_CACHE=" + t.TempDir()}
 	// A drains for up to 30 s when stopped, so the playbook it runs finishes and is recorded done: the
 	// host's step log then tells a step run twice from a step retried after a kill.
-	workerA := env.Env.StartWorker(t, e2e.WorkerOptions{Identity: env.Run + "-worker-a", Env: helmCache,
+	workerA := upg.Env.StartWorker(t, e2e.WorkerOptions{Identity: upg.Run + "-worker-a", Env: helmCache,
 		ExtraArgs: []string{"--build-id", buildA, "--stop-timeout", "30s"}})
 	waitCurrent(t, ctx, buildA)
 
-	releaseNS := env.Run + "-cp"
-	_, err := env.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: releaseNS}}, metav1.CreateOptions{})
+	releaseNS := upg.Run + "-cp"
+	_, err := upg.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: releaseNS}}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	t.Cleanup(func() {
-		_ = env.Kube.CoreV1().Namespaces().Delete(context.Background(), releaseNS, metav1.DeleteOptions{})
+		_ = upg.Kube.CoreV1().Namespaces().Delete(context.Background(), releaseNS, metav1.DeleteOptions{})
 	})
 	profileSpec := map[string]any{}
 	for _, c := range components {
 		profileSpec[c] = map[string]any{"chart": map[string]any{"repository": charts.URL, "name": c, "version": "0.1.0"}, "readinessTimeout": "2m"}
 	}
 	srv := func(name string, kind string, ports int, whileDown bool) *object {
-		o := &object{kind: kind, name: env.Run + "-" + name, namespace: env.Namespace, spec: env.ServerSpec(env.Flavor(), ports), ports: ports, whileDown: whileDown}
-		o.apiVersion, o.gvr = "infrastructure.cluster.x-k8s.io/v1alpha1", servers.ServersGVR
+		o := &object{kind: kind, name: upg.Run + "-" + name, namespace: upg.Namespace, spec: upg.ServerSpec(upg.Flavor(), ports), ports: ports, whileDown: whileDown}
+		o.apiVersion, o.gvr = "infrastructure.cluster.x-k8s.io/v1alpha1", ServersGVR
 		if kind == "OpenStackMachine" {
-			o.apiVersion, o.gvr = "infrastructure.cluster.x-k8s.io/v1beta1", servers.MachinesGVR
+			o.apiVersion, o.gvr = "infrastructure.cluster.x-k8s.io/v1beta1", MachinesGVR
 		}
 		return o
 	}
-	profile := &object{kind: "OpenStackCloudConfigurationProfile", apiVersion: "kupenstack.io/v1alpha1", gvr: gvrProfile, name: env.Run + "-profile",
+	profile := &object{kind: "OpenStackCloudConfigurationProfile", apiVersion: "kupenstack.io/v1alpha1", gvr: gvrProfile, name: upg.Run + "-profile",
 		spec: map[string]any{"components": profileSpec}}
-	config := &object{kind: "KupenstackConfiguration", apiVersion: "kupenstack.io/v1alpha1", gvr: gvrConfig, name: env.Run + "-cloud",
+	config := &object{kind: "KupenstackConfiguration", apiVersion: "kupenstack.io/v1alpha1", gvr: gvrConfig, name: upg.Run + "-cloud",
 		spec: map[string]any{"defaultProfile": profile.name, "releaseNamespace": releaseNS}}
-	bastion := &object{kind: "OpenStackCluster", apiVersion: "infrastructure.cluster.x-k8s.io/v1beta1", gvr: servers.ClustersGVR, name: env.Run + "-cluster",
-		namespace: env.Namespace, ports: 1, spec: map[string]any{
-			"identityRef":     env.Identity(),
-			"externalNetwork": map[string]any{"filter": map[string]any{"name": env.Stack.OpenStack.ExternalNetwork}},
-			"bastion":         map[string]any{"enabled": true, "spec": env.ServerSpec(env.Flavor(), 1)},
+	bastion := &object{kind: "OpenStackCluster", apiVersion: "infrastructure.cluster.x-k8s.io/v1beta1", gvr: ClustersGVR, name: upg.Run + "-cluster",
+		namespace: upg.Namespace, ports: 1, spec: map[string]any{
+			"identityRef":     upg.Identity(),
+			"externalNetwork": map[string]any{"filter": map[string]any{"name": upg.Stack.OpenStack.ExternalNetwork}},
+			"bastion":         map[string]any{"enabled": true, "spec": upg.ServerSpec(upg.Flavor(), 1)},
 		}}
 	// EDPM: a pre-provisioned node on a test host, with no services (phase 0 only); its bootstrap
 	// sleeps so the node is still in phase 0 when A stops.
-	host := env.Host(t, "edpm-compute-0")
+	host := upg.Host(t, dataPlaneHost)
 	e2e.CleanHost(t, host)
-	key, err := env.Kube.CoreV1().Secrets(local.SystemNamespace).Get(ctx, sshKeySecret, metav1.GetOptions{})
+	key, err := upg.Kube.CoreV1().Secrets(local.SystemNamespace).Get(ctx, sshKeySecret, metav1.GetOptions{})
 	require.NoError(t, err)
-	require.NoError(t, env.CreateSecret(ctx, env.Namespace, sshKeySecret, key.Data))
-	dpName := env.Run + "-dp"
-	role := &object{kind: "OpenStackDataPlaneRole", apiVersion: "dataplane.openstack.org/v1beta1", gvr: gvrRole, name: env.Run + "-role", namespace: env.Namespace,
+	require.NoError(t, upg.CreateSecret(ctx, upg.Namespace, sshKeySecret, key.Data))
+	dpName := upg.Run + "-dp"
+	role := &object{kind: "OpenStackDataPlaneRole", apiVersion: "dataplane.openstack.org/v1beta1", gvr: gvrRole, name: upg.Run + "-role", namespace: upg.Namespace,
 		spec: map[string]any{"dataPlane": dpName, "preProvisioned": true, "nodeTemplate": map[string]any{
 			"ansibleUser": "root", "ansibleSSHPrivateKeySecret": sshKeySecret, "ansibleVars": map[string]any{"edpm_bootstrap_command": "sleep 12"}}}}
-	node := &object{kind: "OpenStackDataPlaneNode", apiVersion: "dataplane.openstack.org/v1beta1", gvr: gvrNode, name: env.Run + "-node", namespace: env.Namespace,
+	node := &object{kind: "OpenStackDataPlaneNode", apiVersion: "dataplane.openstack.org/v1beta1", gvr: gvrNode, name: upg.Run + "-node", namespace: upg.Namespace,
 		spec: map[string]any{"role": role.name, "hostName": host.Name, "ansibleHost": host.Address, "deploy": true}}
-	dataPlane := &object{kind: "OpenStackDataPlane", apiVersion: "dataplane.openstack.org/v1beta1", gvr: gvrDP, name: dpName, namespace: env.Namespace,
+	dataPlane := &object{kind: "OpenStackDataPlane", apiVersion: "dataplane.openstack.org/v1beta1", gvr: gvrDP, name: dpName, namespace: upg.Namespace,
 		spec: map[string]any{"roles": []any{role.name}, "deploy": true}}
 	edpm := []*object{role, dataPlane, node}
 
@@ -253,14 +281,14 @@ func TestUpgradeMidFlight(t *testing.T) {
 	}
 	for _, o := range downs {
 		waitUntil(t, ctx, time.Minute, "the workflow of "+o.String()+" started", func() error {
-			_, err := env.Temporal.DescribeWorkflowExecution(ctx, lifecycle.WorkflowID(o.ref), "")
+			_, err := upg.Temporal.DescribeWorkflowExecution(ctx, lifecycle.WorkflowID(o.ref), "")
 			return err
 		})
 	}
 
 	// Build B takes over: a different binary with a build ID of its own, made current as it starts.
 	upgradeAt := time.Now()
-	env.Env.StartWorker(t, e2e.WorkerOptions{Identity: env.Run + "-worker-b", Binary: workerB, Env: helmCache, ExtraArgs: []string{"--build-id", buildB}})
+	upg.Env.StartWorker(t, e2e.WorkerOptions{Identity: upg.Run + "-worker-b", Binary: workerB, Env: helmCache, ExtraArgs: []string{"--build-id", buildB}})
 	waitCurrent(t, ctx, buildB)
 	for _, o := range all {
 		waitUntil(t, ctx, 4*time.Minute, o.String()+" Ready on build B", func() error {
@@ -274,15 +302,15 @@ func TestUpgradeMidFlight(t *testing.T) {
 	t.Logf("all %d objects Ready %s after build B started", len(all), time.Since(upgradeAt).Round(100*time.Millisecond))
 
 	// 0 non-determinism errors in any run of the namespace, and every payload under 256 KiB.
-	scan, err := env.ScanRuns(ctx)
+	scan, err := upg.ScanRuns(ctx)
 	require.NoError(t, err)
 	require.NoError(t, scan.Check())
 	t.Logf("%d runs: largest %s; longest %s; largest payload %s", scan.Runs, scan.Largest, scan.Longest, scan.LargestPayload)
 
-	dc, err := env.DataConverter()
+	dc, err := upg.DataConverter()
 	require.NoError(t, err)
 	for _, o := range all {
-		runs, err := e2e.Runs(ctx, env.Temporal, lifecycle.WorkflowID(o.ref))
+		runs, err := e2e.Runs(ctx, upg.Temporal, lifecycle.WorkflowID(o.ref))
 		require.NoError(t, err, "%s", o)
 		h := readHistory(t, dc, runs)
 		inFlight := slices.Contains(midFlight, o)
@@ -309,7 +337,7 @@ func TestUpgradeMidFlight(t *testing.T) {
 		if o.ports > 0 {
 			require.Equal(t, []int{1, o.ports}, []int{h.scheduled["EnsureServer"], h.scheduled["EnsurePort"]},
 				"%s: EnsureServer and EnsurePort scheduled (activities %v)", o, h.scheduled)
-			owned, err := env.ListOwned(ctx, o.ref)
+			owned, err := upg.ListOwned(ctx, o.ref)
 			require.NoError(t, err)
 			require.Equal(t, []int{1, o.ports}, []int{len(owned.Servers), len(owned.Ports)}, "servers and ports OpenStack holds for %s: %s", o, owned)
 		}
@@ -319,7 +347,7 @@ func TestUpgradeMidFlight(t *testing.T) {
 	steps := stepLog(host)
 	t.Logf("EDPM host %s ran %v", host.Name, steps)
 	require.Equal(t, map[string]int{"bootstrap": 1, "configure-network": 1, "configure-os": 1}, steps, "phase-0 steps the host ran")
-	runs, err := e2e.Runs(ctx, env.Temporal, lifecycle.WorkflowID(node.ref))
+	runs, err := e2e.Runs(ctx, upg.Temporal, lifecycle.WorkflowID(node.ref))
 	require.NoError(t, err)
 	require.Equal(t, 3, readHistory(t, dc, runs).scheduled["RunPlaybook"], "playbooks the node's workflow scheduled")
 
@@ -333,7 +361,7 @@ func TestUpgradeMidFlight(t *testing.T) {
 		require.Equal(t, int32(1), componentOf(s, c).Revision, c)
 		// Its rollout installed it once (an install retried after A stopped is one scheduled activity)
 		// and never had to recover or roll it back.
-		runs, err := e2e.Runs(ctx, env.Temporal, controlplane.ComponentWorkflowID(lifecycle.WorkflowID(config.ref), c))
+		runs, err := e2e.Runs(ctx, upg.Temporal, controlplane.ComponentWorkflowID(lifecycle.WorkflowID(config.ref), c))
 		require.NoError(t, err, c)
 		h := readHistory(t, dc, runs)
 		require.Equal(t, 1, h.scheduled["UpgradeOrInstall"], "rollout of %s: activities %v", c, h.scheduled)
@@ -343,14 +371,14 @@ func TestUpgradeMidFlight(t *testing.T) {
 	// Teardown on B leaves nothing in OpenStack.
 	for _, o := range all {
 		if o.ports > 0 {
-			require.NoError(t, env.Env.DeleteAndWait(ctx, o.gvr, o.namespace, o.name), "delete %s", o)
+			require.NoError(t, upg.Env.DeleteAndWait(ctx, o.gvr, o.namespace, o.name), "delete %s", o)
 		}
 	}
-	require.NoError(t, env.Env.DeleteAndWait(ctx, gvrConfig, "", config.name))
-	require.NoError(t, env.Env.DeleteAndWait(ctx, gvrProfile, "", profile.name))
+	require.NoError(t, upg.Env.DeleteAndWait(ctx, gvrConfig, "", config.name))
+	require.NoError(t, upg.Env.DeleteAndWait(ctx, gvrProfile, "", profile.name))
 	for _, o := range all {
 		if o.ports > 0 {
-			owned, err := env.ListOwned(ctx, o.ref)
+			owned, err := upg.ListOwned(ctx, o.ref)
 			require.NoError(t, err)
 			require.Zero(t, owned.Count(), "%s left %s", o, owned)
 		}
@@ -446,7 +474,7 @@ func buildOf(a *historypb.WorkflowTaskCompletedEventAttributes) string {
 // waitCurrent waits until build is the current version of the worker deployment.
 func waitCurrent(t *testing.T, ctx context.Context, build string) {
 	t.Helper()
-	h := env.Temporal.WorkerDeploymentClient().GetHandle(worker.DefaultDeployment)
+	h := upg.Temporal.WorkerDeploymentClient().GetHandle(worker.DefaultDeployment)
 	waitUntil(t, ctx, time.Minute, "build "+build+" current", func() error {
 		d, err := h.Describe(ctx, client.WorkerDeploymentDescribeOptions{})
 		if err != nil {
@@ -551,7 +579,7 @@ func componentOf(s kupenstackv1alpha1.KupenstackConfigurationStatus, name string
 
 // releases reads the components' releases through the Helm activities (read-only).
 func releases(t *testing.T, ns string) (map[string]helm.ReleaseInfo, error) {
-	h, err := helm.NewHelm(env.REST, t.TempDir())
+	h, err := helm.NewHelm(upg.REST, t.TempDir())
 	if err != nil {
 		return nil, err
 	}
