@@ -52,8 +52,14 @@ func (k *Kube) WriteCloudsYAML(ctx context.Context, in CloudsYAMLInput) error {
 	if err != nil {
 		return err
 	}
-	for key, v := range map[string]string{"clouds.yaml": string(clouds), "cloud": in.Cloud} {
-		if err := WriteSecretKey(ctx, k.Core, SecretKeyRef{Namespace: in.Namespace, Name: in.Secret, Key: key}, in.Owner, v); err != nil {
+	return k.writeClouds(ctx, in.Namespace, in.Secret, in.Owner, in.Cloud, clouds)
+}
+
+// writeClouds writes a clouds.yaml and the name of its cloud into the Secret namespace/name (keys
+// clouds.yaml and cloud), each only when it differs.
+func (k *Kube) writeClouds(ctx context.Context, namespace, name string, owner *Owner, cloud string, clouds []byte) error {
+	for key, v := range map[string]string{"clouds.yaml": string(clouds), "cloud": cloud} {
+		if err := WriteSecretKey(ctx, k.Core, SecretKeyRef{Namespace: namespace, Name: name, Key: key}, owner, v); err != nil {
 			return err
 		}
 	}
@@ -111,10 +117,5 @@ func (k *Kube) WriteServiceCloudsYAML(ctx context.Context, in ServiceCloudsInput
 	if err != nil {
 		return err
 	}
-	for key, v := range map[string]string{"clouds.yaml": string(clouds), "cloud": in.Cloud} {
-		if err := WriteSecretKey(ctx, k.Core, SecretKeyRef{Namespace: in.Password.Namespace, Name: in.Password.Name, Key: key}, in.Owner, v); err != nil {
-			return err
-		}
-	}
-	return nil
+	return k.writeClouds(ctx, in.Password.Namespace, in.Password.Name, in.Owner, in.Cloud, clouds)
 }

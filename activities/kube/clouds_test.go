@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	"sigs.k8s.io/yaml"
 )
@@ -65,4 +66,46 @@ func TestWriteServiceCloudsYAML(t *testing.T) {
 
 	in.Password.Key = "Missing"
 	require.Error(t, k.WriteServiceCloudsYAML(ctx, in))
+}
+
+// A deployed Keystone's clouds.yaml logs in as its administrator at its Service's ClusterIP; an
+// administrator's Secret that is not there yet, or a Service with no address, is said.
+func TestWriteCloudsYAML(t *testing.T) {
+	admin := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "cp", Name: "keystone-admin"},
+		Data: map[string][]byte{"OS_USERNAME": []byte("admin"), "OS_PASSWORD": []byte("pw"), "OS_PROJECT_NAME": []byte("admin"),
+			"OS_REGION_NAME": []byte("RegionOne")}}
+	service := func(ip string) *corev1.Service {
+		return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "cp", Name: "keystone-api"},
+			Spec: corev1.ServiceSpec{ClusterIP: ip, Ports: []corev1.ServicePort{{Port: 5000}}}}
+	}
+	in := CloudsYAMLInput{Namespace: "cp", AdminSecret: "keystone-admin", Service: "keystone-api", Secret: "keystone-clouds", Cloud: "kupenstack"}
+	tests := []struct {
+		name    string
+		objects []runtime.Object
+		wantErr string
+	}{
+		{name: "written", objects: []runtime.Object{admin, service("10.96.0.20")}},
+		{name: "no administrator's Secret yet", objects: []runtime.Object{service("10.96.0.20")}, wantErr: "cp/keystone-admin not found"},
+		{name: "a headless Service", objects: []runtime.Object{admin, service("None")}, wantErr: "no ClusterIP"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := context.Background()
+			core := fake.NewSimpleClientset(tt.objects...)
+			err := (&Kube{Core: core}).WriteCloudsYAML(ctx, in)
+			if tt.wantErr != "" {
+				require.ErrorContains(t, err, tt.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			sec, err := core.CoreV1().Secrets("cp").Get(ctx, "keystone-clouds", metav1.GetOptions{})
+			require.NoError(t, err)
+			require.Equal(t, "kupenstack", string(sec.Data["cloud"]))
+			var file clouds.Clouds
+			require.NoError(t, yaml.Unmarshal(sec.Data["clouds.yaml"], &file))
+			c := file.Clouds["kupenstack"]
+			require.Equal(t, "http://10.96.0.20:5000/v3", c.AuthInfo.AuthURL)
+			require.Equal(t, []string{"admin", "pw", "RegionOne"}, []string{c.AuthInfo.Username, c.AuthInfo.Password, c.RegionName})
+		})
+	}
 }
