@@ -143,7 +143,10 @@ func TestClientsForFallback(t *testing.T) {
 	withClouds.Data["NovaPassword"] = []byte("pw")
 	passwordsOnly := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "osp-secret", Namespace: "ns", ResourceVersion: "1", UID: "s2"},
 		Data: map[string][]byte{"NovaPassword": []byte("pw")}}
-	o := &OpenStack{Core: fake.NewSimpleClientset(identitySecret(site.URL), withClouds, passwordsOnly)}
+	// The namespace's cloud, under the name a data-plane service falls back to.
+	siteClouds := identitySecret(site.URL)
+	siteClouds.Name = DefaultCloudsSecret
+	o := &OpenStack{Core: fake.NewSimpleClientset(siteClouds, withClouds, passwordsOnly)}
 	for _, tc := range []struct {
 		name, secret, want string
 	}{
@@ -153,12 +156,7 @@ func TestClientsForFallback(t *testing.T) {
 		{"no Nova: the namespace's cloud", "", site.URL},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cloud := ServiceCloud("ns", tc.secret, "RegionTwo")
-			cloud.Fallback = strings.ReplaceAll(cloud.Fallback, DefaultCloudsSecret, "cloud")
-			if cloud.Name == DefaultCloudsSecret {
-				cloud.Name = "cloud"
-			}
-			c, err := o.clientsFor(ctx, cloud.Identity())
+			c, err := o.clientsFor(ctx, ServiceCloud("ns", tc.secret, "RegionTwo").Identity())
 			require.NoError(t, err)
 			require.Equal(t, tc.want+"/two/compute/v2.1/", c.compute.Endpoint, "the compute API of the region asked, in the cloud chosen")
 		})
