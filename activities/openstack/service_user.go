@@ -174,10 +174,9 @@ func findUser(ctx context.Context, c *gophercloud.ServiceClient, name string) (*
 	return &all[0], nil
 }
 
-// ensureServiceProject returns the ID of project service of domain Default, creating it when missing (a
-// conflict is another registration creating it at the same moment: it is read back).
+// ensureServiceProject returns the ID of project service of domain Default, creating it when missing.
 func ensureServiceProject(ctx context.Context, c *gophercloud.ServiceClient) (string, error) {
-	find := func() (string, error) {
+	return findOrCreate("project service", func() (string, error) {
 		pages, err := projects.List(c, projects.ListOpts{Name: "service", DomainID: serviceDomain}).AllPages(ctx)
 		if err != nil {
 			return "", classifyOS("find project service", err)
@@ -190,24 +189,18 @@ func ensureServiceProject(ctx context.Context, c *gophercloud.ServiceClient) (st
 			return "", nil
 		}
 		return all[0].ID, nil
-	}
-	if id, err := find(); id != "" || err != nil {
-		return id, err
-	}
-	p, err := projects.Create(ctx, c, projects.CreateOpts{Name: "service", DomainID: serviceDomain, Description: "created by stackflow"}).Extract()
-	if isConflict(err) {
-		return find()
-	}
-	if err != nil {
-		return "", classifyOS("create project service", err)
-	}
-	return p.ID, nil
+	}, func() (string, error) {
+		p, err := projects.Create(ctx, c, projects.CreateOpts{Name: "service", DomainID: serviceDomain, Description: "created by stackflow"}).Extract()
+		if err != nil {
+			return "", err
+		}
+		return p.ID, nil
+	})
 }
 
-// ensureRole returns the ID of the role with the name, creating it when missing (a conflict is another
-// registration creating it at the same moment: it is read back).
+// ensureRole returns the ID of the global role with the name, creating it when missing.
 func ensureRole(ctx context.Context, c *gophercloud.ServiceClient, name string) (string, error) {
-	find := func() (string, error) {
+	return findOrCreate("role "+name, func() (string, error) {
 		pages, err := roles.List(c, roles.ListOpts{Name: name}).AllPages(ctx)
 		if err != nil {
 			return "", classifyOS("find role "+name, err)
@@ -222,18 +215,29 @@ func ensureRole(ctx context.Context, c *gophercloud.ServiceClient, name string) 
 			}
 		}
 		return "", nil
-	}
+	}, func() (string, error) {
+		r, err := roles.Create(ctx, c, roles.CreateOpts{Name: name}).Extract()
+		if err != nil {
+			return "", err
+		}
+		return r.ID, nil
+	})
+}
+
+// findOrCreate returns the ID find gives, or, when it gives none, the ID of what create makes. A conflict
+// on create is another registration creating it at the same moment: find reads it back.
+func findOrCreate(what string, find, create func() (string, error)) (string, error) {
 	if id, err := find(); id != "" || err != nil {
 		return id, err
 	}
-	r, err := roles.Create(ctx, c, roles.CreateOpts{Name: name}).Extract()
+	id, err := create()
 	if isConflict(err) {
 		return find()
 	}
 	if err != nil {
-		return "", classifyOS("create role "+name, err)
+		return "", classifyOS("create "+what, err)
 	}
-	return r.ID, nil
+	return id, nil
 }
 
 // passwordWorks reports whether Keystone issues the user of domain Default an (unscoped) token for the
