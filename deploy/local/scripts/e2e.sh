@@ -3,7 +3,8 @@
 # linked ahead, while the package before it runs: go test links a package's test binary again on every
 # run (about 14 s of CPU for an e2e package here), serial with the tests, while a package's run leaves
 # about half the CPU idle. Prints go test's lines (ok|FAIL <package> <seconds>s; a failing package's
-# output first), which make test's table reads.
+# output first), which make test's table reads; each package's verbose output stays in
+# bin/e2e-tests/<name>.out.
 #
 # usage: e2e.sh <timeout per package> <package>...   (packages as ./tests/<name>)
 set -uo pipefail
@@ -47,8 +48,9 @@ for p in "$@"; do
   fi
   out="$dir/$n.out"
   t0=$(date +%s.%N)
-  # go test runs a test binary in its package's directory.
-  (cd "$p" && "$root/$dir/$n.test" -test.paniconexit0 -test.count=1 -test.timeout="$timeout") >"$out" 2>&1
+  # go test runs a test binary in its package's directory. Verbose: bin/e2e-tests/<name>.out keeps each
+  # test's time (and a failing package's whole log is printed).
+  (cd "$p" && "$root/$dir/$n.test" -test.paniconexit0 -test.v -test.count=1 -test.timeout="$timeout") >"$out" 2>&1
   code=$?
   secs=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.3f", b - a }')
   if [ "$code" = 0 ]; then

@@ -27,6 +27,12 @@ summary() {
       # go test's summary lines: ok|FAIL <package> <seconds>s
       sed -nE 's#^(ok|FAIL)[[:space:]]+github.com/stackflow/stackflow/(tests/[^[:space:]]+)[[:space:]]+([0-9]+)(\.[0-9]+)?s.*#\2 \3 \1#p' "$e2elog" |
         while read -r pkg s r; do printf '    %-32s %14s  %s\n' "$pkg" "$(fmt "$s")" "$r"; done
+      # the slowest top-level tests, from the packages' verbose output (deploy/local/scripts/e2e.sh)
+      ls bin/e2e-tests/*.out >/dev/null 2>&1 && echo "    slowest tests:"
+      grep -H -E '^--- (PASS|FAIL): [^ ]+ \([0-9.]+s\)' bin/e2e-tests/*.out 2>/dev/null |
+        sed -E 's#^bin/e2e-tests/([^.]+)\.out:--- (PASS|FAIL): ([^ ]+) \(([0-9]+)(\.[0-9]+)?s\)#\4 tests/\1 \3#' |
+        sort -rn | head -8 |
+        while read -r s pkg name; do printf '      %-54s %10s\n' "$pkg $name" "$(fmt "$s")"; done
     fi
   done <"$steps"
   total=$(($(date +%s) - start))
