@@ -233,18 +233,19 @@ func NovaManage(t testing.TB, configFile string, args ...string) string {
 	return string(out)
 }
 
-// removeLeakedServers deletes, after a failed package, the servers of the cloud (every project, every
-// region the catalog lists a compute API in) whose name carries the run's name, and their ports, and says
-// what it removed. Object teardown is what removes a run's servers; this only keeps one package's failure
-// from failing the next on the cloud's quota.
-func (e *Env) removeLeakedServers() {
+// RemoveLeakedServers deletes, after a failure, the servers of the cloud (every project; the cloud's
+// region, the samples', those of the Novas the run deployed and the regions named, such as a Nova another
+// Env deployed) whose name carries the run's name, and their ports, and says what it removed. Object
+// teardown is what removes a run's servers; this only keeps one failure from failing what comes next on
+// the cloud's quota or on a Nova's compute teardown. RunTests calls it after a failed package.
+func (e *Env) RemoveLeakedServers(regions ...string) {
 	if e.Stack == nil || e.Stack.OpenStack == nil || e.Run == "" {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	e.mu.Lock()
-	regions := append([]string{"", "RegionTwo"}, e.regions...)
+	regions = append(append([]string{"", "RegionTwo"}, e.regions...), regions...)
 	e.mu.Unlock()
 	for _, region := range regions {
 		c, err := e.CloudIn(ctx, region)

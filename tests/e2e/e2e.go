@@ -92,7 +92,7 @@ type Env struct {
 	// paths label runs for the replay corpus (see RecordPath); mu guards them.
 	mu    sync.Mutex
 	paths []Path
-	// regions are the regions of the Novas the run deployed (see StartNova): removeLeakedServers looks
+	// regions are the regions of the Novas the run deployed (see StartNova): RemoveLeakedServers looks
 	// there too.
 	regions []string
 	// noRecord keeps the run's histories out of the replay corpus (a Nova's namespace of its own).

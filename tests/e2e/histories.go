@@ -349,7 +349,7 @@ func (e *Env) RunTests(m *testing.M) int {
 	if code != 0 {
 		// A failed test may leave servers its objects' teardown never removed: they would hold the cloud's
 		// quota and fail the packages after this one.
-		e.removeLeakedServers()
+		e.RemoveLeakedServers()
 		return code
 	}
 	return e.CheckHistories()
