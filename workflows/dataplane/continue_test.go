@@ -121,3 +121,91 @@ func TestNodeKeepsAGrantAcrossContinueAsNew(t *testing.T) {
 	chain.Execute("OpenStackDataPlaneNode", object.Input{ObjectRef: DataPlaneNodeRef("openstack", "n1")})
 	require.NoError(t, env.GetWorkflowError())
 }
+
+// Nodes ask their data plane for admission with a request and a refresh (which wakes an idle data plane).
+// When both reach a rollout that is running and reads the requests itself, the refresh asks for nothing
+// more: the rollout that fails (one node failed) stays failed, not reconciled again at once to fail again
+// (its status going Failed, Running, Failed), and one that succeeds is not rolled out twice. A node the
+// rollout does not know yet (created while it ran) is read by a second reconcile.
+func TestRolloutAnswersTheRefreshesOfNodesItAdmits(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		fails      bool
+		late       bool
+		reconciles int
+	}{
+		{name: "a failed rollout stays failed", fails: true, reconciles: 1},
+		{name: "a finished rollout stays finished", reconciles: 1},
+		{name: "a node created during the rollout is admitted by the next", late: true, reconciles: 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := dataplanev1beta1.OpenStackDataPlaneSpec{Roles: []string{"compute"}, Deploy: true}
+			env, chain := slowStatusEnv(t, "OpenStackDataPlane", OpenStackDataPlaneWorkflow, spec)
+			names := []string{"n1", "n2"}
+			reconciles := 0
+			env.OnActivity(kubeActs.ListObjects, mock.Anything, mock.Anything).Return(
+				func(context.Context, kube.ListInput) ([]kube.ListedObject, error) {
+					reconciles++
+					var out []kube.ListedObject
+					for _, n := range names {
+						b, _ := json.Marshal(node(n, nil, nil).Spec)
+						out = append(out, kube.ListedObject{Ref: DataPlaneNodeRef("openstack", n), Object: kube.Object{Exists: true, Generation: 1, Spec: b}})
+					}
+					return out, nil
+				})
+			// No node has deployed: the rollout admits both and learns the outcome from their reports.
+			env.OnActivity(kubeActs.GetObjectStatus, mock.Anything, mock.Anything).Return(
+				&kube.ObjectStatus{Exists: true, Generation: 1, Phase: "Infrastructure"}, nil)
+			byID := map[string]string{}
+			for _, n := range names {
+				byID[lifecycle.WorkflowID(DataPlaneNodeRef("openstack", n))] = n
+			}
+			env.OnSignalExternalWorkflow(mock.Anything, mock.Anything, mock.Anything, mock.Anything, mock.Anything).Return(
+				func(_, id, _, signal string, _ any) error {
+					n, ok := byID[id]
+					if !ok || signal != SignalEDPMGrant {
+						return nil
+					}
+					// As a node does: it asked (request, then refresh) while the rollout ran, deploys, reports.
+					env.RegisterDelayedCallback(func() {
+						require.NoError(t, chain.Signal(SignalEDPMRequest, EDPMRequest{Node: n, Generation: 1}))
+						require.NoError(t, chain.Signal(lifecycle.SignalRefresh, nil))
+					}, time.Second)
+					env.RegisterDelayedCallback(func() {
+						rep := EDPMReport{Node: n, State: EDPMSucceeded, Message: "every phase done"}
+						if tc.fails && n == "n2" {
+							rep = EDPMReport{Node: n, State: EDPMFailed, Step: StepConfigureNetwork, Message: "configure-network failed"}
+						}
+						require.NoError(t, chain.Signal(SignalEDPMReport, rep))
+					}, time.Minute)
+					return nil
+				})
+			env.RegisterDelayedCallback(func() { require.NoError(t, chain.Signal(lifecycle.SignalSpec, lifecycle.SpecSignal{Generation: 1})) }, time.Second)
+			if tc.late {
+				env.RegisterDelayedCallback(func() {
+					names = append(names, "n3")
+					byID[lifecycle.WorkflowID(DataPlaneNodeRef("openstack", "n3"))] = "n3"
+					require.NoError(t, chain.Signal(SignalEDPMRequest, EDPMRequest{Node: "n3", Generation: 1}))
+					require.NoError(t, chain.Signal(lifecycle.SignalRefresh, nil))
+				}, 30*time.Second)
+			}
+			env.RegisterDelayedCallback(func() {
+				st, err := chain.Status()
+				require.NoError(t, err)
+				want := lifecycle.PhaseReady
+				if tc.fails {
+					want = lifecycle.PhaseFailed
+				}
+				require.Equal(t, want, st.Phase)
+				require.Equal(t, tc.reconciles, reconciles, "reconciles: the refreshes of the nodes a rollout admitted ask for no second one")
+				require.Equal(t, tc.reconciles+1, chain.Runs(), "each settled run continued as new once; the last waits")
+				var rec dataPlaneRecord
+				detail(t, chain, &rec)
+				require.Len(t, rec.Nodes, len(names))
+				require.NoError(t, chain.Signal(lifecycle.SignalDelete, nil))
+			}, time.Hour)
+			chain.Execute("OpenStackDataPlane", object.Input{ObjectRef: DataPlaneRef("openstack", "edpm")})
+			require.NoError(t, env.GetWorkflowError())
+		})
+	}
+}

@@ -76,7 +76,15 @@ func OpenStackDataPlaneWorkflow(ctx workflow.Context, in object.Input) error {
 
 type dataPlaneReconciler struct {
 	rec dataPlaneRecord
+	// unanswered is set when a reconcile read a request it could not act on (a node it does not know
+	// yet): the refresh that came with it must stay, so the next reconcile reads the members again.
+	unanswered bool
 }
+
+// ChangeRefreshAnswered is the GetVersion change after which a data plane drops the refreshes its nodes
+// sent while its reconcile ran and read their requests: before it, a rollout that failed reconciled
+// again at once on such a refresh, failed again, and its status went Failed, Running, Failed.
+const ChangeRefreshAnswered = "edpm-dataplane-refresh-answered"
 
 // dataPlaneRecord is the rollout's state: one entry per node, with the UID of its workflow's object.
 type dataPlaneRecord struct {
@@ -193,6 +201,9 @@ func (r *dataPlaneReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecyc
 		if lc.Deleting() {
 			return object.ErrDeleted
 		}
+	}
+	if workflow.GetVersion(ctx, ChangeRefreshAnswered, workflow.DefaultVersion, 1) == 1 {
+		r.answerRefresh(ctx, lc, requests, reports)
 	}
 	lc.SetPhase(ctx, lifecycle.PhaseRunning)
 	if !spec.Deploy {
@@ -325,9 +336,33 @@ func (r *dataPlaneReconciler) drain(ctx workflow.Context, requests, reports work
 	}
 }
 
+// answerRefresh ends a rollout's loop: a node asking for admission signals its request and a refresh
+// (which wakes an idle data plane); when this reconcile read every request and acted on each, the
+// refreshes that came with them ask for nothing more and are dropped. A request still unread, or one
+// from a node not in the record, keeps them: the next reconcile reads the members again.
+func (r *dataPlaneReconciler) answerRefresh(ctx workflow.Context, lc *object.Lifecycle, requests, reports workflow.ReceiveChannel) {
+	late := false
+	for {
+		var req EDPMRequest
+		if !requests.ReceiveAsync(&req) {
+			break
+		}
+		r.onRequest(req)
+		late = true
+	}
+	r.drain(ctx, requests, reports)
+	if !late && !r.unanswered {
+		lc.RefreshAnswered()
+	}
+}
+
 func (r *dataPlaneReconciler) onRequest(req EDPMRequest) {
 	n := r.node(req.Node)
-	if n == nil || n.State == EDPMRunning || n.State == EDPMHeld || n.State == EDPMPending {
+	if n == nil {
+		r.unanswered = true
+		return
+	}
+	if n.State == EDPMRunning || n.State == EDPMHeld || n.State == EDPMPending {
 		return
 	}
 	// A node with new work (a changed role, a retried step) asks for a slot again.

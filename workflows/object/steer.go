@@ -60,6 +60,11 @@ func (lc *Lifecycle) Options() Options { return lc.opts }
 // Limits are the limits this run recorded (see Limits).
 func (lc *Lifecycle) Limits() Limits { return lc.limits }
 
+// RefreshAnswered drops the refresh requests that arrived while the running reconcile ran, for a
+// reconciler that read and acted on what they announced (the data plane reads its nodes' admission
+// requests itself); refreshes arriving after this call still count.
+func (lc *Lifecycle) RefreshAnswered() { lc.state.Refresh = false }
+
 // Retry returns the pending retry request, if the current reconcile was started by one.
 func (lc *Lifecycle) Retry() *lifecycle.RetrySignal { return lc.state.Retry }
 
