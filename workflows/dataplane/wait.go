@@ -27,7 +27,7 @@ const (
 	ReasonWaitingForComputeAPI = "WaitingForComputeAPI"
 	ReasonWaitingForInstances  = "WaitingForInstances"
 	ReasonDeployHeld           = "DeployHeld"
-	ReasonSuperseded           = "Superseded"
+	ReasonSuperseded           = object.ReasonSuperseded
 	ReasonStepFailed           = "StepFailed"
 	ReasonNodesFailed          = "NodesFailed"
 	ReasonCustomServiceConfig  = "InvalidCustomServiceConfig"
@@ -99,56 +99,18 @@ func computeAPIActivity(ctx workflow.Context) workflow.Context {
 }
 
 // errSuperseded ends a reconcile whose generation a newer one replaced while it waited.
-func errSuperseded(gen, desired int64) error {
-	return temporal.NewNonRetryableApplicationError(fmt.Sprintf("generation %d was superseded by generation %d while waiting", gen, desired), ReasonSuperseded, nil)
-}
+func errSuperseded(gen, desired int64) error { return object.Superseded(gen, desired) }
 
-// waitCheck is one look at what a wait waits for: ready, or why not (a condition reason and message).
-type waitCheck func(ctx workflow.Context) (ready bool, reason, message string, err error)
-
-// waitUntil waits durably and visibly: it looks, and while not ready shows why in the condition of
-// type condType and in the current step, then looks again with backoff (2 s up to the limits' poll
-// interval). It ends early when the object is deleted (ErrDeleted), a newer generation arrives
-// (superseded), or the run's history is due (ErrContinueAsNew: the next run looks again).
-func waitUntil(ctx workflow.Context, lc *object.Lifecycle, gen int64, condType string, check waitCheck) error {
-	delay := min(2*time.Second, lc.Limits().PollInterval)
-	shown := ""
-	if c, ok := lc.Condition(condType); ok && c.Status == metav1.ConditionFalse {
-		// A resumed wait already shows why it waits.
-		shown = c.Message
-	}
-	for {
-		ready, reason, msg, err := check(ctx)
-		if err != nil {
-			return err
-		}
-		if ready {
-			return nil
-		}
+// waitUntil is object.WaitUntil for the data plane's waits, which a preview never does: it returns what
+// is missing instead.
+func waitUntil(ctx workflow.Context, lc *object.Lifecycle, gen int64, condType string, check object.WaitCheck) error {
+	_, err := object.WaitUntil(ctx, lc, gen, condType, check, func(ctx workflow.Context, msg string) error {
 		if isPreview(ctx) {
 			return fmt.Errorf("not ready: %s", msg)
 		}
-		if msg != shown {
-			lc.SetCondition(ctx, metav1.Condition{Type: condType, Status: metav1.ConditionFalse, Reason: reason, Message: msg})
-			if err := lc.Step(ctx, "waiting: "+msg); err != nil {
-				return err
-			}
-			shown = msg
-		}
-		if lc.ContinueAsNewDue(ctx) {
-			return object.ErrContinueAsNew
-		}
-		if _, err := workflow.AwaitWithTimeout(ctx, delay, func() bool { return lc.Desired() > gen || lc.Deleting() }); err != nil {
-			return err
-		}
-		if lc.Deleting() {
-			return object.ErrDeleted
-		}
-		if lc.Desired() > gen {
-			return errSuperseded(gen, lc.Desired())
-		}
-		delay = min(delay*2, lc.Limits().PollInterval)
-	}
+		return nil
+	})
+	return err
 }
 
 // waitSecret waits until the Secret exists with keys, naming it in the condition while it does not.
