@@ -160,6 +160,9 @@ func (r *bastionReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycle
 		return save(ctx)
 	}
 	ident := *r.state.Identity
+	if err := waitIdentitySecret(ctx, lc, obj.Generation, ident); err != nil {
+		return err
+	}
 	plan := PlanBastion(desired, r.state.Current, obj.Annotations[ReplacementAnnotation] == ReplaceCreateFirst)
 	owner := OwnerOf(lc.Ref)
 

@@ -112,6 +112,9 @@ func (r *serverReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycle,
 		r.state.Identity = &ident
 	}
 	build.identity, build.defaultNetwork = *r.state.Identity, defaultNet
+	if err := waitIdentitySecret(ctx, lc, obj.Generation, build.identity); err != nil {
+		return err
+	}
 	if r.state.Instance == nil {
 		r.state.Instance = &serverRecord{Name: lc.Ref.Name, Marker: InstanceMarker(OwnerOf(lc.Ref), lc.Ref.Name)}
 		if err := save(ctx); err != nil {

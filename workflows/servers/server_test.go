@@ -185,6 +185,11 @@ type objectHarness struct {
 	annot   map[string]string
 	patches []kube.StatusPatch
 	removed int
+	// secretMissing is how many more looks at the identity Secret find none; secretLooks counts looks.
+	secretMissing int
+	secretLooks   int
+	// askedWhileMissing is what the cloud had been asked when a look found no Secret.
+	askedWhileMissing []string
 }
 
 func newHarness(t *testing.T, spec any) *objectHarness {
@@ -201,6 +206,16 @@ func newHarness(t *testing.T, spec any) *objectHarness {
 		func(_ context.Context, p kube.StatusPatch) error { h.patches = append(h.patches, p); return nil })
 	h.env.OnActivity(kubeActs.RemoveFinalizer, mock.Anything, mock.Anything).Return(
 		func(context.Context, lifecycle.ObjectRef) error { h.removed++; return nil })
+	h.env.OnActivity(kubeActs.CheckSecret, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in kube.SecretCheck) (*kube.SecretPresence, error) {
+			h.secretLooks++
+			if h.secretMissing > 0 {
+				h.askedWhileMissing = append(h.askedWhileMissing, h.cloud.log...)
+				h.secretMissing--
+				return &kube.SecretPresence{}, nil
+			}
+			return &kube.SecretPresence{Exists: true}, nil
+		})
 	h.cloud.install(h.env)
 	h.env.RegisterWorkflowWithOptions(OpenStackServerWorkflow, workflow.RegisterOptions{Name: KindOpenStackServer})
 	h.env.RegisterWorkflowWithOptions(OpenStackClusterWorkflow, workflow.RegisterOptions{Name: KindOpenStackCluster})
@@ -557,4 +572,41 @@ func TestMachineServerSpecCarriesEverySharedField(t *testing.T) {
 
 	m.IdentityRef = &identity
 	require.Equal(t, identity, MachineServerSpec(m).IdentityRef)
+}
+
+// A server, or a cluster's bastion, applied before its identity Secret waits for it: Ready False
+// SecretMissing naming the Secret, nothing asked of OpenStack; once the Secret holds clouds.yaml, Ready
+// says the generation is acted on again, and the server boots.
+func TestMissingIdentitySecretWaitsThenBoots(t *testing.T) {
+	for _, tc := range []struct {
+		kind string
+		spec any
+	}{
+		{KindOpenStackServer, serverSpec("m1.tiny", 1)},
+		{KindOpenStackCluster, clusterSpec("m1.tiny", "", true)},
+	} {
+		t.Run(tc.kind, func(t *testing.T) {
+			h := newHarness(t, tc.spec)
+			h.secretMissing = 3
+			h.at(time.Minute, func() {
+				require.Equal(t, 4, h.secretLooks, "three looks found no Secret, the fourth found it")
+				var reasons []string
+				for _, p := range h.patches {
+					for _, c := range p.Conditions {
+						if c.Type == lifecycle.ConditionReady && (len(reasons) == 0 || reasons[len(reasons)-1] != c.Reason) {
+							reasons = append(reasons, c.Reason)
+							if c.Reason == ReasonSecretMissing {
+								require.Contains(t, c.Message, "waiting for identity Secret default/"+identity.Name+" (it does not exist)")
+							}
+						}
+					}
+				}
+				require.Equal(t, []string{lifecycle.ReasonReconciling, ReasonSecretMissing, lifecycle.ReasonReconciling, lifecycle.ReasonReconciled}, reasons)
+				require.Empty(t, h.askedWhileMissing, "nothing is asked of OpenStack while the Secret is missing")
+				require.Len(t, h.cloud.servers, 1, "the server booted once the Secret was there")
+			})
+			h.run(tc.kind, 2*time.Minute)
+			require.Zero(t, h.cloud.leftovers())
+		})
+	}
 }
