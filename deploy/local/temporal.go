@@ -115,6 +115,11 @@ func (s *Stack) upTemporal(ctx context.Context) error {
 		"--port", fmt.Sprint(TemporalPort),
 		"--ui-port", fmt.Sprint(TemporalUIPort),
 		"--db-filename", s.Path("temporal", "temporal.db"),
+		// A write-ahead log, synced at checkpoints: SQLite's default rollback journal creates, syncs and
+		// deletes a journal file per transaction, and every workflow task is a few. A crashed dev server
+		// loses nothing so; only a power loss may lose the last transactions.
+		"--sqlite-pragma", "journal_mode=wal",
+		"--sqlite-pragma", "synchronous=normal",
 		"--namespace", s.TemporalNamespace,
 		"--log-level", "warn",
 		// The UI shows payloads decrypted by the stack's codec endpoint (served by the TLS front).
