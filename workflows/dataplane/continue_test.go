@@ -42,6 +42,23 @@ func slowStatusEnv(t *testing.T, kind string, fn any, spec any) (*testsuite.Test
 	return env, chain
 }
 
+// listNodes answers the data plane's listing of its nodes with *names (read at each call, so a test may
+// add nodes), counting the calls in *calls when set: one per reconcile.
+func listNodes(env *testsuite.TestWorkflowEnvironment, names *[]string, calls *int) {
+	env.OnActivity(kubeActs.ListObjects, mock.Anything, mock.Anything).Return(
+		func(context.Context, kube.ListInput) ([]kube.ListedObject, error) {
+			if calls != nil {
+				*calls++
+			}
+			var out []kube.ListedObject
+			for _, n := range *names {
+				b, _ := json.Marshal(node(n, nil, nil).Spec)
+				out = append(out, kube.ListedObject{Ref: DataPlaneNodeRef("openstack", n), Object: kube.Object{Exists: true, Generation: 1, Spec: b}})
+			}
+			return out, nil
+		})
+}
+
 func detail(t *testing.T, chain *objecttest.Chain, into any) {
 	t.Helper()
 	st, err := chain.Status()
@@ -57,15 +74,7 @@ func TestDataPlaneKeepsRequestsAndReportsAcrossContinueAsNew(t *testing.T) {
 	spec := dataplanev1beta1.OpenStackDataPlaneSpec{Roles: []string{"compute"}, Deploy: true}
 	env, chain := slowStatusEnv(t, "OpenStackDataPlane", OpenStackDataPlaneWorkflow, spec)
 	nodes := []string{"n1", "n2"}
-	env.OnActivity(kubeActs.ListObjects, mock.Anything, mock.Anything).Return(
-		func(context.Context, kube.ListInput) ([]kube.ListedObject, error) {
-			var out []kube.ListedObject
-			for _, n := range nodes {
-				b, _ := json.Marshal(node(n, nil, nil).Spec)
-				out = append(out, kube.ListedObject{Ref: DataPlaneNodeRef("openstack", n), Object: kube.Object{Exists: true, Generation: 1, Spec: b}})
-			}
-			return out, nil
-		})
+	listNodes(env, &nodes, nil)
 	// Both nodes already deployed their generation: nothing to admit, the rollout is done at once.
 	env.OnActivity(kubeActs.GetObjectStatus, mock.Anything, mock.Anything).Return(
 		&kube.ObjectStatus{Exists: true, Generation: 1, ObservedGeneration: 1, Phase: lifecycle.PhaseReady,
@@ -143,16 +152,7 @@ func TestRolloutAnswersTheRefreshesOfNodesItAdmits(t *testing.T) {
 			env, chain := slowStatusEnv(t, "OpenStackDataPlane", OpenStackDataPlaneWorkflow, spec)
 			names := []string{"n1", "n2"}
 			reconciles := 0
-			env.OnActivity(kubeActs.ListObjects, mock.Anything, mock.Anything).Return(
-				func(context.Context, kube.ListInput) ([]kube.ListedObject, error) {
-					reconciles++
-					var out []kube.ListedObject
-					for _, n := range names {
-						b, _ := json.Marshal(node(n, nil, nil).Spec)
-						out = append(out, kube.ListedObject{Ref: DataPlaneNodeRef("openstack", n), Object: kube.Object{Exists: true, Generation: 1, Spec: b}})
-					}
-					return out, nil
-				})
+			listNodes(env, &names, &reconciles)
 			// No node has deployed: the rollout admits both and learns the outcome from their reports.
 			env.OnActivity(kubeActs.GetObjectStatus, mock.Anything, mock.Anything).Return(
 				&kube.ObjectStatus{Exists: true, Generation: 1, Phase: "Infrastructure"}, nil)
