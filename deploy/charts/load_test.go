@@ -131,7 +131,10 @@ func TestBootstrapJob(t *testing.T) {
 		structured map[string]any
 	}{
 		{"glance", "image", map[string]any{"images": map[string]any{"cirros": map[string]any{"name": "cirros-tiny", "size": 1024}}}},
-		{"neutron", "network", map[string]any{"networks": map[string]any{"private": map[string]any{"subnets": map[string]any{"s": map[string]any{"cidr": "10.0.0.0/24"}}}}}},
+		{"neutron", "network", map[string]any{
+			"networks": map[string]any{"private": map[string]any{"subnets": map[string]any{"s": map[string]any{"cidr": "10.0.0.0/24"}}}},
+			"routers":  map[string]any{"r": map[string]any{"interfaces": []any{"s"}}},
+		}},
 	} {
 		t.Run(tc.chart, func(t *testing.T) {
 			ch, err := Load(tc.chart)

@@ -23,6 +23,7 @@ import (
 	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/servers"
 	"github.com/gophercloud/gophercloud/v2/openstack/config/clouds"
 	"github.com/gophercloud/gophercloud/v2/openstack/image/v2/images"
+	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/extensions/external"
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/extensions/layer3/routers"
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/extensions/portsbinding"
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/networks"
@@ -235,6 +236,25 @@ func TestSamplesConvergeAndStayIdle(t *testing.T) {
 		require.NoError(t, err)
 		require.Len(t, nws, 1, "network %s", local.TenantNetwork)
 		require.Len(t, nws[0].Subnets, 1, "network %s's subnet", local.TenantNetwork)
+		// And the external network, with a router between it and the tenant subnet.
+		yes := true
+		extPages, err := networks.List(neutron, external.ListOptsExt{ListOptsBuilder: networks.ListOpts{Name: "public"}, External: &yes}).AllPages(ctx)
+		require.NoError(t, err)
+		exts, err := networks.ExtractNetworks(extPages)
+		require.NoError(t, err)
+		require.Len(t, exts, 1, "the external network public")
+		rPages, err := routers.List(neutron, routers.ListOpts{Name: "router"}).AllPages(ctx)
+		require.NoError(t, err)
+		rs, err := routers.ExtractRouters(rPages)
+		require.NoError(t, err)
+		require.Len(t, rs, 1, "the router")
+		require.Equal(t, exts[0].ID, rs[0].GatewayInfo.NetworkID, "the router's gateway is on the external network")
+		ifPages, err := ports.List(neutron, ports.ListOpts{DeviceID: rs[0].ID, DeviceOwner: "network:router_interface"}).AllPages(ctx)
+		require.NoError(t, err)
+		ifs, err := ports.ExtractPorts(ifPages)
+		require.NoError(t, err)
+		require.Len(t, ifs, 1, "the router's interfaces")
+		require.Equal(t, nws[0].Subnets[0], ifs[0].FixedIPs[0].SubnetID, "the router's interface is on the tenant subnet")
 		// Its southbound database answers the test hosts at the node port the profile gives it, where
 		// chassis outside the cluster connect.
 		hctx, cancel := context.WithTimeout(ctx, 20*time.Second)

@@ -181,8 +181,9 @@ ks_wait.py: |
 # Keystone's administrator of the environment (OS_*), once the API answers; each is found by name first,
 # so a re-run creates nothing twice. images (the image API): uploaded from source_url, or, without one,
 # size zero bytes (default 1 MiB): a placeholder for a hypervisor that reads no image (Nova's fake
-# driver). networks (the network API): a network with its subnets. BOOTSTRAP_WAIT_SECONDS bounds the
-# wait for the API (default 300).
+# driver). networks (the network API): a network with its subnets (external, flat or VLAN on a physical
+# network where asked); routers: a router with its gateway on an external network and an interface on
+# each subnet named. BOOTSTRAP_WAIT_SECONDS bounds the wait for the API (default 300).
 bootstrap.py: |
   import json, os, sys, time, urllib.request
   from keystoneauth1 import session
@@ -231,19 +232,53 @@ bootstrap.py: |
       s.put(api + "/v2/images/%s/file" % image["id"], data=data, headers={"Content-Type": "application/octet-stream"})
       print(f"image {name} ({image['id']}) uploaded, {len(data)} bytes", flush=True)
 
+  subnets = {}
   for key, nw in sorted((want.get("networks") or {}).items()):
       name = nw.get("name") or key
       net = named("/v2.0/networks", "networks", name)
       if net is None:
-          net = s.post(api + "/v2.0/networks", json={"network": {"name": name, "shared": bool(nw.get("shared", False))}}).json()["network"]
+          body = {"name": name, "shared": bool(nw.get("shared", False))}
+          if nw.get("external"):
+              body["router:external"] = True
+          if nw.get("network_type"):
+              body["provider:network_type"] = nw["network_type"]
+          if nw.get("physical_network"):
+              body["provider:physical_network"] = nw["physical_network"]
+          net = s.post(api + "/v2.0/networks", json={"network": body}).json()["network"]
       for skey, sub in sorted((nw.get("subnets") or {}).items()):
           sname = sub.get("name") or skey
-          if named("/v2.0/subnets", "subnets", sname, network_id=net["id"]) is None:
+          found = named("/v2.0/subnets", "subnets", sname, network_id=net["id"])
+          if found is None:
               body = {"name": sname, "network_id": net["id"], "ip_version": 4, "cidr": sub["cidr"], "enable_dhcp": bool(sub.get("enable_dhcp", True))}
               if sub.get("gateway_ip"):
                   body["gateway_ip"] = sub["gateway_ip"]
-              s.post(api + "/v2.0/subnets", json={"subnet": body})
+              if sub.get("allocation_pools"):
+                  body["allocation_pools"] = sub["allocation_pools"]
+              found = s.post(api + "/v2.0/subnets", json={"subnet": body}).json()["subnet"]
+          subnets[sname] = found
       print(f"network {name} ({net['id']}) is there", flush=True)
+
+  # A router found by name gains what it lacks (its gateway, an interface), so an edit of the list
+  # takes effect on a re-run.
+  for key, r in sorted((want.get("routers") or {}).items()):
+      name = r.get("name") or key
+      router = named("/v2.0/routers", "routers", name)
+      if router is None:
+          router = s.post(api + "/v2.0/routers", json={"router": {"name": name}}).json()["router"]
+      if r.get("external_network") and not router.get("external_gateway_info"):
+          ext = named("/v2.0/networks", "networks", r["external_network"])
+          if ext is None:
+              sys.exit(f"router {name}: its external network {r['external_network']} does not exist")
+          s.put(api + "/v2.0/routers/%s" % router["id"], json={"router": {"external_gateway_info": {"network_id": ext["id"]}}})
+      ports = s.get(api + "/v2.0/ports", params={"device_id": router["id"]}).json()["ports"]
+      attached = {ip["subnet_id"] for p in ports for ip in p.get("fixed_ips", [])}
+      for sname in r.get("interfaces") or []:
+          sub = subnets.get(sname) or named("/v2.0/subnets", "subnets", sname)
+          if sub is None:
+              sys.exit(f"router {name}: its subnet {sname} does not exist")
+          if sub["id"] not in attached:
+              s.put(api + "/v2.0/routers/%s/add_router_interface" % router["id"], json={"subnet_id": sub["id"]})
+      print(f"router {name} ({router['id']}) is there", flush=True)
 # Registers a service in Keystone, idempotently, as the administrator of the environment (OS_*): its
 # user (password set to the one given, so a regenerated or rotated password takes effect) with a role
 # in the service project, the service, and its endpoints in the region (a changed URL is updated).
