@@ -23,8 +23,10 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/stackflow/stackflow/activities/helm"
+	"github.com/stackflow/stackflow/api/lifecycle"
 	"github.com/stackflow/stackflow/deploy/local"
 	"github.com/stackflow/stackflow/tests/e2e"
 	"github.com/stackflow/stackflow/workflows/controlplane"
@@ -274,6 +276,40 @@ func TestKeystoneRunsForReal(t *testing.T) {
 		require.Equal(t, 4, rels["keystone"].Revision)
 		require.Equal(t, before, apiPod(t, ns, "keystone").Name, "the pod of the good revision kept serving")
 		env.ChartKeystoneLogin(t, ns, api)
+	})
+
+	// A server logging in with the configuration's cloud (unserved here: only its spec is read) keeps
+	// the releases while the configuration is deleted, and Ready says why; once it goes, so do they.
+	t.Run("deleting the configuration waits for the users of its cloud", func(t *testing.T) {
+		server := env.Run + "-cloud-user"
+		u := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1", "kind": "OpenStackServer",
+			"metadata": map[string]any{"name": server, "labels": map[string]any{"stackflow.io/test-run": env.Run}},
+			"spec": map[string]any{
+				"flavor":      "m1.tiny",
+				"image":       map[string]any{"filter": map[string]any{"name": "cirros-tiny"}},
+				"identityRef": map[string]any{"name": controlplane.CloudsSecret, "cloudName": cfgName},
+			},
+		}}
+		_, err := env.Dyn.Resource(gvrServer).Namespace(ns).Create(ctx, u, metav1.CreateOptions{})
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = env.Dyn.Resource(gvrServer).Namespace(ns).Delete(ctx, server, metav1.DeleteOptions{}) })
+		require.NoError(t, env.Dyn.Resource(gvrConfig).Delete(ctx, cfgName, metav1.DeleteOptions{}))
+		s := waitConfig(t, cfgName, 2*time.Minute, "Ready CloudInUse", func(s configStatus, _ int64) bool {
+			return s.condition(lifecycle.ConditionReady).Reason == controlplane.ReasonCloudInUse
+		})
+		ready := s.condition(lifecycle.ConditionReady)
+		t.Logf("Ready while the cloud is in use: %s", ready.Message)
+		require.Contains(t, ready.Message, "OpenStackServer/"+server)
+		rels := releases(t, ns)
+		for _, c := range []string{"keystone", "placement", "glance"} {
+			require.Equal(t, helm.ReleaseDeployed, rels[c].Status, "%s stays while its cloud is in use", c)
+		}
+		require.NoError(t, env.Dyn.Resource(gvrServer).Namespace(ns).Delete(ctx, server, metav1.DeleteOptions{}))
+		deleteAndWait(t, gvrConfig, cfgName, 3*time.Minute)
+		for c, r := range releases(t, ns) {
+			require.False(t, r.Exists, "%s went with the configuration once its cloud's user was gone", c)
+		}
 	})
 }
 

@@ -520,6 +520,12 @@ func (r *configReconciler) Teardown(ctx workflow.Context, lc *object.Lifecycle) 
 			return err
 		}
 	}
+	if slices.Contains(rec.Releases, ComponentKeystone) &&
+		workflow.GetVersion(ctx, ChangeTeardownWaitsForCloudUsers, workflow.DefaultVersion, 1) == 1 {
+		if err := waitCloudUnused(ctx, lc, rec.Namespace); err != nil {
+			return err
+		}
+	}
 	for i := len(waves) - 1; i >= 0; i-- {
 		var futures []workflow.Future
 		for _, name := range waves[i] {
@@ -533,6 +539,45 @@ func (r *configReconciler) Teardown(ctx workflow.Context, lc *object.Lifecycle) 
 			}
 		}
 	}
+	return nil
+}
+
+// ChangeTeardownWaitsForCloudUsers is the GetVersion change after which a configuration being deleted
+// keeps its releases while objects of its release namespace log in with CloudsSecret.
+const ChangeTeardownWaitsForCloudUsers = "configuration-teardown-waits-for-cloud-users"
+
+// ReasonCloudInUse is Ready's reason while a configuration being deleted waits for its cloud's users.
+const ReasonCloudInUse = "CloudInUse"
+
+// waitCloudUnused waits until no object of the namespace logs in with the configuration's cloud: a Nova
+// or a server deleted together with it needs Keystone and Neutron for its own teardown. The wait has no
+// deadline (a person may delete the users later) and adds nothing to the history while it lasts.
+func waitCloudUnused(ctx workflow.Context, lc *object.Lifecycle, namespace string) error {
+	in := kube.CloudInput{Namespace: namespace, Secret: CloudsSecret}
+	var users []string
+	if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kubeActs.CloudUsers, in).Get(ctx, &users); err != nil {
+		return fmt.Errorf("list the users of the cloud: %w", err)
+	}
+	if len(users) == 0 {
+		return nil
+	}
+	msg := kube.CloudInUseMessage(in, users) + ": the releases go once they are gone"
+	lc.SetCondition(ctx, metav1.Condition{Type: lifecycle.ConditionReady, Status: metav1.ConditionFalse, Reason: ReasonCloudInUse, Message: msg})
+	lc.ShowStep(ctx, "waiting: "+msg)
+	actx := object.OnKube(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 30 * time.Second,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval:    2 * time.Second,
+			BackoffCoefficient: 2,
+			MaximumInterval:    10 * time.Second,
+		},
+	})
+	if err := workflow.ExecuteActivity(actx, kubeActs.WaitCloudUnused, in).Get(ctx, nil); err != nil {
+		return fmt.Errorf("wait for the users of the cloud to go: %w", err)
+	}
+	lc.SetCondition(ctx, metav1.Condition{Type: lifecycle.ConditionReady, Status: metav1.ConditionFalse, Reason: lifecycle.ReasonTearingDown,
+		Message: "the cloud's users are gone: uninstalling the releases"})
+	lc.ShowStep(ctx, "")
 	return nil
 }
 

@@ -47,6 +47,27 @@ type configCluster struct {
 	installed, rolledBack []string
 	// waitReady, when set, answers WaitReady (nil: Ready at once).
 	waitReady func(ctx context.Context, in helm.WaitInput) error
+	// cloudUsers answers the looks for the users of the configuration's cloud: its first cloudUsed looks
+	// find them, later ones none. looks counts the looks; uninstalled lists each release uninstalled
+	// with the number of looks before it.
+	cloudUsers  []string
+	cloudUsed   int
+	looks       int
+	cloudAsked  []kube.CloudInput
+	uninstalled []string
+	looksBefore []int
+}
+
+// usersNow is the users of the cloud at the next look.
+func (f *configCluster) usersNow(in kube.CloudInput) []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.looks++
+	f.cloudAsked = append(f.cloudAsked, in)
+	if f.looks <= f.cloudUsed {
+		return f.cloudUsers
+	}
+	return nil
 }
 
 // components is the last written status.components.
@@ -180,6 +201,22 @@ func newConfigEnv(t *testing.T, f *configCluster) *testsuite.TestWorkflowEnviron
 		return &helm.RollbackResult{}, nil
 	})
 	env.OnActivity(helmActs.PruneValues, mock.Anything, mock.Anything).Return(nil)
+	env.OnActivity(kubeActs.CloudUsers, mock.Anything, mock.Anything).Return(func(_ context.Context, in kube.CloudInput) ([]string, error) {
+		return f.usersNow(in), nil
+	})
+	env.OnActivity(kubeActs.WaitCloudUnused, mock.Anything, mock.Anything).Return(func(_ context.Context, in kube.CloudInput) error {
+		if users := f.usersNow(in); len(users) > 0 {
+			return temporal.NewApplicationError(kube.CloudInUseMessage(in, users), kube.ErrCloudInUse)
+		}
+		return nil
+	})
+	env.OnActivity(helmActs.Uninstall, mock.Anything, mock.Anything).Return(func(_ context.Context, in helm.UninstallInput) error {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.uninstalled = append(f.uninstalled, in.Release)
+		f.looksBefore = append(f.looksBefore, f.looks)
+		return nil
+	})
 	env.OnActivity(kubeActs.WriteCloudsYAML, mock.Anything, mock.Anything).Return(func(_ context.Context, in kube.CloudsYAMLInput) error {
 		f.mu.Lock()
 		defer f.mu.Unlock()
@@ -209,7 +246,6 @@ func executeConfiguration(t *testing.T, f *configCluster, carry *object.State) *
 	chain := objecttest.New(env)
 	env.RegisterDelayedCallback(func() { require.NoError(t, chain.Signal(lifecycle.SignalSpec, lifecycle.SpecSignal{Generation: 1})) }, time.Second)
 	env.RegisterDelayedCallback(func() { require.NoError(t, chain.Signal(lifecycle.SignalDelete, lifecycle.DeleteSignal{})) }, time.Hour)
-	env.OnActivity(helmActs.Uninstall, mock.Anything, mock.Anything).Return(nil)
 	env.OnActivity(kubeActs.RemoveFinalizer, mock.Anything, mock.Anything).Return(nil)
 	chain.Execute("KupenstackConfiguration", object.Input{ObjectRef: KupenstackConfigurationRef("cloud"), Carry: carry})
 	return env
@@ -394,4 +430,52 @@ func TestRolloutStopsWhatInstalledBesideAFailedComponent(t *testing.T) {
 	require.Equal(t, ComponentFailed, got["keystone"].State, got["keystone"].Message)
 	require.Equal(t, ComponentBlocked, got["glance"].State, got["glance"].Message)
 	require.Contains(t, got["glance"].Message, "not rolled out: keystone did not become Ready")
+}
+
+// A configuration deleted while objects of its namespace log in with its cloud (a Nova, a server: their
+// own teardowns need Keystone and Neutron) keeps every release until they are gone, and Ready says
+// whom it waits for; with no user it uninstalls at once.
+func TestConfigurationTeardownWaitsForTheUsersOfItsCloud(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		users []string
+		used  int
+	}{
+		{"two users for four looks", []string{"Nova/nova", "OpenStackServer/bastion"}, 4},
+		{"no user", nil, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &configCluster{profile: fiveComponentProfile(), cloudUsers: tc.users, cloudUsed: tc.used,
+				config: kupenstackv1alpha1.KupenstackConfigurationSpec{DefaultProfile: "default", ReleaseNamespace: "openstack"}}
+			runConfiguration(t, f, nil)
+
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			require.ElementsMatch(t, fiveComponents, f.uninstalled)
+			want := max(tc.used+1, 1)
+			for i, release := range f.uninstalled {
+				require.Equal(t, want, f.looksBefore[i], "%s was uninstalled after the last look found no user", release)
+			}
+			for _, in := range f.cloudAsked {
+				require.Equal(t, kube.CloudInput{Namespace: "openstack", Secret: CloudsSecret}, in)
+			}
+			var inUse *metav1.Condition
+			for _, p := range f.statuses {
+				for i, c := range p.Conditions {
+					if c.Type == lifecycle.ConditionReady && c.Reason == ReasonCloudInUse {
+						inUse = &p.Conditions[i]
+					}
+				}
+			}
+			if tc.used == 0 {
+				require.Nil(t, inUse, "no user, no wait")
+				return
+			}
+			require.NotNil(t, inUse, "Ready said the cloud is in use")
+			require.Equal(t, metav1.ConditionFalse, inUse.Status)
+			for _, u := range tc.users {
+				require.Contains(t, inUse.Message, u)
+			}
+		})
+	}
 }
