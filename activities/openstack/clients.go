@@ -46,11 +46,28 @@ type osClients struct {
 
 	volume, baremetal, placement    *gophercloud.ServiceClient
 	volErr, baremetalErr, placemErr error
+	// computeErr: the catalog has no compute endpoint in the compute region (compute is nil).
+	computeErr error
 }
 
 // clientsFor reads the identity Secret and returns (cached) clients authenticated with it. The cloud is
-// id.CloudName, else the Secret's key "cloud", else the only cloud of its clouds.yaml.
+// id.CloudName, else the Secret's key "cloud", else the only cloud of its clouds.yaml. A catalog with no
+// compute endpoint in the compute region is an error wrapping errNoComputeAPI.
 func (o *OpenStack) clientsFor(ctx context.Context, id Identity) (*osClients, error) {
+	c, err := o.regionClients(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if c.computeErr != nil {
+		return nil, c.computeErr
+	}
+	return c, nil
+}
+
+// regionClients is clientsFor that also returns the clients of a catalog with no compute endpoint (compute
+// nil, computeErr set): what stays of a compute in Placement and Neutron can be removed without Nova.
+// Such clients are not cached, so a Nova registered later is found on the next call.
+func (o *OpenStack) regionClients(ctx context.Context, id Identity) (*osClients, error) {
 	if id.SecretName == "" {
 		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("identity %s: a Secret name is required", id), ErrOSCredentials, nil)
 	}
@@ -69,7 +86,7 @@ func (o *OpenStack) clientsFor(ctx context.Context, id Identity) (*osClients, er
 			return c, nil
 		}
 		if id.Fallback != "" {
-			return o.clientsFor(ctx, id.fallback())
+			return o.regionClients(ctx, id.fallback())
 		}
 		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("identity Secret %s/%s not found", id.Namespace, id.SecretName), ErrOSCredentials, err)
 	}
@@ -93,12 +110,13 @@ func (o *OpenStack) clientsFor(ctx context.Context, id Identity) (*osClients, er
 		ceo.Region = id.ComputeRegion
 	}
 	if nc.compute, err = openstack.NewComputeV2(provider, ceo); err != nil {
-		if errors.As(err, new(*gophercloud.ErrEndpointNotFound)) {
-			err = fmt.Errorf("%w: %w", errNoComputeAPI, err)
+		if !errors.As(err, new(*gophercloud.ErrEndpointNotFound)) {
+			return nil, classifyOS("compute endpoint of "+id.String(), err)
 		}
-		return nil, classifyOS("compute endpoint of "+id.String(), err)
+		nc.compute, nc.computeErr = nil, classifyOS("compute endpoint of "+id.String(), fmt.Errorf("%w: %w", errNoComputeAPI, err))
+	} else {
+		nc.compute.Microversion = ComputeMicroversion
 	}
-	nc.compute.Microversion = ComputeMicroversion
 	if nc.network, err = openstack.NewNetworkV2(provider, eo); err != nil {
 		return nil, classifyOS("network endpoint of "+id.String(), err)
 	}
@@ -110,9 +128,11 @@ func (o *OpenStack) clientsFor(ctx context.Context, id Identity) (*osClients, er
 		nc.baremetal.Microversion = BaremetalMicroversion
 	}
 	nc.placement, nc.placemErr = openstack.NewPlacementV1(provider, eo)
-	o.mu.Lock()
-	o.clients[key] = nc
-	o.mu.Unlock()
+	if nc.computeErr == nil {
+		o.mu.Lock()
+		o.clients[key] = nc
+		o.mu.Unlock()
+	}
 	return nc, nil
 }
 

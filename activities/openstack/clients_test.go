@@ -106,6 +106,20 @@ func TestClientsForRegionsAndCaching(t *testing.T) {
 		})
 	}
 
+	// What stays of a compute in a region with no compute API (its Placement provider) is removed with
+	// the clients of the other services; they are not kept, so a Nova registered later is found.
+	none := id
+	none.ComputeRegion = "RegionThree"
+	c, err := o.regionClients(ctx, none)
+	require.NoError(t, err)
+	require.Nil(t, c.compute)
+	require.ErrorIs(t, c.computeErr, errNoComputeAPI)
+	require.Equal(t, ks.URL+"/one/network/", c.network.Endpoint)
+	before := logins.Load()
+	_, err = o.regionClients(ctx, none)
+	require.NoError(t, err)
+	require.Equal(t, before+1, logins.Load(), "clients without a compute API are not kept")
+
 	first, err := o.clientsFor(ctx, id)
 	require.NoError(t, err)
 	n := logins.Load()

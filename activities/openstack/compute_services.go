@@ -145,15 +145,22 @@ func (o *OpenStack) WaitComputeAPI(ctx context.Context, cloud CloudSecret) error
 
 // DeleteComputeService removes the host's nova-compute service record (with its compute node and
 // resource provider) from Nova; a host Nova does not know is not an error, nor is a region with no
-// compute API (its Nova, and with it every service record, is gone or never was).
+// compute API (its Nova, and with it every service record, is gone or never was): there only the host's
+// resource provider is removed from Placement, unless allocations remain on it.
 func (o *OpenStack) DeleteComputeService(ctx context.Context, in ComputeHostInput) error {
-	c, err := o.clientsFor(ctx, in.Cloud.Identity())
-	if errors.Is(err, errNoComputeAPI) {
-		activity.GetLogger(ctx).Info("no compute API in the catalog: no compute service to delete", "host", in.Host, "region", in.Cloud.ComputeRegion)
-		return nil
-	}
+	c, err := o.regionClients(ctx, in.Cloud.Identity())
 	if err != nil {
 		return err
+	}
+	if c.compute == nil {
+		// nova-compute registers its resource provider in Placement without the API: one left behind
+		// would refuse the next compute of this name (409 on its provider).
+		activity.GetLogger(ctx).Info("no compute API in the catalog: no compute service to delete, only its resource provider", "host", in.Host, "region", in.Cloud.ComputeRegion)
+		pl, err := c.placementAPI()
+		if err != nil {
+			return nil // no Placement either: nothing of the compute can be left
+		}
+		return removeProvider(ctx, gopherPlacement{pl: pl}, in.Host)
 	}
 	pages, err := services.List(c.compute, services.ListOpts{Binary: "nova-compute", Host: in.Host}).AllPages(ctx)
 	if err != nil {
@@ -245,7 +252,9 @@ func logInfo(ctx context.Context, msg string, kv ...any) {
 
 // gopherPlacement is providerAPI with gophercloud.
 type gopherPlacement struct {
-	pl   *gophercloud.ServiceClient
+	pl *gophercloud.ServiceClient
+	// nova is nil in a region with no compute API: no instance can be asked about there, so each
+	// consumer counts as an instance (its allocations stay, and removeProvider names it).
 	nova computeAPI
 }
 
@@ -289,6 +298,9 @@ func (g gopherPlacement) DeleteAllocations(ctx context.Context, consumer string)
 }
 
 func (g gopherPlacement) ServerExists(ctx context.Context, id string) (bool, error) {
+	if g.nova == nil {
+		return true, nil
+	}
 	_, err := g.nova.GetServer(ctx, id)
 	if isNotFound(err) {
 		return false, nil

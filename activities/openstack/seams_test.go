@@ -144,6 +144,7 @@ func TestSweepByMarker(t *testing.T) {
 		name       string
 		in         SweepInput
 		noCinder   bool
+		noNova     bool
 		want       SweepResult
 		wantRemain []string
 	}{
@@ -164,6 +165,12 @@ func TestSweepByMarker(t *testing.T) {
 			noCinder: true,
 			want:     SweepResult{Servers: []string{"srv-mine"}, FloatingIPs: []string{"fip-tagged", "fip-described", "fip-kept"}, Ports: []string{"port-tagged"}},
 		},
+		{
+			name:   "a region with no compute API sweeps its addresses, ports and volumes",
+			in:     SweepInput{Marker: mine, Volumes: true},
+			noNova: true,
+			want:   SweepResult{FloatingIPs: []string{"fip-tagged", "fip-described", "fip-kept"}, Ports: []string{"port-tagged"}, Volumes: []string{"vol-mine"}},
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := setup()
@@ -171,12 +178,18 @@ func TestSweepByMarker(t *testing.T) {
 			if tc.noCinder {
 				cinder = nil
 			}
-			res, err := sweep(context.Background(), f, f, cinder, tc.in, time.Millisecond)
+			var nova computeAPI = f
+			if tc.noNova {
+				nova = nil
+			}
+			res, err := sweep(context.Background(), nova, f, cinder, tc.in, time.Millisecond)
 			require.NoError(t, err)
 			require.Equal(t, tc.want, *res)
 			require.Contains(t, f.servers, "srv-other", "another owner's server stays")
-			require.Equal(t, "delete server srv-mine", f.calls[0], "servers go first: their ports and volumes are free after")
-			again, err := sweep(context.Background(), f, f, cinder, tc.in, time.Millisecond)
+			if !tc.noNova {
+				require.Equal(t, "delete server srv-mine", f.calls[0], "servers go first: their ports and volumes are free after")
+			}
+			again, err := sweep(context.Background(), nova, f, cinder, tc.in, time.Millisecond)
 			require.NoError(t, err)
 			require.Zero(t, again.Found(), "a second sweep finds nothing")
 		})

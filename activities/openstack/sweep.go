@@ -45,7 +45,7 @@ func (r SweepResult) Found() int {
 // was created but never recorded (a crash between the create and the record).
 func (o *OpenStack) SweepOwned(ctx context.Context, in SweepInput) (*SweepResult, error) {
 	return heartbeat.While(ctx, func(ctx context.Context) (*SweepResult, error) {
-		c, err := o.clientsFor(ctx, in.Identity)
+		c, err := o.regionClients(ctx, in.Identity)
 		if err != nil {
 			return nil, err
 		}
@@ -53,26 +53,34 @@ func (o *OpenStack) SweepOwned(ctx context.Context, in SweepInput) (*SweepResult
 		if bs, err := c.blockStorage(); err == nil {
 			cinder = gopherVolume{bs}
 		}
-		return sweep(ctx, gopherCompute{c.compute}, gopherNetwork{c.network}, cinder, in, o.poll())
+		// A region with no compute API holds no server, but may hold the ports and addresses made for one.
+		var nova computeAPI
+		if c.compute != nil {
+			nova = gopherCompute{c.compute}
+		}
+		return sweep(ctx, nova, gopherNetwork{c.network}, cinder, in, o.poll())
 	})
 }
 
 // sweep is SweepOwned's decisions against the narrow clients: what carries the marker is deleted, what a
-// person kept (KeepFloatingIPs) or another owner's stays; cinder is nil when the cloud has no block
-// storage, and volumes are swept only when in asks for them.
+// person kept (KeepFloatingIPs) or another owner's stays; nova is nil when the region has no compute API
+// (no server to sweep), cinder when the cloud has no block storage, and volumes are swept only when in
+// asks for them.
 func sweep(ctx context.Context, nova computeAPI, neutron networkAPI, cinder volumeAPI, in SweepInput, poll time.Duration) (*SweepResult, error) {
 	res := &SweepResult{}
 	tags := strings.Join(in.Marker.Tags(), ",")
 
-	srvs, err := nova.ListServers(ctx, servers.ListOpts{Tags: tags})
-	if err != nil {
-		return nil, classifyOS("list servers tagged "+tags, err)
-	}
-	for _, s := range srvs {
-		if err := deleteServerAndWait(ctx, nova, s.ID, poll); err != nil {
-			return nil, err
+	if nova != nil {
+		srvs, err := nova.ListServers(ctx, servers.ListOpts{Tags: tags})
+		if err != nil {
+			return nil, classifyOS("list servers tagged "+tags, err)
 		}
-		res.Servers = append(res.Servers, s.ID)
+		for _, s := range srvs {
+			if err := deleteServerAndWait(ctx, nova, s.ID, poll); err != nil {
+				return nil, err
+			}
+			res.Servers = append(res.Servers, s.ID)
+		}
 	}
 
 	// Floating IPs get their tags after creation, so the description (set at creation) is checked too.

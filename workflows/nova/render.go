@@ -378,13 +378,15 @@ const Cell0UUID = "00000000-0000-0000-0000-000000000000"
 
 // cellDeleteScript unmaps the cell; Nova refuses while hosts or instances remain (exit 2 or 3). Mappings
 // of instances that were deleted (exit 4: their rows await archiving) do not hold a cell that is going
-// away: --force removes them with the mapping, and still refuses while a live instance remains.
+// away, nor do host mappings (exit 2) once the Nova's computes are gone (its teardown waits for them:
+// a host left mapped is one whose compute never reached the API to deregister): --force removes them
+// with the mapping, and still refuses while a live instance remains.
 const cellDeleteScript = `CONF=` + MergedConfig + `
 set +e
 delete() { nova-manage --config-file "$CONF" cell_v2 delete_cell --cell_uuid "$CELL_UUID" "$@" 2>&1; }
 out=$(delete)
 rc=$?
-if [ $rc -eq 4 ]; then
+if [ $rc -eq 2 ] || [ $rc -eq 4 ]; then
   out=$(delete --force)
   rc=$?
 fi
