@@ -479,7 +479,8 @@ const ErrJobRunning = "JobRunning"
 
 // RunJob creates the Job when missing (a Job of the same name run with other inputs, by its hash
 // annotation, is deleted and created anew) and reports it: it fails retryably while the Job runs, so the
-// retry policy paces the wait, and returns its state once it completed or failed.
+// retry policy paces the wait, and returns its state once it completed or failed (a failed Job stays
+// failed here: DeleteFailedJob, before a new run, has it run again).
 func (k *Kube) RunJob(ctx context.Context, in JobInput) (*JobState, error) {
 	job := in.Job
 	jobs := k.Core.BatchV1().Jobs(job.Namespace)
@@ -487,6 +488,9 @@ func (k *Kube) RunJob(ctx context.Context, in JobInput) (*JobState, error) {
 	cur, err := jobs.Get(ctx, job.Name, metav1.GetOptions{})
 	if err == nil && ManagedByOther(cur.Labels) != "" {
 		return nil, errManagedByOther("Job "+name, ManagedByOther(cur.Labels))
+	}
+	if err == nil && cur.DeletionTimestamp != nil {
+		return nil, temporal.NewApplicationError("Job "+name+" is being replaced", ErrJobRunning)
 	}
 	if err == nil && cur.Annotations[hashAnnotation] != job.Annotations[hashAnnotation] {
 		bg := metav1.DeletePropagationBackground
@@ -538,6 +542,48 @@ func (k *Kube) RunJob(ctx context.Context, in JobInput) (*JobState, error) {
 		}
 	}
 	return st, nil
+}
+
+// jobFailed says whether the Job's Failed condition is true.
+func jobFailed(j *batchv1.Job) bool {
+	for _, c := range j.Status.Conditions {
+		if c.Type == batchv1.JobFailed && c.Status == corev1.ConditionTrue {
+			return true
+		}
+	}
+	return false
+}
+
+// JobRef names a Job.
+type JobRef struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+}
+
+// DeleteFailedJob deletes the Job when it failed, and says whether it did: a new run of a Job (a retry,
+// a person's or automatic) runs what failed again rather than reading its old failure. A Job that
+// completed or still runs, or none, is left alone.
+func (k *Kube) DeleteFailedJob(ctx context.Context, ref JobRef) (bool, error) {
+	jobs := k.Core.BatchV1().Jobs(ref.Namespace)
+	name := ref.Namespace + "/" + ref.Name
+	cur, err := jobs.Get(ctx, ref.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, Classify("read Job "+name, err)
+	}
+	if ManagedByOther(cur.Labels) != "" {
+		return false, errManagedByOther("Job "+name, ManagedByOther(cur.Labels))
+	}
+	if !jobFailed(cur) || cur.DeletionTimestamp != nil {
+		return false, nil
+	}
+	bg := metav1.DeletePropagationBackground
+	if err := jobs.Delete(ctx, ref.Name, metav1.DeleteOptions{PropagationPolicy: &bg, Preconditions: &metav1.Preconditions{UID: &cur.UID}}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return false, Classify("delete Job "+name, err)
+	}
+	return true, nil
 }
 
 // hashAnnotation is the annotation workflows put the inputs' hash in (workflows/nova.HashAnnotation).

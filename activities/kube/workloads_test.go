@@ -6,7 +6,9 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 )
@@ -66,6 +68,41 @@ func TestPodTrouble(t *testing.T) {
 			got, crashing := (&Kube{Core: cs}).podTrouble(context.Background(), "ns", sel)
 			require.Equal(t, tc.want, got)
 			require.Equal(t, tc.crashing, crashing)
+		})
+	}
+}
+
+// Before a new run of a Job, only a failed one is deleted (it runs again); a completed or running Job,
+// or none, is left.
+func TestDeleteFailedJob(t *testing.T) {
+	job := func(cond batchv1.JobConditionType) *batchv1.Job {
+		j := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "cell-delete", Namespace: "ns"}}
+		if cond != "" {
+			j.Status.Conditions = []batchv1.JobCondition{{Type: cond, Status: corev1.ConditionTrue}}
+		}
+		return j
+	}
+	for _, tc := range []struct {
+		name    string
+		job     *batchv1.Job
+		deleted bool
+	}{
+		{"failed", job(batchv1.JobFailed), true},
+		{"completed", job(batchv1.JobComplete), false},
+		{"running", job(""), false},
+		{"missing", nil, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cs := fake.NewSimpleClientset()
+			if tc.job != nil {
+				_, err := cs.BatchV1().Jobs("ns").Create(context.Background(), tc.job, metav1.CreateOptions{})
+				require.NoError(t, err)
+			}
+			deleted, err := (&Kube{Core: cs}).DeleteFailedJob(context.Background(), JobRef{Namespace: "ns", Name: "cell-delete"})
+			require.NoError(t, err)
+			require.Equal(t, tc.deleted, deleted)
+			_, err = cs.BatchV1().Jobs("ns").Get(context.Background(), "cell-delete", metav1.GetOptions{})
+			require.Equal(t, tc.job == nil || tc.deleted, apierrors.IsNotFound(err), "the Job is gone only when it failed")
 		})
 	}
 }

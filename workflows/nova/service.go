@@ -266,6 +266,10 @@ func prepare(ctx workflow.Context, lc *object.Lifecycle, in Instance, rec *servi
 	return hash, nil
 }
 
+// ChangeRerunFailedJobs is the GetVersion change after which each run of a Job deletes the Job of the
+// same name when it failed, so a retry runs it again.
+const ChangeRerunFailedJobs = "nova-rerun-failed-jobs"
+
 // runJob runs one of the instance's Jobs to its end, reporting it in cond; a failed Job fails the
 // reconcile with the Job's own message.
 func runJob(ctx workflow.Context, lc *object.Lifecycle, in Instance, job, script, hash, cond string, env map[string]string) (*kube.JobState, error) {
@@ -277,8 +281,16 @@ func runJob(ctx workflow.Context, lc *object.Lifecycle, in Instance, job, script
 		return nil, err
 	}
 	lc.SetCondition(ctx, metav1.Condition{Type: cond, Status: metav1.ConditionFalse, Reason: "Running", Message: "Job " + in.Name + "-" + job + " running"})
+	spec := in.Job(job, script, hash, env)
+	if workflow.GetVersion(ctx, ChangeRerunFailedJobs, workflow.DefaultVersion, 1) == 1 {
+		// Each run of a Job (the first, or a retry of what failed) starts it afresh if it failed before.
+		ref := kube.JobRef{Namespace: spec.Namespace, Name: spec.Name}
+		if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kubeActs.DeleteFailedJob, ref).Get(ctx, nil); err != nil {
+			return nil, fmt.Errorf("delete the failed Job %s: %w", spec.Name, err)
+		}
+	}
 	var st kube.JobState
-	if err := waitShowing(ctx, lc, cond, kube.ErrJobRunning, 20*time.Minute, &st, kubeActs.RunJob, kube.JobInput{Job: in.Job(job, script, hash, env)}); err != nil {
+	if err := waitShowing(ctx, lc, cond, kube.ErrJobRunning, 20*time.Minute, &st, kubeActs.RunJob, kube.JobInput{Job: spec}); err != nil {
 		msg := object.FailureMessage(err)
 		lc.SetCondition(ctx, metav1.Condition{Type: cond, Status: metav1.ConditionFalse, Reason: ReasonJobFailed, Message: msg})
 		return nil, temporal.NewNonRetryableApplicationError(msg, ReasonJobFailed, err)

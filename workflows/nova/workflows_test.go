@@ -37,6 +37,7 @@ type fakeCluster struct {
 	deployments []*DeploymentSeen
 	services    []*corev1.Service
 	jobs        []string
+	rerunAsked  []string // Jobs DeleteFailedJob was asked about, in order
 	deleted     []string
 	endpoints   []openstack.EndpointsInput
 	removedEPs  []string
@@ -103,9 +104,18 @@ func newEnv(t *testing.T, f *fakeCluster, kind string, wf any) *testsuite.TestWo
 		}
 		return &kube.DeploymentState{Replicas: 1, Ready: 1, Updated: 1, RolledOut: true, PodIPs: []string{"198.51.100.1"}}, nil
 	})
+	env.OnActivity(kubeActs.DeleteFailedJob, mock.Anything, mock.Anything).Return(func(_ context.Context, ref kube.JobRef) (bool, error) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.rerunAsked = append(f.rerunAsked, ref.Name)
+		return false, nil
+	})
 	env.OnActivity(kubeActs.RunJob, mock.Anything, mock.Anything).Return(func(_ context.Context, in kube.JobInput) (*kube.JobState, error) {
 		f.mu.Lock()
 		defer f.mu.Unlock()
+		if len(f.rerunAsked) == 0 || f.rerunAsked[len(f.rerunAsked)-1] != in.Job.Name {
+			return nil, temporal.NewNonRetryableApplicationError("Job "+in.Job.Name+" run without asking first to delete it if it failed", "Test", nil)
+		}
 		f.jobs = append(f.jobs, in.Job.Name)
 		msg := ""
 		if in.Job.Labels["stackflow.io/job"] == "cell-mapping" {
@@ -282,6 +292,7 @@ func TestNovaCellMapsThenUnmapsOnDelete(t *testing.T) {
 	require.True(t, env.IsWorkflowCompleted())
 	require.NoError(t, env.GetWorkflowError())
 	require.Equal(t, []string{"nova-cell1-cell-mapping", "nova-cell1-host-discovery", "nova-cell1-cell-delete"}, f.jobs)
+	require.Equal(t, f.jobs, f.rerunAsked, "each run of a Job first deletes it if it failed before, so a retry runs it again")
 	require.Contains(t, f.deleted, "NovaConductor/nova-cell1-conductor")
 }
 
