@@ -241,8 +241,10 @@ func (o *OpenStack) migrate(ctx context.Context, nova computeAPI, in MigrateInpu
 				m.started = true
 			case s.Status != "ACTIVE":
 				stuck = append(stuck, fmt.Sprintf("%s is %s (only ACTIVE instances live-migrate)", id, s.Status))
+				continue
 			case m.started && m.attempts >= 2:
 				stuck = append(stuck, fmt.Sprintf("%s: live migration failed twice (%s)", id, lastMigrationStatus(ctx, nova, id)))
+				continue
 			default:
 				if m.to == "" || m.started {
 					m.to = pick()
@@ -261,18 +263,23 @@ func (o *OpenStack) migrate(ctx context.Context, nova computeAPI, in MigrateInpu
 			}
 			pending = append(pending, id)
 		}
-		if len(stuck) > 0 {
-			return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s: %s", drainWhat(in), strings.Join(stuck, "; ")), ErrDrainFailed, nil)
-		}
+		// Instances still moving settle first: the failure then names every instance that could not
+		// move, not those that failed before the others finished.
 		if len(pending) == 0 {
+			if len(stuck) > 0 {
+				return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s: %s", drainWhat(in), strings.Join(stuck, "; ")), ErrDrainFailed, nil)
+			}
 			return res, nil
 		}
 		if activity.IsActivity(ctx) {
 			activity.RecordHeartbeat(ctx, fmt.Sprintf("%d instance(s) moving: %s", len(pending), strings.Join(pending, ", ")))
 		}
 		if !in.Deadline.IsZero() && time.Now().After(in.Deadline) {
-			return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s: %d instance(s) not moved by the deadline: %s",
-				drainWhat(in), len(pending), strings.Join(pending, ", ")), ErrDrainFailed, nil)
+			msg := fmt.Sprintf("%s: %d instance(s) not moved by the deadline: %s", drainWhat(in), len(pending), strings.Join(pending, ", "))
+			if len(stuck) > 0 {
+				msg += "; " + strings.Join(stuck, "; ")
+			}
+			return nil, temporal.NewNonRetryableApplicationError(msg, ErrDrainFailed, nil)
 		}
 		if err := sleep(ctx, o.poll()); err != nil {
 			return nil, err

@@ -60,6 +60,20 @@ func TestMigrateDecisions(t *testing.T) {
 			calls:   []string{`migrate s1 to "hb"`, `migrate s1 to "hb"`},
 		},
 		{
+			name: "a failure waits for the instances still moving, and names every one that could not move",
+			setup: func(f *fakeCloud) {
+				f.server("s1", "ha", "ACTIVE")
+				f.server("s2", "ha", "ACTIVE")
+				f.failMigrations["s1"], f.failMigrations["s2"] = true, true
+				// s2's migration (a crashed attempt's) is under way for longer than s1's two take.
+				f.servers["s2"].TaskState = "migrating"
+				f.moving["s2"], f.movingTo["s2"] = 12, "hb"
+			},
+			in:      MigrateInput{From: "ha", Targets: []string{"hb"}},
+			failure: "drain of host ha: s1: live migration failed twice (last migration ha → hb: error); s2: live migration failed twice (last migration ha → hb: error)",
+			calls:   []string{`migrate s1 to "hb"`, `migrate s1 to "hb"`, `migrate s2 to "hb"`, `migrate s2 to "hb"`},
+		},
+		{
 			name: "back: instances elsewhere return; one already home is skipped, one deleted meanwhile too",
 			setup: func(f *fakeCloud) {
 				f.server("s1", "hb", "ACTIVE")
