@@ -288,6 +288,7 @@ func TestKeystoneRunsForReal(t *testing.T) {
 			"spec": map[string]any{
 				"flavor":      "m1.tiny",
 				"image":       map[string]any{"filter": map[string]any{"name": "cirros-tiny"}},
+				"ports":       []any{map[string]any{"network": map[string]any{"filter": map[string]any{"name": "private"}}}},
 				"identityRef": map[string]any{"name": controlplane.CloudsSecret, "cloudName": cfgName},
 			},
 		}}
