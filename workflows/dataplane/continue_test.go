@@ -141,11 +141,13 @@ func TestRolloutAnswersTheRefreshesOfNodesItAdmits(t *testing.T) {
 		name       string
 		fails      bool
 		late       bool
+		vanishes   bool
 		reconciles int
 	}{
 		{name: "a failed rollout stays failed", fails: true, reconciles: 1},
 		{name: "a finished rollout stays finished", reconciles: 1},
 		{name: "a node created during the rollout is admitted by the next", late: true, reconciles: 2},
+		{name: "a running node whose object is gone stops counting", vanishes: true, reconciles: 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			spec := dataplanev1beta1.OpenStackDataPlaneSpec{Roles: []string{"compute"}, Deploy: true}
@@ -154,8 +156,14 @@ func TestRolloutAnswersTheRefreshesOfNodesItAdmits(t *testing.T) {
 			reconciles := 0
 			listNodes(env, &names, &reconciles)
 			// No node has deployed: the rollout admits both and learns the outcome from their reports.
+			gone := false
 			env.OnActivity(kubeActs.GetObjectStatus, mock.Anything, mock.Anything).Return(
-				&kube.ObjectStatus{Exists: true, Generation: 1, Phase: "Infrastructure"}, nil)
+				func(_ context.Context, in kube.StatusInput) (*kube.ObjectStatus, error) {
+					if gone && in.Ref.Name == "n2" {
+						return &kube.ObjectStatus{}, nil
+					}
+					return &kube.ObjectStatus{Exists: true, Generation: 1, Phase: "Infrastructure"}, nil
+				})
 			byID := map[string]string{}
 			for _, n := range names {
 				byID[lifecycle.WorkflowID(DataPlaneNodeRef("openstack", n))] = n
@@ -171,6 +179,11 @@ func TestRolloutAnswersTheRefreshesOfNodesItAdmits(t *testing.T) {
 						require.NoError(t, chain.Signal(SignalEDPMRequest, EDPMRequest{Node: n, Generation: 1}))
 						require.NoError(t, chain.Signal(lifecycle.SignalRefresh, nil))
 					}, time.Second)
+					if tc.vanishes && n == "n2" {
+						// Deleted while it runs, without a word (its worker gone, say): only its object says so.
+						env.RegisterDelayedCallback(func() { gone, names = true, []string{"n1"} }, 30*time.Second)
+						return nil
+					}
 					env.RegisterDelayedCallback(func() {
 						rep := EDPMReport{Node: n, State: EDPMSucceeded, Message: "every phase done"}
 						if tc.fails && n == "n2" {

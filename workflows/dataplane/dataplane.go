@@ -409,12 +409,18 @@ func (r *dataPlaneReconciler) pollRunning(ctx workflow.Context, lc *object.Lifec
 		ref.UID = r.rec.UIDs[n.Name]
 		reads = append(reads, read{i, workflow.ExecuteActivity(object.KubeActivity(ctx), kubeActs.GetObjectStatus, kube.StatusInput{Ref: ref, Fields: []string{"deployed"}})})
 	}
+	var gone []string
 	for _, rd := range reads {
 		var st kube.ObjectStatus
 		if err := rd.f.Get(ctx, &st); err != nil {
 			return fmt.Errorf("read node %s: %w", r.rec.Nodes[rd.i].Name, err)
 		}
 		n := &r.rec.Nodes[rd.i]
+		// A running node deleted mid-rollout may never report again: its object is the truth.
+		if (!st.Exists || st.Deleting) && workflow.GetVersion(ctx, ChangeNodesLeave, workflow.DefaultVersion, 1) == 1 {
+			gone = append(gone, n.Name)
+			continue
+		}
 		var ready *metav1.Condition
 		for i := range st.Conditions {
 			if st.Conditions[i].Type == lifecycle.ConditionReady {
@@ -428,8 +434,18 @@ func (r *dataPlaneReconciler) pollRunning(ctx workflow.Context, lc *object.Lifec
 			n.State, n.Message = EDPMFailed, ready.Message
 		}
 	}
+	if len(gone) > 0 {
+		r.rec.Nodes = slices.DeleteFunc(r.rec.Nodes, func(n EDPMNode) bool { return slices.Contains(gone, n.Name) })
+		for _, name := range gone {
+			delete(r.rec.UIDs, name)
+		}
+	}
 	return nil
 }
+
+// ChangeNodesLeave is the GetVersion change after which a rollout drops a running node whose object is
+// gone or being deleted: before it, the rollout waited for that node's report forever.
+const ChangeNodesLeave = "edpm-nodes-leave"
 
 // grant admits nodes, all at once: each is resumed (a cancelled rollout may have paused it) and
 // signalled its grant.
