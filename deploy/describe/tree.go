@@ -36,7 +36,7 @@ type Node struct {
 	Failing bool `json:"failing,omitempty"`
 	// Ref marks a line that refers to an object shown elsewhere in the tree (a compute's cell).
 	Ref bool `json:"ref,omitempty"`
-	// Note adds what the line is to its parent ("cell of Nova nova-regiontwo").
+	// Note adds what the line is to its parent ("cell of Nova nova").
 	Note        string  `json:"note,omitempty"`
 	WorkflowID  string  `json:"workflowID,omitempty"`
 	WorkflowURL string  `json:"workflowURL,omitempty"`

@@ -57,19 +57,22 @@ const (
 // Names of what the local cloud is set up with.
 const (
 	OpenStackRegion = "RegionOne"
-	// SampleRegion is the region of the Nova that deploy/samples deploys; the site's shared services
-	// (Placement, Glance, Neutron, Cinder) list their endpoints there too, so the servers of that
-	// region find them as in any multi-region cloud.
-	SampleRegion     = "RegionTwo"
-	CloudName        = "stackflow"
-	NovaCell         = "cell1"
-	LocalComputeHost = "stackflow-compute-0"
-	ExternalNetwork  = "public"
-	ExternalSubnet   = "public-subnet"
-	TenantNetwork    = "private"
-	TenantSubnet     = "private-subnet"
-	RouterName       = "router1"
-	ImageName        = "cirros-tiny"
+	// SampleRegion is the region of the cloud deploy/samples deploys (its keystone release's, the
+	// chart's default), where the samples' Nova registers its compute API.
+	SampleRegion = "RegionOne"
+	// SampleCloudsSecret is the Secret (namespace SampleNamespace) where the sample configuration writes
+	// its Keystone administrator's clouds.yaml, the cloud named SampleCloud after the configuration.
+	SampleCloudsSecret = "keystone-clouds"
+	SampleCloud        = "kupenstack"
+	CloudName          = "stackflow"
+	NovaCell           = "cell1"
+	LocalComputeHost   = "stackflow-compute-0"
+	ExternalNetwork    = "public"
+	ExternalSubnet     = "public-subnet"
+	TenantNetwork      = "private"
+	TenantSubnet       = "private-subnet"
+	RouterName         = "router1"
+	ImageName          = "cirros-tiny"
 	// Secrets (namespace SystemNamespace) published once Kubernetes is up.
 	CloudsSecretName    = "openstack-clouds"
 	TransportSecretName = "cell1-transport"
@@ -222,7 +225,7 @@ func (s *Stack) upOpenStack(ctx context.Context) error {
 var ServersRegions = []string{"RegionThree"}
 
 // SharedRegions are the regions besides OpenStackRegion where the site's shared services are listed.
-var SharedRegions = append([]string{SampleRegion}, ServersRegions...)
+var SharedRegions = ServersRegions
 
 // bootstrapInput is what bootstrap.py reads on stdin.
 func (o *osEnv) bootstrapInput() []byte {

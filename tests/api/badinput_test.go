@@ -86,7 +86,7 @@ var refused = []change{
 		want: []string{"spec.novaComputeImage", "should match"}},
 	{name: "API without keystone URL", kind: "NovaAPI", patch: `spec: {keystoneAuthURL: null}`,
 		want: []string{"spec.keystoneAuthURL", "keystoneAuthURL is required"}},
-	{name: "Nova naming no keystone", kind: "Nova", patch: `spec: {keystoneAuthURL: null}`,
+	{name: "Nova naming no keystone", kind: "Nova", patch: `spec: {keystoneAuthURL: null, keystoneAdminSecret: null}`,
 		want: []string{"spec.keystoneAuthURL", "keystoneAuthURL or keystoneAdminSecret is required"}},
 	{name: "Nova keystone admin secret not a name", kind: "Nova", patch: `spec: {keystoneAdminSecret: "Keystone Clouds"}`,
 		want: []string{"spec.keystoneAdminSecret", "should match"}},

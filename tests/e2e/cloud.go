@@ -45,7 +45,13 @@ func (e *Env) CloudIn(ctx context.Context, region string) (*Cloud, error) {
 	if err != nil {
 		return nil, err
 	}
-	ao, eo, _, err := clouds.Parse(clouds.WithCloudsYAML(bytes.NewReader(yml)), clouds.WithCloudName(e.Stack.CloudName))
+	return CloudFrom(ctx, yml, e.Stack.CloudName, region)
+}
+
+// CloudFrom holds admin clients of cloud in a clouds.yaml (such as the one a configuration writes for
+// the Keystone it deployed), the compute client on region's compute API (the cloud's region when empty).
+func CloudFrom(ctx context.Context, yml []byte, cloud, region string) (*Cloud, error) {
+	ao, eo, _, err := clouds.Parse(clouds.WithCloudsYAML(bytes.NewReader(yml)), clouds.WithCloudName(cloud))
 	if err != nil {
 		return nil, fmt.Errorf("clouds.yaml: %w", err)
 	}

@@ -87,10 +87,10 @@ const IdleWindow = 2 * time.Minute
 var sampleControlPlane = []string{"keystone", "placement", "glance", "neutron"}
 
 // sampleNovaMetadata is the metadata service of the samples' Nova, which the sample computes' agents name.
-const sampleNovaMetadata = "nova-regiontwo-metadata"
+const sampleNovaMetadata = "nova-metadata"
 
 // sampleNova is the Nova of the samples.
-const sampleNova = "nova-regiontwo"
+const sampleNova = "nova"
 
 func TestSamplesConvergeAndStayIdle(t *testing.T) {
 	ctx := context.Background()
@@ -137,12 +137,12 @@ func TestSamplesConvergeAndStayIdle(t *testing.T) {
 		want := []string{
 			`(?m)^KupenstackConfiguration/kupenstack\s+True`,
 			`(?m)^├─ OpenStackCloudConfigurationProfile/default\s+True`,
-			`(?m)^Nova/nova-regiontwo\s+True`,
+			`(?m)^Nova/nova\s+True`,
 			`(?m)^OpenStackDataPlane/edpm\s+True`,
 			`(?m)^└─ OpenStackDataPlaneRole/edpm-compute\s+True`,
 			`(?m)^   ├─ OpenStackDataPlaneNode/edpm-compute-0\s+True`,
 			`(?m)^   │  ├─ NovaExternalCompute/edpm-compute-0\s+True`,
-			`(?m)^   │  │  └─ → NovaCell/nova-regiontwo-cell1\s+True.*its cell, of Nova nova-regiontwo, region RegionTwo`,
+			`(?m)^   │  │  └─ → NovaCell/nova-cell1\s+True.*its cell, of Nova nova, region RegionOne`,
 			`(?m)^   │  └─ OVNMetadataAgent/edpm-compute-0\s+True`,
 			`(?m)^OpenStackCluster/sample-cluster\s+True`,
 			`(?m)^└─ Bastion/sample-cluster-bastion-1\s+True\s+ACTIVE`,
@@ -201,6 +201,8 @@ func TestSamplesConvergeAndStayIdle(t *testing.T) {
 		for _, typ := range []string{"identity", "placement", "image", "network"} {
 			require.Len(t, catalog[typ], 3, "%s's public, internal and admin endpoints in the catalog: %v", typ, catalog)
 		}
+		// and the samples' Nova registered its compute API there (public and internal).
+		require.Len(t, catalog["compute"], 2, "the compute API's public and internal endpoints in the catalog: %v", catalog)
 		// The test hosts, where the computes' services run, reach every endpoint the deployment registered
 		// (a ClusterIP, through the stack's kube-proxy): each answers its version document.
 		from := env.Host(t, "edpm-compute-0")
@@ -274,7 +276,7 @@ func TestSamplesConvergeAndStayIdle(t *testing.T) {
 	var placed map[string]string
 	t.Run("the sample server and bastion run on the sample computes", func(t *testing.T) {
 		placed = requireOnSampleComputes(t)
-		hv, err := env.Stack.ServerHypervisor(ctx, env.Dyn, local.SampleNamespace, local.SampleServerName, local.SampleRegion)
+		hv, err := env.Stack.ServerHypervisor(ctx, env.Dyn, local.SampleNamespace, local.SampleServerName)
 		require.NoError(t, err)
 		require.Equal(t, placed[local.SampleServerName], hv, "make run prints where the server runs")
 	})
@@ -290,7 +292,8 @@ func TestSamplesConvergeAndStayIdle(t *testing.T) {
 		ao, _, _, err := clouds.Parse(clouds.WithCloudsYAML(strings.NewReader(env.SecretValue(t, local.SampleNamespace, secret, "clouds.yaml"))),
 			clouds.WithCloudName(sampleNova), clouds.WithLocations())
 		require.NoError(t, err)
-		require.Equal(t, e2e.Str(nova, "spec", "keystoneAuthURL"), ao.IdentityEndpoint, "at the Nova's Keystone")
+		require.Empty(t, e2e.Str(nova, "spec", "keystoneAuthURL"), "the Nova finds its Keystone in keystoneAdminSecret")
+		require.Equal(t, env.ChartKeystoneAPI(t, local.SampleNamespace), ao.IdentityEndpoint, "at the Keystone the samples deployed")
 		require.Equal(t, "nova", ao.Username, "as the Nova's service user")
 		require.Equal(t, "service", ao.TenantName)
 		actx, cancel := context.WithTimeout(ctx, 20*time.Second)
@@ -333,8 +336,7 @@ func TestSamplesConvergeAndStayIdle(t *testing.T) {
 	// The sample computes are chassis of the cloud's OVN, each with its metadata agent, both alive in
 	// Neutron; the server's port is bound by ML2/OVN to the chassis of the compute it runs on.
 	t.Run("the sample computes are OVN chassis with live metadata agents", func(t *testing.T) {
-		c, err := env.Cloud(ctx)
-		require.NoError(t, err)
+		c := sampleCloud(t)
 		for _, host := range []string{"edpm-compute-0", "edpm-compute-1"} {
 			c.WaitNetworkAgents(t, host, 2*time.Minute, e2e.ChassisAgents...)
 		}
@@ -380,8 +382,7 @@ func TestSamplesConvergeAndStayIdle(t *testing.T) {
 			require.Equal(t, endpoint, "http://"+net.JoinHostPort(conf["nova_metadata_host"], conf["nova_metadata_port"]), "the agent of %s forwards to the NovaMetadata's endpoint", host)
 			require.Equal(t, shared, conf["metadata_proxy_shared_secret"], "the agent of %s signs with the Nova's shared secret", host)
 		}
-		rc, err := env.CloudIn(ctx, local.SampleRegion)
-		require.NoError(t, err)
+		rc := c
 		serverID := e2e.Str(srv, "status", "instanceID")
 		server, err := servers.Get(ctx, rc.Compute, serverID).Extract()
 		require.NoError(t, err)
@@ -398,7 +399,7 @@ func TestSamplesConvergeAndStayIdle(t *testing.T) {
 		defer cancel()
 		states, err := local.WaitSamples(uctx, env.Dyn, update, bridge.IsServed, testWriter{t}, 5*time.Second)
 		require.NoError(t, err, "the update Ready:\n%s", table(states))
-		requireComputesUpdated(t, "RegionTwo", "2", "edpm-compute-0", "edpm-compute-1")
+		requireComputesUpdated(t, "2", "edpm-compute-0", "edpm-compute-1")
 		// Each compute was drained by live migration and its instances migrated back.
 		require.Equal(t, placed, requireOnSampleComputes(t), "the instances are back where they ran")
 	})
@@ -476,12 +477,9 @@ func TestSamplesConvergeAndStayIdle(t *testing.T) {
 			require.NoError(t, env.DeleteAndWait(dctx, o.GVR, o.Namespace, o.Name), "%s %s torn down", o.Kind, o.Name)
 		}
 		t.Logf("all samples deleted and torn down in %s", time.Since(start).Round(time.Second))
-		// Deleting the nodes took the hosts out of the cloud's network: no agent record left in Neutron,
-		// no Open vSwitch, ovn-controller or metadata agent on the hosts.
-		c, err := env.Cloud(ctx)
-		require.NoError(t, err)
+		// Deleting the nodes took the hosts out of the cloud's network: no Open vSwitch, ovn-controller or
+		// metadata agent on the hosts (the cloud's Neutron and OVN went with the configuration).
 		for _, host := range []string{"edpm-compute-0", "edpm-compute-1"} {
-			c.WaitNetworkAgents(t, host, time.Minute)
 			e2e.RequireRemoved(t, env.Host(t, host), "ovn-metadata-agent", e2e.OVNChassis.Name)
 		}
 		// The control plane's releases were uninstalled, their db-drop hooks dropping their databases.
@@ -490,6 +488,10 @@ func TestSamplesConvergeAndStayIdle(t *testing.T) {
 			name := "sample_" + chart
 			require.Empty(t, e2e.QueryStrings(t, db, "SELECT SCHEMA_NAME FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = ?", name), "database %s dropped", name)
 			require.Empty(t, e2e.QueryStrings(t, db, "SELECT User FROM mysql.user WHERE User = ?", name), "user %s dropped", name)
+		}
+		// The Nova dropped the databases it made for its API and cells.
+		for _, name := range []string{"sample_nova_api", "sample_nova_cell0", "sample_nova_cell1"} {
+			require.Empty(t, e2e.QueryStrings(t, db, "SELECT SCHEMA_NAME FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = ?", name), "database %s dropped", name)
 		}
 		// and neutron's dropped its vhost and bus user.
 		broker := env.BrokerAdmin(t, local.SampleNamespace)
@@ -564,18 +566,17 @@ func updateSample(t *testing.T) []local.Applied {
 	return objs
 }
 
-// requireComputesUpdated checks, in the compute API of region, that each host's nova-compute is enabled,
-// up and reports version (to Placement, as the update verifies it).
-func requireComputesUpdated(t *testing.T, region, version string, hosts ...string) {
+// requireComputesUpdated checks, in the compute API of the cloud the samples deployed, that each host's
+// nova-compute is enabled, up and reports version (to Placement, as the update verifies it).
+func requireComputesUpdated(t *testing.T, version string, hosts ...string) {
 	t.Helper()
 	ctx := context.Background()
-	c, err := env.CloudIn(ctx, region)
-	require.NoError(t, err)
+	c := sampleCloud(t)
 	for _, h := range hosts {
 		svc, err := c.ComputeService(ctx, h)
-		require.NoError(t, err, "nova-compute of %s in %s", h, region)
-		require.Equal(t, "enabled", svc.Status, "%s in %s: %s", h, region, svc.DisabledReason)
-		require.Equal(t, "up", svc.State, "%s in %s", h, region)
+		require.NoError(t, err, "nova-compute of %s", h)
+		require.Equal(t, "enabled", svc.Status, "%s: %s", h, svc.DisabledReason)
+		require.Equal(t, "up", svc.State, h)
 		classes, err := c.VersionClasses(ctx, h)
 		require.NoError(t, err, h)
 		require.Equal(t, []string{dataplane.VersionClass(version)}, classes, "%s reports version %s", h, version)
@@ -588,8 +589,7 @@ func requireComputesUpdated(t *testing.T, region, version string, hosts ...strin
 func requireOnSampleComputes(t *testing.T) map[string]string {
 	t.Helper()
 	ctx := context.Background()
-	c, err := env.CloudIn(ctx, local.SampleRegion)
-	require.NoError(t, err)
+	c := sampleCloud(t)
 	srv, err := env.Dyn.Resource(gvrServer).Namespace(local.SampleNamespace).Get(ctx, local.SampleServerName, metav1.GetOptions{})
 	require.NoError(t, err)
 	cl, err := env.Dyn.Resource(gvrCluster).Namespace(local.SampleNamespace).Get(ctx, "sample-cluster", metav1.GetOptions{})
@@ -598,13 +598,25 @@ func requireOnSampleComputes(t *testing.T) map[string]string {
 	for _, id := range []string{e2e.Str(srv, "status", "instanceID"), e2e.Str(cl, "status", "bastion", "id")} {
 		require.NotEmpty(t, id, "the status names the instance")
 		s, err := servers.Get(ctx, c.Compute, id).Extract()
-		require.NoError(t, err, "instance %s in region %s", id, local.SampleRegion)
+		require.NoError(t, err, "instance %s in the samples' cloud", id)
 		require.Equal(t, "ACTIVE", s.Status, s.Name)
 		require.Contains(t, []string{"edpm-compute-0", "edpm-compute-1"}, s.HypervisorHostname, "%s runs on a sample compute", s.Name)
 		out[s.Name] = s.HypervisorHostname
 	}
 	t.Logf("instances on the sample computes: %v", out)
 	return out
+}
+
+// sampleCloud holds admin clients of the cloud the samples deployed, logged in with the clouds.yaml its
+// configuration wrote (Secret keystone-clouds), as make run's hints do.
+func sampleCloud(t *testing.T) *e2e.Cloud {
+	t.Helper()
+	yml := env.SecretValue(t, local.SampleNamespace, controlplane.CloudsSecret, "clouds.yaml")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := e2e.CloudFrom(ctx, []byte(yml), local.SampleCloud, "")
+	require.NoError(t, err, "log in with the clouds.yaml of Secret %s", controlplane.CloudsSecret)
+	return c
 }
 
 // samplesOf reads deploy/samples without applying them.

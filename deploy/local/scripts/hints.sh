@@ -23,7 +23,8 @@ In a new shell:
   (umask 077; kubectl get secret -n openstack keystone-clouds -o jsonpath='{.data.clouds\.yaml}' | base64 -d > $state/kupenstack-clouds.yaml) && OS_CLIENT_CONFIG_FILE=$state/kupenstack-clouds.yaml openstack --os-cloud kupenstack catalog list
   kubectl get openstackdataplanenodes,novaexternalcomputes,ovnmetadataagents,openstackservers -A
   kubectl describe openstackdataplanenode -n openstack edpm-compute-0
-  openstack network agent list --host edpm-compute-0
+  OS_CLIENT_CONFIG_FILE=$state/kupenstack-clouds.yaml openstack --os-cloud kupenstack network agent list --host edpm-compute-0
+  OS_CLIENT_CONFIG_FILE=$state/kupenstack-clouds.yaml openstack --os-cloud kupenstack server list --long
   temporal workflow list --query 'StackflowKind="OpenStackDataPlaneNode"'
   tctl workflow list --query 'StackflowKind="OpenStackDataPlaneNode"'
   temporal workflow query --workflow-id "\$($node)" --name status

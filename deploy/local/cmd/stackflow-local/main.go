@@ -200,13 +200,13 @@ func samples(ctx context.Context, state string, timeout time.Duration) error {
 // printServerHost says where the sample server runs: on a compute the samples deployed, in the region
 // of the Nova they deployed.
 func printServerHost(ctx context.Context, s *local.Stack, dyn dynamic.Interface) {
-	hv, err := s.ServerHypervisor(ctx, dyn, local.SampleNamespace, local.SampleServerName, local.SampleRegion)
+	hv, err := s.ServerHypervisor(ctx, dyn, local.SampleNamespace, local.SampleServerName)
 	if err != nil {
 		fmt.Printf("%s: where it runs is unknown: %v\n", local.SampleServerName, err)
 		return
 	}
-	fmt.Printf("%s runs on hypervisor %s (region %s: openstack --os-region-name %s server show %s)\n",
-		local.SampleServerName, hv, local.SampleRegion, local.SampleRegion, local.SampleServerName)
+	fmt.Printf("%s runs on hypervisor %s of the cloud the samples deployed (cloud %s of Secret %s/%s, region %s)\n",
+		local.SampleServerName, hv, local.SampleCloud, local.SampleNamespace, local.SampleCloudsSecret, local.SampleRegion)
 }
 
 // sampleClient is the stack and a dynamic client of its API server.
