@@ -271,6 +271,11 @@ func TestSamplesConvergeAndStayIdle(t *testing.T) {
 		require.Equal(t, "sample_neutron", vhost.Name)
 	})
 
+	// Nothing of the cloud is a shape without a process: every pod of the cluster (stackflow's own, the
+	// control plane's releases, the Nova's services) is a container on the real node, running and ready,
+	// or a Job's pod that ran.
+	t.Run("every pod is a real container or a Job that ran", func(t *testing.T) { requireEveryPodReal(t) })
+
 	// The samples are one cloud: the server and the bastion run on the EDPM computes of the Nova the
 	// samples deployed, in its region, as make run prints.
 	var placed map[string]string
@@ -827,4 +832,42 @@ func ovnNorthbound(t *testing.T, table string) []string {
 		"-c", "ovn-ovsdb-nb", "--", "/usr/bin/ovn-nbctl", "--db=unix:/run/ovn/ovnnb_db.sock", "--bare", "--columns=name", "list", table).CombinedOutput()
 	require.NoError(t, err, "ovn-nbctl list %s: %s", table, out)
 	return strings.Fields(string(out))
+}
+
+// requireEveryPodReal checks every pod of the cluster: scheduled on the real node (no kwok node, where a
+// pod runs nothing), and ready, or finished: succeeded, or failed as one try of a Job that then completed.
+func requireEveryPodReal(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	pods, err := env.Kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	require.NotEmpty(t, pods.Items)
+	var lines []string
+	for _, p := range pods.Items {
+		lines = append(lines, fmt.Sprintf("%s/%s on %s: %s", p.Namespace, p.Name, p.Spec.NodeName, p.Status.Phase))
+		require.Equal(t, local.RealNode, p.Spec.NodeName, "pod %s/%s runs on the real node", p.Namespace, p.Name)
+		switch p.Status.Phase {
+		case corev1.PodRunning:
+			ready := false
+			for _, c := range p.Status.Conditions {
+				ready = ready || (c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue)
+			}
+			require.True(t, ready, "pod %s/%s is ready", p.Namespace, p.Name)
+		case corev1.PodSucceeded:
+		case corev1.PodFailed:
+			job := ""
+			for _, o := range p.OwnerReferences {
+				if o.Kind == "Job" {
+					job = o.Name
+				}
+			}
+			require.NotEmpty(t, job, "failed pod %s/%s belongs to a Job", p.Namespace, p.Name)
+			j, err := env.Kube.BatchV1().Jobs(p.Namespace).Get(ctx, job, metav1.GetOptions{})
+			require.NoError(t, err)
+			require.Positive(t, j.Status.Succeeded, "Job %s/%s, whose try %s failed, completed", p.Namespace, job, p.Name)
+		default:
+			t.Fatalf("pod %s/%s is %s", p.Namespace, p.Name, p.Status.Phase)
+		}
+	}
+	t.Logf("%d pods, every one a real container:\n%s", len(pods.Items), strings.Join(lines, "\n"))
 }
