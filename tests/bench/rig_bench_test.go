@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -108,11 +109,33 @@ func edpmRigUp(ctx context.Context, b *testing.B, hosts int, prefix string) *edp
 // stops the processes and removes the namespace.
 func (r *edpmRig) close() {
 	r.deleteCreated()
+	r.waitWorkflowsClosed(2 * time.Minute)
 	for i := len(r.procs) - 1; i >= 0; i-- {
 		r.procs[i].stop()
 	}
 	_ = r.kc.CoreV1().Namespaces().Delete(context.Background(), r.ns, metav1.DeleteOptions{})
 	r.tc.Close()
+}
+
+// waitWorkflowsClosed waits until no workflow of the run's objects is open: an object is gone once its
+// workflow removed the finalizer, one workflow task before that workflow completes, and stopping the
+// workers in between leaves it running in the benchmark's namespace.
+func (r *edpmRig) waitWorkflowsClosed(timeout time.Duration) {
+	q := fmt.Sprintf(`ExecutionStatus = "Running" AND StackflowObject STARTS_WITH "%s/"`, r.ns)
+	deadline := time.Now().Add(timeout)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		resp, err := r.tc.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{Namespace: edpmBenchNamespace, Query: q})
+		cancel()
+		if err == nil && resp.Count == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			fmt.Printf("  %s: workflows of the run still open after %s (count %d, %v)\n", r.ns, timeout, resp.GetCount(), err)
+			return
+		}
+		time.Sleep(time.Second)
+	}
 }
 
 // deleteCreated deletes the objects created so far, all at once as a person would (each workflow waits
