@@ -649,13 +649,16 @@ func (k *Kube) ApplyChild(ctx context.Context, in ChildInput) (string, error) {
 type CellsInput struct {
 	Namespace string   `json:"namespace"`
 	Cells     []string `json:"cells"`
+	// Metadata names NovaMetadata services: WaitNoComputes also waits for the OVNMetadataAgents naming one.
+	Metadata []string `json:"metadata,omitempty"`
 }
 
 // ErrComputesRemain is the retryable error of WaitNoComputes.
 const ErrComputesRemain = "ComputesRemain"
 
-// WaitNoComputes succeeds once no NovaExternalCompute of the namespace is in one of the cells, and fails
-// retryably before, naming them (a cell with hosts cannot go: they would be lost to Nova).
+// WaitNoComputes succeeds once no NovaExternalCompute of the namespace is in one of the cells and no
+// OVNMetadataAgent names one of the metadata services, and fails retryably before, naming them (a cell
+// with hosts cannot go: they would be lost to Nova; an agent deregisters with the Nova's service user).
 func (k *Kube) WaitNoComputes(ctx context.Context, in CellsInput) error {
 	ref := api.Ref("NovaExternalCompute", in.Namespace, "")
 	list, err := k.resource(ref).List(ctx, metav1.ListOptions{})
@@ -665,12 +668,24 @@ func (k *Kube) WaitNoComputes(ctx context.Context, in CellsInput) error {
 	var using []string
 	for _, u := range list.Items {
 		if cell, _, _ := unstructured.NestedString(u.Object, "spec", "cellName"); slices.Contains(in.Cells, cell) {
-			using = append(using, u.GetName())
+			using = append(using, "NovaExternalCompute "+u.GetName())
+		}
+	}
+	if len(in.Metadata) > 0 {
+		ref := api.Ref("OVNMetadataAgent", in.Namespace, "")
+		agents, err := k.resource(ref).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return Classify("list ovnmetadataagents in "+in.Namespace, err)
+		}
+		for _, u := range agents.Items {
+			if md, _, _ := unstructured.NestedString(u.Object, "spec", "novaMetadata"); slices.Contains(in.Metadata, md) {
+				using = append(using, "OVNMetadataAgent "+u.GetName())
+			}
 		}
 	}
 	if len(using) == 0 {
 		return nil
 	}
 	slices.Sort(using)
-	return temporal.NewApplicationError(fmt.Sprintf("the cells still have computes (NovaExternalCompute %s): they go first", strings.Join(using, ", ")), ErrComputesRemain)
+	return temporal.NewApplicationError(fmt.Sprintf("the Nova still has users (%s): they go first", strings.Join(using, ", ")), ErrComputesRemain)
 }

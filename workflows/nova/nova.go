@@ -700,6 +700,57 @@ func computesIn(ctx workflow.Context, ns string, cells ...string) ([]string, err
 	return using, nil
 }
 
+// metadataServicesOf names the NovaMetadata services a Nova made: its own (among its recorded services)
+// and one per cell (made by the NovaCell, whether or not the cell enabled it). Sorted.
+func metadataServicesOf(nova string, rec novaRecord) []string {
+	var names []string
+	for _, k := range rec.Services {
+		if kind, name, _ := strings.Cut(k, "/"); kind == KindNovaMetadata {
+			names = append(names, name)
+		}
+	}
+	for _, c := range rec.Cells {
+		names = append(names, cellCR(nova, c)+"-metadata")
+	}
+	slices.Sort(names)
+	return slices.Compact(names)
+}
+
+// agentsNaming lists the OVNMetadataAgents of the namespace whose novaMetadata is one of metadata, sorted.
+func agentsNaming(ctx workflow.Context, ns string, metadata []string) ([]string, error) {
+	if len(metadata) == 0 {
+		return nil, nil
+	}
+	var listed []kube.ListedObject
+	if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kubeActs.ListObjects, kube.ListInput{Ref: novaRef("OVNMetadataAgent", ns, "")}).Get(ctx, &listed); err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, o := range listed {
+		var spec struct {
+			NovaMetadata string `json:"novaMetadata"`
+		}
+		if json.Unmarshal(o.Spec, &spec) == nil && slices.Contains(metadata, spec.NovaMetadata) {
+			names = append(names, o.Ref.Name)
+		}
+	}
+	slices.Sort(names)
+	return names, nil
+}
+
+// usersMessage says what still uses a Nova being deleted: computes in its cells, metadata agents naming
+// its metadata services.
+func usersMessage(computes, agents []string) string {
+	var parts []string
+	if len(computes) > 0 {
+		parts = append(parts, "the cells still have computes (NovaExternalCompute "+strings.Join(computes, ", ")+")")
+	}
+	if len(agents) > 0 {
+		parts = append(parts, "OVN metadata agents still name its metadata services (OVNMetadataAgent "+strings.Join(agents, ", ")+")")
+	}
+	return strings.Join(parts, "; ")
+}
+
 // Teardown removes the services, the cells (cell0 last), then every database, user and vhost recorded.
 // While computes remain in its cells it removes nothing and fails, naming them: a cell with hosts cannot
 // be unmapped, and the computes need the compute API to deregister (retry once they are gone).
@@ -713,7 +764,14 @@ func (r *novaReconciler) Teardown(ctx workflow.Context, lc *object.Lifecycle) er
 	if err != nil {
 		return err
 	}
-	if len(using) > 0 {
+	var metadata, agents []string
+	if workflow.GetVersion(ctx, ChangeTeardownWaitsForAgents, workflow.DefaultVersion, 1) > workflow.DefaultVersion {
+		metadata = metadataServicesOf(name, rec)
+		if agents, err = agentsNaming(ctx, ns, metadata); err != nil {
+			return err
+		}
+	}
+	if len(using) > 0 || len(agents) > 0 {
 		msg := fmt.Sprintf("the cells still have computes (NovaExternalCompute %s): delete them first", strings.Join(using, ", "))
 		if workflow.GetVersion(ctx, ChangeTeardownWaitsForComputes, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
 			lc.SetCondition(ctx, metav1.Condition{Type: ConditionCellsReady, Status: metav1.ConditionFalse, Reason: ReasonCellRemovalBlocked, Message: msg})
@@ -722,8 +780,8 @@ func (r *novaReconciler) Teardown(ctx workflow.Context, lc *object.Lifecycle) er
 		// Deleted with its computes (a namespace, `kubectl delete -f` of a directory), the Nova goes once
 		// they are gone instead of failing until someone sends retry; the wait adds nothing to the history.
 		lc.SetCondition(ctx, metav1.Condition{Type: ConditionCellsReady, Status: metav1.ConditionFalse, Reason: ReasonCellRemovalBlocked,
-			Message: fmt.Sprintf("the cells still have computes (NovaExternalCompute %s): the Nova goes once they are gone", strings.Join(using, ", "))})
-		if err := workflow.ExecuteActivity(computesGoneActivity(ctx), kubeActs.WaitNoComputes, kube.CellsInput{Namespace: ns, Cells: rec.Cells}).Get(ctx, nil); err != nil {
+			Message: usersMessage(using, agents) + ": the Nova goes once they are gone"})
+		if err := workflow.ExecuteActivity(computesGoneActivity(ctx), kubeActs.WaitNoComputes, kube.CellsInput{Namespace: ns, Cells: rec.Cells, Metadata: metadata}).Get(ctx, nil); err != nil {
 			return fmt.Errorf("wait for the computes to go: %w", err)
 		}
 	}

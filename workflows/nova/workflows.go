@@ -192,6 +192,11 @@ const ChangeTeardownService = "nova-teardown-service"
 // computes waits for them to go (runs recorded before it failed, waiting for a retry signal).
 const ChangeTeardownWaitsForComputes = "nova-teardown-waits-for-computes"
 
+// ChangeTeardownWaitsForAgents is the GetVersion change after which a Nova being deleted also waits for the
+// OVN metadata agents that name one of its metadata services: they deregister from Neutron with its
+// service user's clouds.yaml, which goes with the Nova (runs recorded before it waited for computes only).
+const ChangeTeardownWaitsForAgents = "nova-teardown-waits-for-agents"
+
 // infraActivity routes database, message-bus and Keystone work to the OpenStack queue: retried with
 // backoff for as long as the server needs to come back, within 15 minutes. Each call is short, so a
 // worker that dies in one is replaced within 30 seconds.

@@ -461,7 +461,23 @@ func TestNovaMakesItsServiceUserAndRemovesItLast(t *testing.T) {
 		made = append(made, in)
 		return &openstack.ServiceUserResult{AuthURL: authURL, Owned: true}, nil
 	})
-	env.OnActivity(kubeActs.ListObjects, mock.Anything, mock.Anything).Return([]kube.ListedObject{}, nil)
+	// One OVN metadata agent names the Nova's metadata service, one another's: the Nova waits for the
+	// first before its services (and its service user, the agents' way into Neutron) go.
+	env.OnActivity(kubeActs.ListObjects, mock.Anything, mock.Anything).Return(func(_ context.Context, in kube.ListInput) ([]kube.ListedObject, error) {
+		if in.Ref.Kind != "OVNMetadataAgent" {
+			return []kube.ListedObject{}, nil
+		}
+		return []kube.ListedObject{
+			{Ref: lifecycle.ObjectRef{Name: "edpm-compute-0-ovn-metadata-agent"}, Object: kube.Object{Spec: json.RawMessage(`{"novaMetadata":"nova-metadata"}`)}},
+			{Ref: lifecycle.ObjectRef{Name: "elsewhere"}, Object: kube.Object{Spec: json.RawMessage(`{"novaMetadata":"other-metadata"}`)}},
+		}, nil
+	})
+	var waits []kube.CellsInput
+	env.OnActivity(kubeActs.WaitNoComputes, mock.Anything, mock.Anything).Return(func(_ context.Context, in kube.CellsInput) error {
+		record("wait for users")
+		waits = append(waits, in)
+		return nil
+	})
 	env.OnActivity(kubeActs.DeleteObject, mock.Anything, mock.Anything).Return(func(context.Context, lifecycle.ObjectRef) error { record("delete child"); return nil })
 	env.OnActivity(kubeActs.WaitDeleted, mock.Anything, mock.Anything).Return(nil)
 	env.OnActivity(dbs.DropDatabase, mock.Anything, mock.Anything).Return(func(context.Context, database.DatabaseInput) error { record("drop database"); return nil })
@@ -508,6 +524,16 @@ func TestNovaMakesItsServiceUserAndRemovesItLast(t *testing.T) {
 	require.Less(t, slices.Index(calls, "user"), slices.Index(calls, "clouds.yaml"), "written once Keystone's endpoint is known: %v", calls)
 	require.Less(t, slices.Index(calls, "clouds.yaml"), slices.Index(calls, "database"), "%v", calls)
 	require.Equal(t, "delete user", calls[len(calls)-1], "the user goes last: %v", calls)
+	require.Len(t, waits, 1)
+	require.Equal(t, []string{"nova-cell0-metadata", "nova-metadata"}, waits[0].Metadata, "waited for the agents of its metadata services")
+	require.Less(t, slices.Index(calls, "wait for users"), slices.Index(calls, "drop database"), "%v", calls)
+	said := false
+	for _, p := range f.statuses {
+		for _, c := range p.Conditions {
+			said = said || (c.Reason == ReasonCellRemovalBlocked && strings.Contains(c.Message, "OVNMetadataAgent edpm-compute-0-ovn-metadata-agent)") && !strings.Contains(c.Message, "elsewhere"))
+		}
+	}
+	require.True(t, said, "the condition named the agent it waited for, and only that one")
 
 	require.NotEmpty(t, children)
 	for k, raw := range children {
