@@ -48,7 +48,7 @@ var AllQueues = []string{lifecycle.WorkflowQueue, lifecycle.KubeQueue, lifecycle
 
 // Config configures a worker process. Zero values take the defaults noted on each field.
 type Config struct {
-	// Kube is the API server's REST config; required when serving lifecycle.KubeQueue.
+	// Kube is the API server's REST config; required by every queue (the workflows write status with it).
 	Kube *rest.Config
 	// Temporal says how to reach Temporal: address (default 127.0.0.1:7233), namespace (default
 	// "default"), TLS, API key and payload codec keys.
@@ -162,6 +162,8 @@ func Run(ctx context.Context, cfg Config) error {
 		if q == lifecycle.WorkflowQueue {
 			opts.DeploymentOptions = cfg.deploymentOptions()
 			versioned = opts.DeploymentOptions.UseVersioning
+			// Its one activity (status writes) runs locally: no activity task is ever put on this queue.
+			opts.LocalActivityWorkerOnly = true
 		}
 		w := sdkworker.New(c, q, opts)
 		n, err := register(q, w, cfg)
@@ -209,6 +211,16 @@ func Run(ctx context.Context, cfg Config) error {
 func register(queue string, w sdkworker.Worker, cfg Config) (int, error) {
 	switch queue {
 	case lifecycle.WorkflowQueue:
+		// The workflows write their objects' status themselves, as local activities.
+		if cfg.Kube == nil {
+			return 0, errors.New("the workflows write their objects' status: they need a kubeconfig")
+		}
+		k, err := kube.NewKube(cfg.Kube, cfg.TemporalUI, cfg.Temporal.Namespace)
+		if err != nil {
+			return 0, fmt.Errorf("status writer: %w", err)
+		}
+		k.Events = kube.NewEventRecorder(k.Core, "stackflow-worker", cfg.Identity)
+		w.RegisterActivity(kube.NewStatusWriter(k))
 		return workflows.Register(w), nil
 	case lifecycle.KubeQueue:
 		if cfg.Kube == nil {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/client"
 	"google.golang.org/protobuf/proto"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -239,6 +240,15 @@ func scaleHistoryStats(ctx context.Context, tc client.Client, wfID string) (scal
 				if ev.GetActivityTaskScheduledEventAttributes().GetActivityType().GetName() == "PatchStatus" {
 					s.statusWrites++
 				}
+			case enumspb.EVENT_TYPE_MARKER_RECORDED:
+				// A local activity (status writes since local-status-writes): counted as an action each,
+				// though Temporal Cloud bills those of one workflow task as one.
+				if name, ok := localActivityType(ev.GetMarkerRecordedEventAttributes()); ok {
+					s.actions++
+					if name == "PatchStatus" {
+						s.statusWrites++
+					}
+				}
 			case enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
 				s.tasks++
 			}
@@ -247,4 +257,18 @@ func scaleHistoryStats(ctx context.Context, tc client.Client, wfID string) (scal
 		s.maxRunBytes = max(s.maxRunBytes, bytes)
 	}
 	return s, nil
+}
+
+// localActivityType is the activity type a local activity's marker records; ok is false for other markers.
+func localActivityType(m *historypb.MarkerRecordedEventAttributes) (string, bool) {
+	if m.GetMarkerName() != "LocalActivity" {
+		return "", false
+	}
+	var data struct {
+		ActivityType string
+	}
+	if p := m.GetDetails()["data"].GetPayloads(); len(p) > 0 {
+		_ = edpmBenchDC.FromPayload(p[0], &data)
+	}
+	return data.ActivityType, true
 }

@@ -411,6 +411,10 @@ func TestUpdateContinuesAsNewMidBatchAndResumes(t *testing.T) {
 	idle.env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, _ converter.EncodedValues) {
 		acts = append(acts, info.ActivityType.Name)
 	})
+	// Status writes are local activities.
+	idle.env.SetOnLocalActivityStartedListener(func(info *activity.Info, _ context.Context, _ []any) {
+		acts = append(acts, info.ActivityType.Name)
+	})
 	// The settled run continued as new without waiting for its last status write; the next run writes
 	// what it left, once, and nothing more.
 	var leftover []string

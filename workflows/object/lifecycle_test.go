@@ -10,6 +10,8 @@ import (
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
 	"github.com/stretchr/testify/suite"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
@@ -144,6 +146,29 @@ func (s *lifecycleSuite) TestGenerationsAreReconciledAndObservedThenDeleteTearsD
 	s.Equal(1, s.rec.tornDown)
 	s.Equal(1, s.removed, "the finalizer is removed once, after teardown")
 	s.Equal(lifecycle.PhaseDeleting, s.lastPatch().Phase)
+}
+
+// Status writes run on the workflow worker, as local activities (one marker each in the history), never
+// as activity tasks on the Kubernetes queue; the object's last write still lands before teardown.
+func (s *lifecycleSuite) TestStatusIsWrittenByLocalActivities() {
+	var local, remote []string
+	s.env.SetOnLocalActivityStartedListener(func(info *activity.Info, _ context.Context, _ []any) {
+		local = append(local, info.ActivityType.Name)
+	})
+	s.env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, _ converter.EncodedValues) {
+		remote = append(remote, info.ActivityType.Name)
+	})
+	s.signal(time.Second, lifecycle.SignalSpec, lifecycle.SpecSignal{Generation: 1})
+	s.signal(time.Minute, lifecycle.SignalDelete, lifecycle.DeleteSignal{})
+	s.chain.Execute("Test", Input{ObjectRef: testRef})
+	s.Require().NoError(s.env.GetWorkflowError())
+	s.NotEmpty(local)
+	for _, name := range local {
+		s.Equal("PatchStatus", name)
+	}
+	s.Len(s.patches, len(local), "every local write reached the object")
+	s.NotContains(remote, "PatchStatus")
+	s.Contains(remote, "RemoveFinalizer")
 }
 
 func (s *lifecycleSuite) TestFailureWaitsForRetryThenSucceeds() {

@@ -7,6 +7,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/stackflow/stackflow/activities/kube"
@@ -228,10 +229,33 @@ func writtenOf(s State, u *Unwritten) written {
 	return w
 }
 
+// ChangeLocalStatusWrites is the GetVersion change after which a run writes its object's status as a local
+// activity of the workflow worker (kube.StatusWriter): one marker event in the workflow task that asked
+// for it. Runs recorded before it wrote through an activity on the Kubernetes queue.
+const ChangeLocalStatusWrites = "local-status-writes"
+
+// statusActs is a nil receiver naming the status write; the workflow worker registers the real one.
+var statusActs *kube.StatusWriter
+
+// statusActivity runs a status write on the workflow worker with the Kubernetes activities' retries: a
+// write is one GET and one UPDATE, well within a workflow task.
+func statusActivity(ctx workflow.Context) workflow.Context {
+	return workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+		StartToCloseTimeout:    30 * time.Second,
+		ScheduleToCloseTimeout: 30 * time.Minute,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval:    500 * time.Millisecond,
+			BackoffCoefficient: 2,
+			MaximumInterval:    30 * time.Second,
+		},
+	})
+}
+
 // statusWriter mirrors the state into the object whenever it changed, one write at a time, each sending
 // only what differs from the status last written; writes that pile up while one is in flight coalesce
 // into the next. Nothing changed, nothing is written.
 func (lc *Lifecycle) statusWriter(ctx workflow.Context) {
+	local := workflow.GetVersion(ctx, ChangeLocalStatusWrites, workflow.DefaultVersion, 1) > workflow.DefaultVersion
 	for {
 		if err := workflow.Await(ctx, func() bool { return lc.dirty && !lc.closing }); err != nil {
 			return
@@ -245,7 +269,12 @@ func (lc *Lifecycle) statusWriter(ctx workflow.Context) {
 			continue
 		}
 		lc.writing = true
-		err := workflow.ExecuteActivity(KubeActivity(ctx), kubeActs.PatchStatus, p).Get(ctx, nil)
+		var err error
+		if local {
+			err = workflow.ExecuteLocalActivity(statusActivity(ctx), statusActs.PatchStatus, p).Get(ctx, nil)
+		} else {
+			err = workflow.ExecuteActivity(KubeActivity(ctx), kubeActs.PatchStatus, p).Get(ctx, nil)
+		}
 		lc.writing = false
 		if err != nil {
 			if ctx.Err() != nil {
