@@ -27,7 +27,7 @@ var gvrOpenStackServer = schema.GroupVersionResource{Group: "infrastructure.clus
 // ServerHypervisor is the hypervisor Nova placed an OpenStackServer's instance on (its status names
 // the instance), read through the compute API of the cloud the samples deployed, as the administrator
 // whose clouds.yaml the sample configuration wrote (Secret SampleCloudsSecret in ns).
-func (s *Stack) ServerHypervisor(ctx context.Context, dyn dynamic.Interface, ns, name string) (string, error) {
+func ServerHypervisor(ctx context.Context, dyn dynamic.Interface, ns, name string) (string, error) {
 	u, err := dyn.Resource(gvrOpenStackServer).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return "", err

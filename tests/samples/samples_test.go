@@ -281,7 +281,7 @@ func TestSamplesConvergeAndStayIdle(t *testing.T) {
 	var placed map[string]string
 	t.Run("the sample server and bastion run on the sample computes", func(t *testing.T) {
 		placed = requireOnSampleComputes(t)
-		hv, err := env.Stack.ServerHypervisor(ctx, env.Dyn, local.SampleNamespace, local.SampleServerName)
+		hv, err := local.ServerHypervisor(ctx, env.Dyn, local.SampleNamespace, local.SampleServerName)
 		require.NoError(t, err)
 		require.Equal(t, placed[local.SampleServerName], hv, "make run prints where the server runs")
 	})
@@ -387,9 +387,8 @@ func TestSamplesConvergeAndStayIdle(t *testing.T) {
 			require.Equal(t, endpoint, "http://"+net.JoinHostPort(conf["nova_metadata_host"], conf["nova_metadata_port"]), "the agent of %s forwards to the NovaMetadata's endpoint", host)
 			require.Equal(t, shared, conf["metadata_proxy_shared_secret"], "the agent of %s signs with the Nova's shared secret", host)
 		}
-		rc := c
 		serverID := e2e.Str(srv, "status", "instanceID")
-		server, err := servers.Get(ctx, rc.Compute, serverID).Extract()
+		server, err := servers.Get(ctx, c.Compute, serverID).Extract()
 		require.NoError(t, err)
 		// The samples' metadata service is the Nova's global one and the server is in cell1.
 		env.InstanceMetadata(ctx, t, local.SampleNamespace, sampleNovaMetadata, env.Host(t, placed[local.SampleServerName]),
@@ -616,11 +615,12 @@ func requireOnSampleComputes(t *testing.T) map[string]string {
 // configuration wrote (Secret keystone-clouds), as make run's hints do.
 func sampleCloud(t *testing.T) *e2e.Cloud {
 	t.Helper()
-	yml := env.SecretValue(t, local.SampleNamespace, controlplane.CloudsSecret, "clouds.yaml")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, err := e2e.CloudFrom(ctx, []byte(yml), local.SampleCloud, "")
-	require.NoError(t, err, "log in with the clouds.yaml of Secret %s", controlplane.CloudsSecret)
+	yml, err := local.SampleCloudsYAML(ctx, env.Dyn, local.SampleNamespace)
+	require.NoError(t, err)
+	c, err := e2e.CloudFrom(ctx, yml, local.SampleCloud, "")
+	require.NoError(t, err, "log in with the clouds.yaml of Secret %s", local.SampleCloudsSecret)
 	return c
 }
 

@@ -166,7 +166,7 @@ func samples(ctx context.Context, state string, timeout time.Duration) error {
 			return err
 		}
 		fmt.Printf("\nall %d samples Ready in %s\n", len(objs), time.Since(start).Round(time.Second))
-		printServerHost(ctx, s, dyn)
+		printServerHost(ctx, dyn)
 		return nil
 	}
 	// A terminal: the cloud's tree (kubectl stackflow describe -A) redrawn in place until every sample is
@@ -193,14 +193,14 @@ func samples(ctx context.Context, state string, timeout time.Duration) error {
 		return err
 	}
 	fmt.Printf("\nall %d samples Ready in %s (kubectl stackflow describe -A shows this tree again)\n", len(objs), time.Since(start).Round(time.Second))
-	printServerHost(ctx, s, dyn)
+	printServerHost(ctx, dyn)
 	return nil
 }
 
 // printServerHost says where the sample server runs: on a compute the samples deployed, in the region
 // of the Nova they deployed.
-func printServerHost(ctx context.Context, s *local.Stack, dyn dynamic.Interface) {
-	hv, err := s.ServerHypervisor(ctx, dyn, local.SampleNamespace, local.SampleServerName)
+func printServerHost(ctx context.Context, dyn dynamic.Interface) {
+	hv, err := local.ServerHypervisor(ctx, dyn, local.SampleNamespace, local.SampleServerName)
 	if err != nil {
 		fmt.Printf("%s: where it runs is unknown: %v\n", local.SampleServerName, err)
 		return
