@@ -76,7 +76,9 @@ type lifecycleSuite struct {
 	rec     *scriptedReconciler
 	gen     int64
 	patches []kube.StatusPatch
-	removed int
+	// patchErr, when set, is asked first by each status write: its error fails the write.
+	patchErr func(context.Context) error
+	removed  int
 }
 
 func TestLifecycle(t *testing.T) { suite.Run(t, new(lifecycleSuite)) }
@@ -89,6 +91,7 @@ func (s *lifecycleSuite) SetupTest() {
 	s.rec = &scriptedReconciler{failOnce: map[int64]bool{}}
 	s.gen = 1
 	s.patches = nil
+	s.patchErr = nil
 	s.removed = 0
 	s.env.RegisterActivity(&kube.Kube{})
 	s.env.OnActivity(kubeActs.GetObject, mock.Anything, mock.Anything).Return(
@@ -96,7 +99,15 @@ func (s *lifecycleSuite) SetupTest() {
 			return &kube.Object{Exists: true, Generation: s.gen}, nil
 		})
 	s.env.OnActivity(kubeActs.PatchStatus, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, p kube.StatusPatch) error { s.patches = append(s.patches, p); return nil })
+		func(ctx context.Context, p kube.StatusPatch) error {
+			if s.patchErr != nil {
+				if err := s.patchErr(ctx); err != nil {
+					return err
+				}
+			}
+			s.patches = append(s.patches, p)
+			return nil
+		})
 	s.env.OnActivity(kubeActs.RemoveFinalizer, mock.Anything, mock.Anything).Return(
 		func(context.Context, lifecycle.ObjectRef) error { s.removed++; return nil })
 	rec := s.rec
@@ -169,6 +180,35 @@ func (s *lifecycleSuite) TestStatusIsWrittenByLocalActivities() {
 	s.Len(s.patches, len(local), "every local write reached the object")
 	s.NotContains(remote, "PatchStatus")
 	s.Contains(remote, "RemoveFinalizer")
+}
+
+// A local status write that keeps failing (the workflow worker cannot reach the API server, or may not
+// write) goes to the Kubernetes queue, whose retries add nothing to the history: the status still lands.
+func (s *lifecycleSuite) TestStatusWriteFallsBackToTheKubernetesQueue() {
+	local, remote := 0, 0
+	s.patchErr = func(ctx context.Context) error {
+		if activity.GetInfo(ctx).IsLocalActivity {
+			local++
+			return errors.New("connection refused")
+		}
+		remote++
+		return nil
+	}
+	s.signal(time.Second, lifecycle.SignalSpec, lifecycle.SpecSignal{Generation: 1})
+	s.env.RegisterDelayedCallback(func() {
+		s.Equal(lifecycle.PhaseReady, s.status().Phase)
+		s.send(lifecycle.SignalDelete, lifecycle.DeleteSignal{})
+	}, time.Hour)
+	s.chain.Execute("Test", Input{ObjectRef: testRef})
+	s.Require().NoError(s.env.GetWorkflowError())
+	s.Positive(remote)
+	s.GreaterOrEqual(local, remote, "each write was tried locally first")
+	var phases []string
+	for _, p := range s.patches {
+		phases = append(phases, p.Phase)
+	}
+	s.Contains(phases, lifecycle.PhaseReady, "the Ready phase reached the object")
+	s.Len(s.patches, remote, "every write that landed went through the Kubernetes queue")
 }
 
 func (s *lifecycleSuite) TestFailureWaitsForRetryThenSucceeds() {

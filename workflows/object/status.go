@@ -237,18 +237,33 @@ const ChangeLocalStatusWrites = "local-status-writes"
 // statusActs is a nil receiver naming the status write; the workflow worker registers the real one.
 var statusActs *kube.StatusWriter
 
-// statusActivity runs a status write on the workflow worker with the Kubernetes activities' retries: a
-// write is one GET and one UPDATE, well within a workflow task.
+// statusActivity runs a status write on the workflow worker, a GET and an UPDATE: retried locally for
+// a few seconds only. Local retries past a workflow task's timeout would each cost the history a timer
+// and a workflow task, so a write that still fails goes to the Kubernetes queue (writeStatus).
 func statusActivity(ctx workflow.Context) workflow.Context {
 	return workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
-		StartToCloseTimeout:    30 * time.Second,
-		ScheduleToCloseTimeout: 30 * time.Minute,
+		StartToCloseTimeout:    10 * time.Second,
+		ScheduleToCloseTimeout: 20 * time.Second,
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval:    500 * time.Millisecond,
 			BackoffCoefficient: 2,
-			MaximumInterval:    30 * time.Second,
+			MaximumInterval:    5 * time.Second,
 		},
 	})
+}
+
+// writeStatus writes p: as a local activity when local, falling back to the Kubernetes queue's activity
+// (its retries are the server's, for as long as the API server needs, adding nothing to the history)
+// when the local write fails: an API server down for long, or a workflow worker not allowed to write.
+func writeStatus(ctx workflow.Context, local bool, p kube.StatusPatch) error {
+	if local {
+		err := workflow.ExecuteLocalActivity(statusActivity(ctx), statusActs.PatchStatus, p).Get(ctx, nil)
+		if err == nil || ctx.Err() != nil {
+			return err
+		}
+		workflow.GetLogger(ctx).Warn("local status write failed; writing through the Kubernetes queue", "object", p.Ref.String(), "error", err)
+	}
+	return workflow.ExecuteActivity(KubeActivity(ctx), kubeActs.PatchStatus, p).Get(ctx, nil)
 }
 
 // statusWriter mirrors the state into the object whenever it changed, one write at a time, each sending
@@ -269,12 +284,7 @@ func (lc *Lifecycle) statusWriter(ctx workflow.Context) {
 			continue
 		}
 		lc.writing = true
-		var err error
-		if local {
-			err = workflow.ExecuteLocalActivity(statusActivity(ctx), statusActs.PatchStatus, p).Get(ctx, nil)
-		} else {
-			err = workflow.ExecuteActivity(KubeActivity(ctx), kubeActs.PatchStatus, p).Get(ctx, nil)
-		}
+		err := writeStatus(ctx, local, p)
 		lc.writing = false
 		if err != nil {
 			if ctx.Err() != nil {
