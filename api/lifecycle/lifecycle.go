@@ -152,6 +152,8 @@ const (
 // Condition types and reasons shared by every kind.
 const (
 	ConditionReady = "Ready"
+	// ConditionPaused is True while a workflow holds at a step because it is paused.
+	ConditionPaused = "Paused"
 
 	ReasonReconciling  = "Reconciling"
 	ReasonReconciled   = "Reconciled"

@@ -20,6 +20,7 @@ import (
 	"github.com/stackflow/stackflow/api/lifecycle"
 	"github.com/stackflow/stackflow/tests/e2e"
 	sim "github.com/stackflow/stackflow/tests/makespan"
+	"github.com/stackflow/stackflow/workflows/dataplane"
 )
 
 // BenchmarkEDPMScale deploys a data plane of STACKFLOW_SCALE_NODES (default 500) nodes through the real
@@ -126,10 +127,24 @@ func BenchmarkEDPMScale(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
+		reports, err := edpmBenchSuccessReports(ctx, r.tc, dpID)
+		if err != nil {
+			b.Fatal(err)
+		}
 		durations := make([][]float64, nodes)
 		var total scaleStats
+		var mean, lastNode scaleTimeline
+		lastName := ""
 		for n, o := range objs {
 			id := edpmBenchWorkflowID("OpenStackDataPlaneNode", gvrNode, o)
+			tl, err := scaleNodeTimeline(ctx, r.tc, id, startT, reports[o.GetName()])
+			if err != nil {
+				b.Fatal(err)
+			}
+			mean.add(tl)
+			if reports[o.GetName()].Equal(endT) {
+				lastNode, lastName = tl, o.GetName()
+			}
 			steps, err := edpmBenchPlaybookTimes(ctx, r.tc, id)
 			if err != nil {
 				b.Fatal(err)
@@ -181,9 +196,13 @@ func BenchmarkEDPMScale(b *testing.B) {
 		b.ReportMetric(per(total.statusWrites), "status-writes/node")
 		fmt.Printf("EDPM data plane of %d nodes, phase 0 (%s s: measured on a real host × %g, ±20 %% per node), all admitted at once:\n", nodes, strings.Join(durs, ", "), stretch)
 		fmt.Printf("  orchestration overhead over the critical path  %8.1f %% (goal <= 5%%): makespan %.1f s, critical path %.1f s\n", overhead*100, makespan, critical)
+		fmt.Printf("  the last node (%s)                       %s\n", lastName, lastNode)
+		fmt.Printf("  mean node                                      %s\n", scaleTimeline{
+			startup: mean.startup / time.Duration(nodes), queued: mean.queued / time.Duration(nodes), between: mean.between / time.Duration(nodes),
+			running: mean.running / time.Duration(nodes), tail: mean.tail / time.Duration(nodes)})
 		fmt.Printf("  objects created → data plane Ready             %8.1f s\n", ready.Seconds())
-		fmt.Printf("  per node (its workflow)                        %8.1f workflow tasks, %.1f history events, %.1f actions, %.1f runs\n",
-			per(total.tasks), per(total.events), per(total.actions), per(total.runs))
+		fmt.Printf("  per node (its workflow)                        %8.1f workflow tasks (%.2f timed out), %.1f history events, %.1f actions, %.1f runs\n",
+			per(total.tasks), per(total.taskTimeouts), per(total.events), per(total.actions), per(total.runs))
 		fmt.Printf("  per node (the data plane's workflow / nodes)   %8.2f workflow tasks, %.2f history events, %.2f actions (%d runs)\n",
 			per(dpStats.tasks), per(dpStats.events), per(dpStats.actions), dpStats.runs)
 		fmt.Printf("  status writes per node                         %8.1f (one real node alone: %d); data plane's per node %.2f\n",
@@ -202,6 +221,7 @@ func BenchmarkEDPMScale(b *testing.B) {
 // scaleStats counts what a workflow (all its runs) cost Temporal.
 type scaleStats struct {
 	runs, tasks, events, actions, statusWrites int
+	taskTimeouts                               int // workflow tasks that timed out (a busy worker's sticky queue)
 	maxRunEvents, maxRunBytes                  int
 }
 
@@ -211,6 +231,7 @@ func (s *scaleStats) add(o scaleStats) {
 	s.events += o.events
 	s.actions += o.actions
 	s.statusWrites += o.statusWrites
+	s.taskTimeouts += o.taskTimeouts
 	s.maxRunEvents = max(s.maxRunEvents, o.maxRunEvents)
 	s.maxRunBytes = max(s.maxRunBytes, o.maxRunBytes)
 }
@@ -251,6 +272,8 @@ func scaleHistoryStats(ctx context.Context, tc client.Client, wfID string) (scal
 				}
 			case enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
 				s.tasks++
+			case enumspb.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT:
+				s.taskTimeouts++
 			}
 		}
 		s.maxRunEvents = max(s.maxRunEvents, len(events))
@@ -271,4 +294,102 @@ func localActivityType(m *historypb.MarkerRecordedEventAttributes) (string, bool
 		_ = edpmBenchDC.FromPayload(p[0], &data)
 	}
 	return data.ActivityType, true
+}
+
+// scaleTimeline is where one node's time between the data plane's start and its success report went.
+type scaleTimeline struct {
+	startup time.Duration // data plane start → the node's first playbook scheduled
+	queued  time.Duration // playbooks scheduled → started, summed
+	between time.Duration // a playbook completed → the next scheduled, summed
+	running time.Duration // playbooks started → completed, summed (the simulated work)
+	tail    time.Duration // last playbook completed → its success report recorded by the data plane
+}
+
+func (t *scaleTimeline) add(o scaleTimeline) {
+	t.startup += o.startup
+	t.queued += o.queued
+	t.between += o.between
+	t.running += o.running
+	t.tail += o.tail
+}
+
+func (t scaleTimeline) total() time.Duration {
+	return t.startup + t.queued + t.between + t.running + t.tail
+}
+
+func (t scaleTimeline) String() string {
+	return fmt.Sprintf("%.1f s = start-up %.1f + queued %.1f + between steps %.1f + playbooks %.1f + report %.1f",
+		t.total().Seconds(), t.startup.Seconds(), t.queued.Seconds(), t.between.Seconds(), t.running.Seconds(), t.tail.Seconds())
+}
+
+// scaleNodeTimeline splits a node's path from the data plane's start (dpStart) to its success report
+// (done) along its playbook activities.
+func scaleNodeTimeline(ctx context.Context, tc client.Client, wfID string, dpStart, done time.Time) (scaleTimeline, error) {
+	var t scaleTimeline
+	runs, err := e2e.Runs(ctx, tc, wfID)
+	if err != nil {
+		return t, err
+	}
+	var first, last time.Time
+	for _, events := range runs {
+		playbook := map[int64]time.Time{}
+		started := map[int64]time.Time{}
+		for _, ev := range events {
+			at := ev.GetEventTime().AsTime()
+			switch {
+			case ev.GetActivityTaskScheduledEventAttributes() != nil:
+				if ev.GetActivityTaskScheduledEventAttributes().GetActivityType().GetName() != "RunPlaybook" {
+					continue
+				}
+				playbook[ev.GetEventId()] = at
+				if first.IsZero() {
+					first = at
+				} else {
+					t.between += at.Sub(last)
+				}
+			case ev.GetActivityTaskStartedEventAttributes() != nil:
+				id := ev.GetActivityTaskStartedEventAttributes().GetScheduledEventId()
+				if s, ok := playbook[id]; ok {
+					started[id] = at
+					t.queued += at.Sub(s)
+				}
+			case ev.GetActivityTaskCompletedEventAttributes() != nil:
+				id := ev.GetActivityTaskCompletedEventAttributes().GetScheduledEventId()
+				if s, ok := started[id]; ok {
+					t.running += at.Sub(s)
+					last = at
+				}
+			}
+		}
+	}
+	if first.IsZero() || last.IsZero() {
+		return t, fmt.Errorf("%s: no completed playbook", wfID)
+	}
+	t.startup, t.tail = first.Sub(dpStart), done.Sub(last)
+	return t, nil
+}
+
+// edpmBenchSuccessReports is when the data plane recorded each node's (last) success report.
+func edpmBenchSuccessReports(ctx context.Context, tc client.Client, wfID string) (map[string]time.Time, error) {
+	runs, err := e2e.Runs(ctx, tc, wfID)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]time.Time{}
+	for _, events := range runs {
+		for _, ev := range events {
+			s := ev.GetWorkflowExecutionSignaledEventAttributes()
+			if s == nil || s.GetSignalName() != dataplane.SignalEDPMReport {
+				continue
+			}
+			var rep dataplane.EDPMReport
+			if p := s.GetInput().GetPayloads(); len(p) > 0 {
+				_ = edpmBenchDC.FromPayload(p[0], &rep)
+			}
+			if rep.State == dataplane.EDPMSucceeded {
+				out[rep.Node] = ev.GetEventTime().AsTime()
+			}
+		}
+	}
+	return out, nil
 }

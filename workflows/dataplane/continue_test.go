@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/stackflow/stackflow/activities/kube"
 	dataplanev1beta1 "github.com/stackflow/stackflow/api/dataplane/v1beta1"
@@ -221,4 +222,56 @@ func TestRolloutAnswersTheRefreshesOfNodesItAdmits(t *testing.T) {
 			require.NoError(t, env.GetWorkflowError())
 		})
 	}
+}
+
+// A grant resumes only a node that may be paused (its status says Paused): a resume to every node cost
+// each a signal and a workflow task at a large rollout's start.
+func TestGrantResumesOnlyNodesThatMayBePaused(t *testing.T) {
+	spec := dataplanev1beta1.OpenStackDataPlaneSpec{Roles: []string{"compute"}, Deploy: true}
+	env, chain := slowStatusEnv(t, "OpenStackDataPlane", OpenStackDataPlaneWorkflow, spec)
+	names := []string{"n1", "n2"}
+	listNodes(env, &names, nil)
+	env.OnActivity(kubeActs.GetObjectStatus, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in kube.StatusInput) (*kube.ObjectStatus, error) {
+			if in.Ref.Name == "n1" {
+				// Held at a step by a pause (a cancelled rollout's, say).
+				return &kube.ObjectStatus{Exists: true, Generation: 1, Phase: lifecycle.PhasePaused,
+					Conditions: []metav1.Condition{{Type: lifecycle.ConditionPaused, Status: metav1.ConditionTrue}}}, nil
+			}
+			return &kube.ObjectStatus{Exists: true, Generation: 1, Phase: lifecycle.PhasePending}, nil
+		})
+	byID := map[string]string{}
+	for _, n := range names {
+		byID[lifecycle.WorkflowID(DataPlaneNodeRef("openstack", n))] = n
+	}
+	sent := map[string][]string{}
+	env.OnSignalExternalWorkflow(mock.Anything, mock.Anything, mock.Anything, mock.Anything, mock.Anything).Return(
+		func(_, id, _, signal string, _ any) error {
+			n := byID[id]
+			sent[n] = append(sent[n], signal)
+			if signal == SignalEDPMGrant {
+				env.RegisterDelayedCallback(func() {
+					require.NoError(t, chain.Signal(SignalEDPMReport, EDPMReport{Node: n, State: EDPMSucceeded, Message: "every phase done"}))
+				}, time.Minute)
+			}
+			return nil
+		})
+	env.RegisterDelayedCallback(func() { require.NoError(t, chain.Signal(lifecycle.SignalSpec, lifecycle.SpecSignal{Generation: 1})) }, time.Second)
+	env.RegisterDelayedCallback(func() {
+		require.Equal(t, map[string][]string{
+			"n1": {lifecycle.SignalResume, SignalEDPMGrant},
+			"n2": {SignalEDPMGrant},
+		}, sent)
+		st, err := chain.Status()
+		require.NoError(t, err)
+		require.Equal(t, lifecycle.PhaseReady, st.Phase)
+		var rec dataPlaneRecord
+		detail(t, chain, &rec)
+		for _, n := range rec.Nodes {
+			require.False(t, n.Paused, "a grant's resume is spent: %+v", n)
+		}
+		require.NoError(t, chain.Signal(lifecycle.SignalDelete, nil))
+	}, time.Hour)
+	chain.Execute("OpenStackDataPlane", object.Input{ObjectRef: DataPlaneRef("openstack", "edpm")})
+	require.NoError(t, env.GetWorkflowError())
 }

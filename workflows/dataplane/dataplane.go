@@ -283,6 +283,9 @@ func (r *dataPlaneReconciler) syncMembers(ctx workflow.Context, lc *object.Lifec
 			return fmt.Errorf("read %s: %w", rd.ref, err)
 		}
 		n := &keep[rd.index]
+		n.Paused = st.Phase == lifecycle.PhasePaused || slices.ContainsFunc(st.Conditions, func(c metav1.Condition) bool {
+			return c.Type == lifecycle.ConditionPaused && c.Status == metav1.ConditionTrue
+		})
 		switch {
 		case string(st.Fields["deployed"]) == "true" && st.ObservedGeneration == rd.generation:
 			n.State, n.Message = EDPMSucceeded, "already deployed"
@@ -447,14 +450,22 @@ func (r *dataPlaneReconciler) pollRunning(ctx workflow.Context, lc *object.Lifec
 // gone or being deleted: before it, the rollout waited for that node's report forever.
 const ChangeNodesLeave = "edpm-nodes-leave"
 
-// grant admits nodes, all at once: each is resumed (a cancelled rollout may have paused it) and
-// signalled its grant.
+// ChangeGrantResumesPaused is the GetVersion change after which a grant resumes only a node that may be
+// paused (Compensate paused it, or its status said Paused when the members were read): one signal and
+// one workflow task less per node, which a 500-node rollout's start-up waited for.
+const ChangeGrantResumesPaused = "edpm-grant-resumes-paused"
+
+// grant admits nodes, all at once: each that may be paused (a cancelled rollout pauses its running
+// nodes) is resumed, and each is signalled its grant.
 func (r *dataPlaneReconciler) grant(ctx workflow.Context, lc *object.Lifecycle, names []string) {
 	self := workflow.GetInfo(ctx).WorkflowExecution.ID
 	grants := make([]workflow.Future, len(names))
+	resumeAll := len(names) > 0 && workflow.GetVersion(ctx, ChangeGrantResumesPaused, workflow.DefaultVersion, 1) == workflow.DefaultVersion
 	for i, name := range names {
 		id := r.nodeWorkflowID(lc.Ref.Namespace, name)
-		workflow.SignalExternalWorkflow(ctx, id, "", lifecycle.SignalResume, nil)
+		if n := r.node(name); resumeAll || n.Paused {
+			workflow.SignalExternalWorkflow(ctx, id, "", lifecycle.SignalResume, nil)
+		}
 		grants[i] = workflow.SignalExternalWorkflow(ctx, id, "", SignalEDPMGrant, EDPMGrant{DataPlane: self})
 	}
 	for i, name := range names {
@@ -464,7 +475,7 @@ func (r *dataPlaneReconciler) grant(ctx workflow.Context, lc *object.Lifecycle, 
 			n.Message = "its workflow is not running yet: " + object.FailureMessage(err)
 			continue
 		}
-		n.State, n.Message, n.Granted = EDPMRunning, "admitted", workflow.Now(ctx)
+		n.State, n.Message, n.Granted, n.Paused = EDPMRunning, "admitted", workflow.Now(ctx), false
 		n.Attempts++
 	}
 }
@@ -511,7 +522,7 @@ func (r *dataPlaneReconciler) forwardPause(ctx workflow.Context, lc *object.Life
 			_ = workflow.SignalExternalWorkflow(ctx, r.nodeWorkflowID(lc.Ref.Namespace, n.Name), "", sig, nil).Get(ctx, nil)
 		}
 	}
-	lc.SetCondition(ctx, metav1.Condition{Type: "Paused", Status: object.BoolCondition(pause), Reason: map[bool]string{true: lifecycle.ReasonPaused, false: "Resumed"}[pause], Message: msg})
+	lc.SetCondition(ctx, metav1.Condition{Type: lifecycle.ConditionPaused, Status: object.BoolCondition(pause), Reason: map[bool]string{true: lifecycle.ReasonPaused, false: "Resumed"}[pause], Message: msg})
 }
 
 // writeStatus mirrors the rollout into the data plane's status.
@@ -552,7 +563,7 @@ func (r *dataPlaneReconciler) Compensate(ctx workflow.Context, lc *object.Lifecy
 		n := &r.rec.Nodes[i]
 		if n.State == EDPMRunning {
 			_ = workflow.SignalExternalWorkflow(ctx, r.nodeWorkflowID(lc.Ref.Namespace, n.Name), "", lifecycle.SignalPause, nil).Get(ctx, nil)
-			n.State, n.Message = EDPMStopped, "stopped at a step boundary after "+firstNonEmpty(n.Step, "admission")+" (paused; a new rollout resumes it)"
+			n.State, n.Message, n.Paused = EDPMStopped, "stopped at a step boundary after "+firstNonEmpty(n.Step, "admission")+" (paused; a new rollout resumes it)", true
 		}
 		summary = append(summary, fmt.Sprintf("%s: %s%s", n.Name, n.State, map[bool]string{true: " at " + n.Step, false: ""}[n.Step != "" && n.State != EDPMSucceeded]))
 	}

@@ -43,6 +43,9 @@ type EDPMNode struct {
 	Generation int64 `json:"generation,omitempty"`
 	// Granted is when the node got its current slot.
 	Granted time.Time `json:"granted,omitempty"`
+	// Paused is set when the node's workflow may be paused (this data plane paused it, or its status said
+	// so): its next grant resumes it. Since ChangeGrantResumesPaused; before, every grant resumed.
+	Paused bool `json:"paused,omitempty"`
 }
 
 // EDPMPolicy bounds a rollout: how many nodes at once, and how many may fail before no new node

@@ -20,12 +20,12 @@ func (lc *Lifecycle) Step(ctx workflow.Context, step string) error {
 	if lc.state.Paused {
 		prev := lc.state.Phase
 		lc.SetPhase(ctx, lifecycle.PhasePaused)
-		lc.SetCondition(ctx, metav1.Condition{Type: "Paused", Status: metav1.ConditionTrue, Reason: lifecycle.ReasonPaused,
+		lc.SetCondition(ctx, metav1.Condition{Type: lifecycle.ConditionPaused, Status: metav1.ConditionTrue, Reason: lifecycle.ReasonPaused,
 			Message: "paused before step " + step + "; send the resume signal to go on"})
 		if err := workflow.Await(ctx, func() bool { return !lc.state.Paused || lc.state.Deleting }); err != nil {
 			return err
 		}
-		lc.SetCondition(ctx, metav1.Condition{Type: "Paused", Status: metav1.ConditionFalse, Reason: "Resumed", Message: "resumed"})
+		lc.SetCondition(ctx, metav1.Condition{Type: lifecycle.ConditionPaused, Status: metav1.ConditionFalse, Reason: "Resumed", Message: "resumed"})
 		lc.SetPhase(ctx, prev)
 	}
 	if lc.state.Deleting {

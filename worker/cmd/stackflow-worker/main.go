@@ -40,6 +40,13 @@ func envInt(name string, def int) int {
 	return def
 }
 
+func envFloat(name string, def float64) float64 {
+	if v, err := strconv.ParseFloat(os.Getenv(name), 64); err == nil {
+		return v
+	}
+	return def
+}
+
 func envDuration(name string, def time.Duration) time.Duration {
 	if v, err := time.ParseDuration(os.Getenv(name)); err == nil {
 		return v
@@ -53,6 +60,9 @@ func run() error {
 		kubeconfig = flag.String("kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig file (default $KUBECONFIG, else in-cluster)")
 		queues     = flag.String("queues", env("STACKFLOW_QUEUES", strings.Join(worker.AllQueues, ",")), "comma-separated task queues to serve")
 		logLevel   = flag.String("log-level", env("STACKFLOW_LOG_LEVEL", "info"), "debug, info, warn or error")
+		kubeQPS    = flag.Float64("kube-qps", envFloat("STACKFLOW_KUBE_QPS", -1),
+			"client-side limit of Kubernetes API requests per second; negative: none, the API server's priority and fairness governs")
+		kubeBurst = flag.Int("kube-burst", envInt("STACKFLOW_KUBE_BURST", 200), "burst above --kube-qps, when it is positive")
 	)
 	cfg.Temporal.AddFlags(flag.CommandLine, "127.0.0.1:7233", "default")
 	flag.StringVar(&cfg.TemporalUI, "temporal-ui", env("TEMPORAL_UI", "http://127.0.0.1:8233"), "Temporal UI base URL, linked from objects' status")
@@ -85,7 +95,9 @@ func run() error {
 	if err != nil {
 		return fmt.Errorf("kubeconfig: %w", err)
 	}
-	rc.QPS, rc.Burst = 100, 200
+	// A client-side token bucket queued the status writes of 500 nodes starting at once for tens of
+	// seconds while the API server idled; API Priority and Fairness protects the server instead.
+	rc.QPS, rc.Burst = float32(*kubeQPS), *kubeBurst
 	cfg.Kube = rc
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
