@@ -3,11 +3,14 @@ package dataplane
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -34,6 +37,8 @@ type heldNode struct {
 	roleVars     map[string]apiextensionsv1.JSON
 	playbooks    []string
 	agentDeletes []openstack.NetworkAgentInput
+	// applyDelay is how long each create-or-patch takes.
+	applyDelay time.Duration
 }
 
 // run is one run of the node's workflow with the world of h: the data plane grants the first request
@@ -67,7 +72,7 @@ func (h *heldNode) run(t *testing.T, script func(env *testsuite.TestWorkflowEnvi
 		})
 	env.OnActivity(kubeActs.PatchStatus, mock.Anything, mock.Anything).Return(nil)
 	env.OnActivity(kubeActs.RemoveFinalizer, mock.Anything, mock.Anything).Return(nil)
-	env.OnActivity(kubeActs.ApplyObject, mock.Anything, mock.Anything).Return("uid-derived", nil)
+	env.OnActivity(kubeActs.ApplyObject, mock.Anything, mock.Anything).After(h.applyDelay).Return("uid-derived", nil)
 	env.OnActivity(kubeActs.DeleteObject, mock.Anything, mock.Anything).Return(nil)
 	env.OnActivity(kubeActs.WaitDeleted, mock.Anything, mock.Anything).Return(nil)
 	env.OnActivity(kubeActs.CheckSecret, mock.Anything, mock.Anything).Return(&kube.SecretPresence{Exists: true}, nil)
@@ -169,4 +174,42 @@ func TestNodeJoinsOVNAndLeavesItWhenDeleted(t *testing.T) {
 	require.NoError(t, second.GetWorkflowError())
 	require.Equal(t, "ovn-remove.yml", h.playbooks[len(h.playbooks)-1], "the chassis goes with the node")
 	require.Equal(t, []openstack.NetworkAgentInput{{Cloud: openstack.CloudSecret{Namespace: "openstack", Name: openstack.DefaultCloudsSecret}, Host: "n1"}}, h.agentDeletes)
+}
+
+// A deploying node looks at its SSH key and its data planes while its inventory and service CRs are
+// written, and writes those side by side: its start-up is one round of activities, not five.
+func TestNodeReadsAheadWhileItWrites(t *testing.T) {
+	h := &heldNode{serviceReady: true, applyDelay: time.Minute}
+	var events []string
+	first := h.run(t, func(env *testsuite.TestWorkflowEnvironment) {
+		env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, _ converter.EncodedValues) {
+			events = append(events, "start "+info.ActivityType.Name)
+		})
+		env.SetOnActivityCompletedListener(func(info *activity.Info, _ converter.EncodedValue, _ error) {
+			events = append(events, "done "+info.ActivityType.Name)
+		})
+		env.RegisterDelayedCallback(func() { env.SignalWorkflow(lifecycle.SignalSpec, lifecycle.SpecSignal{Generation: 1}) }, time.Second)
+	})
+	first.ExecuteWorkflow("OpenStackDataPlaneNode", object.Input{ObjectRef: DataPlaneNodeRef("openstack", "n1")})
+	_, ok := objecttest.Carried(first.GetWorkflowError())
+	require.True(t, ok, "the node deploys and its settled run continues as new: %v", first.GetWorkflowError())
+	firstDone := slices.Index(events, "done ApplyObject")
+	require.Positive(t, firstDone, "%v", events)
+	before := events[:firstDone]
+	for _, want := range []string{"start CheckSecret", "start ListObjects"} {
+		require.Contains(t, before, want, "read while the writes run: %v", events)
+	}
+	// The inventory and the node's nova-compute service CR.
+	require.Equal(t, 2, countBefore(before, "start ApplyObject"), "every write starts before the first ends: %v", events)
+	require.Equal(t, []string{"bootstrap.yml", "configure-network.yml", "configure-os.yml"}, h.playbooks)
+}
+
+func countBefore(events []string, e string) int {
+	n := 0
+	for _, x := range events {
+		if x == e {
+			n++
+		}
+	}
+	return n
 }

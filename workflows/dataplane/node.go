@@ -49,6 +49,27 @@ type edpmNodeReconciler struct {
 	// keyFound is set once this reconcile saw the SSH key Secret: one look per reconcile keeps the
 	// Kubernetes round trip off every later step's path (the activity reads the key anyway).
 	keyFound bool
+	// ahead holds the reads a reconcile started side by side with its writes (since
+	// ChangeEDPMNodeReadsAhead); each is taken by its first look.
+	ahead readsAhead
+}
+
+// ChangeEDPMNodeReadsAhead is the GetVersion change after which a deploying node starts its look at the
+// SSH key and at the data planes while it writes its inventory and service CRs, all side by side: a
+// 500-node rollout's start-up was a queue of one-activity workflow tasks per node.
+const ChangeEDPMNodeReadsAhead = "edpm-node-reads-ahead"
+
+// readsAhead are reads started before their first use; nil when not started (or already taken).
+type readsAhead struct {
+	key, dataPlanes workflow.Future
+}
+
+// take returns *f (nil when unset) and forgets it: a read ahead answers the first look only, later
+// looks read again.
+func take(f *workflow.Future) workflow.Future {
+	got := *f
+	*f = nil
+	return got
 }
 
 // edpmNodeRecord is what the node's workflow remembers across reconciles and continue-as-new.
@@ -106,12 +127,19 @@ func (r *edpmNodeReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecycl
 	defer func() { _ = lc.Save(r.rec) }()
 	gen := obj.Generation
 	r.keyFound = false
+	r.ahead = readsAhead{}
 
 	cfg, err := r.resolve(ctx, lc, obj)
 	if err != nil {
 		return err
 	}
-	services, err := r.deriveObjects(ctx, lc, cfg)
+	var services []EDPMService
+	if cfg.Deploy && workflow.GetVersion(ctx, ChangeEDPMNodeReadsAhead, workflow.DefaultVersion, 1) == 1 {
+		r.ahead = readsAhead{key: r.checkKey(ctx, lc, cfg), dataPlanes: listDataPlanes(ctx, lc)}
+		services, err = r.deriveObjectsTogether(ctx, lc, cfg)
+	} else {
+		services, err = r.deriveObjects(ctx, lc, cfg)
+	}
 	if err != nil {
 		return err
 	}
@@ -187,6 +215,33 @@ func (r *edpmNodeReconciler) deriveObjects(ctx workflow.Context, lc *object.Life
 		return nil, err
 	}
 	return r.applyServices(ctx, lc, cfg)
+}
+
+// deriveObjects' writes, side by side: the inventory and every service CR at once.
+func (r *edpmNodeReconciler) deriveObjectsTogether(ctx workflow.Context, lc *object.Lifecycle, cfg EDPMNodeConfig) ([]EDPMService, error) {
+	if err := lc.Step(ctx, "write inventory ConfigMap "+InventoryConfigMapName(lc.Ref.Name)+" and service CRs"); err != nil {
+		return nil, err
+	}
+	inventory := r.startInventory(ctx, lc, cfg)
+	services := EDPMServices(cfg)
+	applies := make([]workflow.Future, len(services))
+	for i, svc := range services {
+		applies[i] = r.startService(ctx, lc, svc)
+	}
+	if err := inventory.Get(ctx, nil); err != nil {
+		return nil, fmt.Errorf("write inventory of %s: %w", lc.Ref, err)
+	}
+	r.rec.Inventory = true
+	keep := make([]lifecycle.ObjectRef, len(services))
+	for i, svc := range services {
+		var uid string
+		if err := applies[i].Get(ctx, &uid); err != nil {
+			return nil, fmt.Errorf("create or patch %s: %w", svc.Ref, err)
+		}
+		keep[i] = svc.Ref
+		keep[i].UID = uid
+	}
+	return services, r.dropServices(ctx, keep)
 }
 
 // planSteps fixes the node's steps; a new effective configuration makes phase 0 run again (provisioning
@@ -310,15 +365,27 @@ func (r *edpmNodeReconciler) readRole(ctx workflow.Context, lc *object.Lifecycle
 }
 
 func (r *edpmNodeReconciler) applyInventory(ctx workflow.Context, lc *object.Lifecycle, cfg EDPMNodeConfig) error {
-	data, _ := json.Marshal(map[string]string{ansible.InventoryConfigMapKey: cfg.Inventory()})
-	ref := lifecycle.ObjectRef{Version: "v1", Kind: "ConfigMap", Resource: "configmaps", Namespace: lc.Ref.Namespace, Name: InventoryConfigMapName(lc.Ref.Name)}
-	in := kube.ApplyInput{Ref: ref, Labels: map[string]string{LabelDataPlaneNode: lc.Ref.Name, "app.kubernetes.io/managed-by": "stackflow"},
-		Owned: map[string]json.RawMessage{"data": data}}
-	if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kubeActs.ApplyObject, in).Get(ctx, nil); err != nil {
+	if err := r.startInventory(ctx, lc, cfg).Get(ctx, nil); err != nil {
 		return fmt.Errorf("write inventory of %s: %w", lc.Ref, err)
 	}
 	r.rec.Inventory = true
 	return nil
+}
+
+// startInventory starts the write of the node's inventory ConfigMap.
+func (r *edpmNodeReconciler) startInventory(ctx workflow.Context, lc *object.Lifecycle, cfg EDPMNodeConfig) workflow.Future {
+	data, _ := json.Marshal(map[string]string{ansible.InventoryConfigMapKey: cfg.Inventory()})
+	ref := lifecycle.ObjectRef{Version: "v1", Kind: "ConfigMap", Resource: "configmaps", Namespace: lc.Ref.Namespace, Name: InventoryConfigMapName(lc.Ref.Name)}
+	in := kube.ApplyInput{Ref: ref, Labels: map[string]string{LabelDataPlaneNode: lc.Ref.Name, "app.kubernetes.io/managed-by": "stackflow"},
+		Owned: map[string]json.RawMessage{"data": data}}
+	return workflow.ExecuteActivity(object.KubeActivity(ctx), kubeActs.ApplyObject, in)
+}
+
+// startService starts the create-or-patch of one service CR; its result is the CR's UID.
+func (r *edpmNodeReconciler) startService(ctx workflow.Context, lc *object.Lifecycle, svc EDPMService) workflow.Future {
+	in := kube.ApplyInput{Ref: svc.Ref, Labels: map[string]string{LabelDataPlaneNode: lc.Ref.Name, "app.kubernetes.io/managed-by": "stackflow"},
+		Owned: svc.Owned, SpecEnvDefaults: svc.ImageDefaults}
+	return workflow.ExecuteActivity(object.KubeActivity(ctx), kubeActs.ApplyObject, in)
 }
 
 // applyServices creates or patches the node's service CRs and deletes the ones it no longer asks for.
@@ -326,26 +393,30 @@ func (r *edpmNodeReconciler) applyServices(ctx workflow.Context, lc *object.Life
 	services := EDPMServices(cfg)
 	var keep []lifecycle.ObjectRef
 	for _, svc := range services {
-		in := kube.ApplyInput{Ref: svc.Ref, Labels: map[string]string{LabelDataPlaneNode: lc.Ref.Name, "app.kubernetes.io/managed-by": "stackflow"},
-			Owned: svc.Owned, SpecEnvDefaults: svc.ImageDefaults}
 		var uid string
-		if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kubeActs.ApplyObject, in).Get(ctx, &uid); err != nil {
+		if err := r.startService(ctx, lc, svc).Get(ctx, &uid); err != nil {
 			return nil, fmt.Errorf("create or patch %s: %w", svc.Ref, err)
 		}
 		ref := svc.Ref
 		ref.UID = uid
 		keep = append(keep, ref)
 	}
+	return services, r.dropServices(ctx, keep)
+}
+
+// dropServices deletes the service CRs the node created before and no longer asks for; keep is what it
+// asks for now, recorded once the others are gone.
+func (r *edpmNodeReconciler) dropServices(ctx workflow.Context, keep []lifecycle.ObjectRef) error {
 	for _, old := range r.rec.Services {
 		if slices.ContainsFunc(keep, func(k lifecycle.ObjectRef) bool { return k.Kind == old.Kind && k.Name == old.Name }) {
 			continue
 		}
 		if err := deleteAndWait(ctx, old); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	r.rec.Services = keep
-	return services, nil
+	return nil
 }
 
 // admission returns the workflow ID of the data plane that governs the node ("" when none) once the
@@ -356,8 +427,11 @@ func (r *edpmNodeReconciler) admission(ctx workflow.Context, lc *object.Lifecycl
 	// deploy on their own.
 	err := waitUntil(ctx, lc, gen, conditionDataPlaneAdmitted, func(ctx workflow.Context) (bool, string, string, error) {
 		var dps []kube.ListedObject
-		in := kube.ListInput{Ref: DataPlaneRef(lc.Ref.Namespace, "")}
-		if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kubeActs.ListObjects, in).Get(ctx, &dps); err != nil {
+		f := take(&r.ahead.dataPlanes)
+		if f == nil {
+			f = listDataPlanes(ctx, lc)
+		}
+		if err := f.Get(ctx, &dps); err != nil {
 			return false, "", "", fmt.Errorf("list data planes of %s: %w", lc.Ref, err)
 		}
 		dp = GoverningDataPlane(dps, cfg.DataPlane, cfg.Role, lc.Ref.Name)
@@ -436,6 +510,11 @@ func (r *edpmNodeReconciler) admission(ctx workflow.Context, lc *object.Lifecycl
 		}
 		ask()
 	}
+}
+
+// listDataPlanes starts the listing of the data planes of the node's namespace.
+func listDataPlanes(ctx workflow.Context, lc *object.Lifecycle) workflow.Future {
+	return workflow.ExecuteActivity(object.KubeActivity(ctx), kubeActs.ListObjects, kube.ListInput{Ref: DataPlaneRef(lc.Ref.Namespace, "")})
 }
 
 // Drain takes a grant delivered but not yet read into the record, before the run continues as new: the
@@ -556,13 +635,18 @@ func (r *edpmNodeReconciler) waitKey(ctx workflow.Context, lc *object.Lifecycle,
 	if r.keyFound {
 		return nil
 	}
-	if err := waitSecret(ctx, lc, gen, ConditionSSHKeyReady, lc.Ref.Namespace, cfg.SSHKeySecret, ansible.SSHKeySecretKey); err != nil {
+	if err := waitSecretFrom(ctx, lc, gen, ConditionSSHKeyReady, lc.Ref.Namespace, cfg.SSHKeySecret, take(&r.ahead.key), ansible.SSHKeySecretKey); err != nil {
 		return err
 	}
 	lc.SetCondition(ctx, metav1.Condition{Type: ConditionSSHKeyReady, Status: metav1.ConditionTrue, Reason: "Found",
 		Message: fmt.Sprintf("Secret %s holds %s", cfg.SSHKeySecret, ansible.SSHKeySecretKey)})
 	r.keyFound = true
 	return nil
+}
+
+// checkKey starts a look at the node's SSH key Secret.
+func (r *edpmNodeReconciler) checkKey(ctx workflow.Context, lc *object.Lifecycle, cfg EDPMNodeConfig) workflow.Future {
+	return checkSecret(ctx, lc.Ref.Namespace, cfg.SSHKeySecret, ansible.SSHKeySecretKey)
 }
 
 func (r *edpmNodeReconciler) setStepSearch(ctx workflow.Context, st EDPMStep) {

@@ -115,10 +115,18 @@ func waitUntil(ctx workflow.Context, lc *object.Lifecycle, gen int64, condType s
 
 // waitSecret waits until the Secret exists with keys, naming it in the condition while it does not.
 func waitSecret(ctx workflow.Context, lc *object.Lifecycle, gen int64, condType, namespace, name string, keys ...string) error {
+	return waitSecretFrom(ctx, lc, gen, condType, namespace, name, nil, keys...)
+}
+
+// waitSecretFrom is waitSecret whose first look is first (a checkSecret started earlier) when not nil.
+func waitSecretFrom(ctx workflow.Context, lc *object.Lifecycle, gen int64, condType, namespace, name string, first workflow.Future, keys ...string) error {
 	return waitUntil(ctx, lc, gen, condType, func(ctx workflow.Context) (bool, string, string, error) {
+		look := take(&first)
+		if look == nil {
+			look = checkSecret(ctx, namespace, name, keys...)
+		}
 		var p kube.SecretPresence
-		err := workflow.ExecuteActivity(object.KubeActivity(ctx), kubeActs.CheckSecret, kube.SecretCheck{Namespace: namespace, Name: name, Keys: keys}).Get(ctx, &p)
-		if err != nil {
+		if err := look.Get(ctx, &p); err != nil {
 			return false, "", "", fmt.Errorf("check Secret %s/%s: %w", namespace, name, err)
 		}
 		switch {
@@ -129,6 +137,11 @@ func waitSecret(ctx workflow.Context, lc *object.Lifecycle, gen int64, condType,
 		}
 		return true, "", "", nil
 	})
+}
+
+// checkSecret starts a look at whether a Secret exists with keys.
+func checkSecret(ctx workflow.Context, namespace, name string, keys ...string) workflow.Future {
+	return workflow.ExecuteActivity(object.KubeActivity(ctx), kubeActs.CheckSecret, kube.SecretCheck{Namespace: namespace, Name: name, Keys: keys})
 }
 
 // DataPlaneNodeRef names an OpenStackDataPlaneNode (any UID).
