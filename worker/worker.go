@@ -63,6 +63,8 @@ type Config struct {
 	Identity string
 	// StopTimeout is how long in-flight activities may run on after a stop is asked; default 30s.
 	StopTimeout time.Duration
+	// Pollers is how many pollers each task queue's worker runs; 0 means 8.
+	Pollers int
 	// Log receives the worker's logs; default slog.Default().
 	Log *slog.Logger
 	// Limits bound the histories of object workflows and pace their waits; zero fields take
@@ -158,6 +160,10 @@ func Run(ctx context.Context, cfg Config) error {
 		opts := sdkworker.Options{
 			Identity:          cfg.Identity,
 			WorkerStopTimeout: cfg.StopTimeout,
+			// Two pollers (the SDK's default) let tasks wait in the server's queue while this worker
+			// idles: a 500-node rollout's start-up queued workflow tasks for half a minute.
+			MaxConcurrentWorkflowTaskPollers: cfg.pollers(),
+			MaxConcurrentActivityTaskPollers: cfg.pollers(),
 		}
 		if q == lifecycle.WorkflowQueue {
 			opts.DeploymentOptions = cfg.deploymentOptions()
@@ -404,4 +410,12 @@ func serveMetrics(addr string, reg *prom.Registry, serving *atomic.Bool, log *sl
 		defer cancel()
 		_ = srv.Shutdown(ctx)
 	}, nil
+}
+
+// pollers is how many pollers each task queue's worker runs (Pollers, else 8).
+func (c Config) pollers() int {
+	if c.Pollers > 0 {
+		return c.Pollers
+	}
+	return 8
 }
