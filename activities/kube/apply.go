@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"slices"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -171,6 +172,18 @@ func (k *Kube) GetObjectStatus(ctx context.Context, in StatusInput) (*ObjectStat
 	if in.Ref.UID != "" && string(u.GetUID()) != in.Ref.UID {
 		return &ObjectStatus{}, nil
 	}
+	return statusOf(u, StatusFilter{Fields: in.Fields}), nil
+}
+
+// StatusFilter is what of an object's status a list returns: the common fields, the extra Fields named,
+// and the conditions of the types in Conditions (all when empty).
+type StatusFilter struct {
+	Fields     []string `json:"fields,omitempty"`
+	Conditions []string `json:"conditions,omitempty"`
+}
+
+// statusOf is what a status read returns of u.
+func statusOf(u *unstructured.Unstructured, f StatusFilter) *ObjectStatus {
 	st := &ObjectStatus{Exists: true, UID: string(u.GetUID()), Generation: u.GetGeneration(), Deleting: u.GetDeletionTimestamp() != nil}
 	status, _, _ := unstructured.NestedMap(u.Object, "status")
 	if og, ok := status["observedGeneration"]; ok {
@@ -185,16 +198,19 @@ func (k *Kube) GetObjectStatus(ctx context.Context, in StatusInput) (*ObjectStat
 	if raw, ok := status["conditions"]; ok {
 		b, _ := json.Marshal(raw)
 		_ = json.Unmarshal(b, &st.Conditions)
+		if len(f.Conditions) > 0 {
+			st.Conditions = slices.DeleteFunc(st.Conditions, func(c metav1.Condition) bool { return !slices.Contains(f.Conditions, c.Type) })
+		}
 	}
-	for _, f := range in.Fields {
-		if v, ok := status[f]; ok {
+	for _, name := range f.Fields {
+		if v, ok := status[name]; ok {
 			if st.Fields == nil {
 				st.Fields = map[string]json.RawMessage{}
 			}
-			st.Fields[f], _ = json.Marshal(v)
+			st.Fields[name], _ = json.Marshal(v)
 		}
 	}
-	return st, nil
+	return st
 }
 
 // SecretCheck names a Secret and the keys a workflow needs in it.

@@ -185,6 +185,9 @@ func (k *Kube) GetObject(ctx context.Context, ref lifecycle.ObjectRef) (*Object,
 type ListInput struct {
 	Ref           lifecycle.ObjectRef `json:"ref"`
 	LabelSelector string              `json:"labelSelector,omitempty"`
+	// Status, when set, returns each object's status too (what of it, the filter says): one list
+	// instead of a read per object.
+	Status *StatusFilter `json:"status,omitempty"`
 }
 
 // ListedObject is one object of a list: its reference (with namespace, name and UID) and what a read
@@ -194,6 +197,8 @@ type ListedObject struct {
 	Object
 	// Created is the object's creation time (RFC 3339), which orders objects claiming the same thing.
 	Created string `json:"created,omitempty"`
+	// Status is the object's status when the list asked for it.
+	Status *ObjectStatus `json:"status,omitempty"`
 }
 
 // ListObjects lists the objects of a kind, sorted by namespace and name.
@@ -215,7 +220,11 @@ func (k *Kube) ListObjects(ctx context.Context, in ListInput) ([]ListedObject, e
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, ListedObject{Ref: r, Object: obj, Created: u.GetCreationTimestamp().UTC().Format(time.RFC3339)})
+		lo := ListedObject{Ref: r, Object: obj, Created: u.GetCreationTimestamp().UTC().Format(time.RFC3339)}
+		if in.Status != nil {
+			lo.Status = statusOf(u, *in.Status)
+		}
+		out = append(out, lo)
 	}
 	slices.SortFunc(out, func(a, b ListedObject) int {
 		return strings.Compare(a.Ref.Namespace+"/"+a.Ref.Name, b.Ref.Namespace+"/"+b.Ref.Name)

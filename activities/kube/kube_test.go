@@ -85,3 +85,47 @@ func TestClassifyKeepsTheActivitysVerdict(t *testing.T) {
 		})
 	}
 }
+
+// A list with statuses returns of each what the filter names: the common fields, the named extra fields
+// and only the named condition types (a 500-node list must stay a small payload).
+func TestStatusOfKeepsWhatTheFilterNames(t *testing.T) {
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"metadata": map[string]any{"name": "n1", "uid": "u1", "generation": int64(2)},
+		"status": map[string]any{
+			"observedGeneration": int64(2), "phase": "Paused", "deployed": true, "phases": []any{"long"},
+			"conditions": []any{
+				map[string]any{"type": "Ready", "status": "False", "reason": "Paused", "message": "held", "lastTransitionTime": "2026-12-01T10:00:00Z"},
+				map[string]any{"type": "Paused", "status": "True", "reason": "Paused", "message": "paused", "lastTransitionTime": "2026-12-01T10:00:00Z"},
+				map[string]any{"type": "InfrastructureReady", "status": "True", "reason": "Reconciled", "message": "long", "lastTransitionTime": "2026-12-01T10:00:00Z"},
+			},
+		},
+	}}
+	for _, tc := range []struct {
+		name   string
+		filter StatusFilter
+		conds  []string
+		fields []string
+	}{
+		{name: "everything", conds: []string{"Ready", "Paused", "InfrastructureReady"}},
+		{name: "named", filter: StatusFilter{Fields: []string{"deployed", "absent"}, Conditions: []string{"Ready", "Paused"}},
+			conds: []string{"Ready", "Paused"}, fields: []string{"deployed"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := statusOf(u, tc.filter)
+			require.True(t, st.Exists)
+			require.Equal(t, "u1", st.UID)
+			require.EqualValues(t, 2, st.ObservedGeneration)
+			require.Equal(t, "Paused", st.Phase)
+			var conds []string
+			for _, c := range st.Conditions {
+				conds = append(conds, c.Type)
+			}
+			require.Equal(t, tc.conds, conds)
+			var fields []string
+			for f := range st.Fields {
+				fields = append(fields, f)
+			}
+			require.ElementsMatch(t, tc.fields, fields)
+		})
+	}
+}

@@ -3,6 +3,7 @@ package dataplane
 import (
 	"context"
 	"encoding/json"
+	"reflect"
 	"testing"
 	"time"
 
@@ -44,17 +45,29 @@ func slowStatusEnv(t *testing.T, kind string, fn any, spec any) (*testsuite.Test
 }
 
 // listNodes answers the data plane's listing of its nodes with *names (read at each call, so a test may
-// add nodes), counting the calls in *calls when set: one per reconcile.
-func listNodes(env *testsuite.TestWorkflowEnvironment, names *[]string, calls *int) {
+// add nodes), counting the calls in *calls when set: one per reconcile; a listing that asks for
+// statuses gets each node's from status.
+func listNodes(env *testsuite.TestWorkflowEnvironment, names *[]string, calls *int, status func(context.Context, kube.StatusInput) (*kube.ObjectStatus, error)) {
 	env.OnActivity(kubeActs.ListObjects, mock.Anything, mock.Anything).Return(
-		func(context.Context, kube.ListInput) ([]kube.ListedObject, error) {
-			if calls != nil {
+		func(ctx context.Context, in kube.ListInput) ([]kube.ListedObject, error) {
+			// A reconcile lists its members once; the polls of running nodes list with pollStatus.
+			if calls != nil && (in.Status == nil || !reflect.DeepEqual(*in.Status, pollStatus)) {
 				*calls++
 			}
 			var out []kube.ListedObject
 			for _, n := range *names {
 				b, _ := json.Marshal(node(n, nil, nil).Spec)
-				out = append(out, kube.ListedObject{Ref: DataPlaneNodeRef("openstack", n), Object: kube.Object{Exists: true, Generation: 1, Spec: b}})
+				lo := kube.ListedObject{Ref: DataPlaneNodeRef("openstack", n), Object: kube.Object{Exists: true, Generation: 1, Spec: b}}
+				if in.Status != nil {
+					st, err := status(ctx, kube.StatusInput{Ref: lo.Ref})
+					if err != nil {
+						return nil, err
+					}
+					if st.Exists {
+						lo.Status = st
+					}
+				}
+				out = append(out, lo)
 			}
 			return out, nil
 		})
@@ -75,11 +88,11 @@ func TestDataPlaneKeepsRequestsAndReportsAcrossContinueAsNew(t *testing.T) {
 	spec := dataplanev1beta1.OpenStackDataPlaneSpec{Roles: []string{"compute"}, Deploy: true}
 	env, chain := slowStatusEnv(t, "OpenStackDataPlane", OpenStackDataPlaneWorkflow, spec)
 	nodes := []string{"n1", "n2"}
-	listNodes(env, &nodes, nil)
 	// Both nodes already deployed their generation: nothing to admit, the rollout is done at once.
-	env.OnActivity(kubeActs.GetObjectStatus, mock.Anything, mock.Anything).Return(
-		&kube.ObjectStatus{Exists: true, Generation: 1, ObservedGeneration: 1, Phase: lifecycle.PhaseReady,
-			Fields: map[string]json.RawMessage{"deployed": json.RawMessage("true")}}, nil)
+	listNodes(env, &nodes, nil, func(context.Context, kube.StatusInput) (*kube.ObjectStatus, error) {
+		return &kube.ObjectStatus{Exists: true, Generation: 1, ObservedGeneration: 1, Phase: lifecycle.PhaseReady,
+			Fields: map[string]json.RawMessage{"deployed": json.RawMessage("true")}}, nil
+	})
 
 	env.RegisterDelayedCallback(func() { require.NoError(t, chain.Signal(lifecycle.SignalSpec, lifecycle.SpecSignal{Generation: 1})) }, time.Second)
 	// The reconcile is done within seconds; the run's first status write runs for a minute.
@@ -155,16 +168,14 @@ func TestRolloutAnswersTheRefreshesOfNodesItAdmits(t *testing.T) {
 			env, chain := slowStatusEnv(t, "OpenStackDataPlane", OpenStackDataPlaneWorkflow, spec)
 			names := []string{"n1", "n2"}
 			reconciles := 0
-			listNodes(env, &names, &reconciles)
 			// No node has deployed: the rollout admits both and learns the outcome from their reports.
 			gone := false
-			env.OnActivity(kubeActs.GetObjectStatus, mock.Anything, mock.Anything).Return(
-				func(_ context.Context, in kube.StatusInput) (*kube.ObjectStatus, error) {
-					if gone && in.Ref.Name == "n2" {
-						return &kube.ObjectStatus{}, nil
-					}
-					return &kube.ObjectStatus{Exists: true, Generation: 1, Phase: "Infrastructure"}, nil
-				})
+			listNodes(env, &names, &reconciles, func(_ context.Context, in kube.StatusInput) (*kube.ObjectStatus, error) {
+				if gone && in.Ref.Name == "n2" {
+					return &kube.ObjectStatus{}, nil
+				}
+				return &kube.ObjectStatus{Exists: true, Generation: 1, Phase: "Infrastructure"}, nil
+			})
 			byID := map[string]string{}
 			for _, n := range names {
 				byID[lifecycle.WorkflowID(DataPlaneNodeRef("openstack", n))] = n
@@ -230,16 +241,14 @@ func TestGrantResumesOnlyNodesThatMayBePaused(t *testing.T) {
 	spec := dataplanev1beta1.OpenStackDataPlaneSpec{Roles: []string{"compute"}, Deploy: true}
 	env, chain := slowStatusEnv(t, "OpenStackDataPlane", OpenStackDataPlaneWorkflow, spec)
 	names := []string{"n1", "n2"}
-	listNodes(env, &names, nil)
-	env.OnActivity(kubeActs.GetObjectStatus, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in kube.StatusInput) (*kube.ObjectStatus, error) {
-			if in.Ref.Name == "n1" {
-				// Held at a step by a pause (a cancelled rollout's, say).
-				return &kube.ObjectStatus{Exists: true, Generation: 1, Phase: lifecycle.PhasePaused,
-					Conditions: []metav1.Condition{{Type: lifecycle.ConditionPaused, Status: metav1.ConditionTrue}}}, nil
-			}
-			return &kube.ObjectStatus{Exists: true, Generation: 1, Phase: lifecycle.PhasePending}, nil
-		})
+	listNodes(env, &names, nil, func(_ context.Context, in kube.StatusInput) (*kube.ObjectStatus, error) {
+		if in.Ref.Name == "n1" {
+			// Held at a step by a pause (a cancelled rollout's, say).
+			return &kube.ObjectStatus{Exists: true, Generation: 1, Phase: lifecycle.PhasePaused,
+				Conditions: []metav1.Condition{{Type: lifecycle.ConditionPaused, Status: metav1.ConditionTrue}}}, nil
+		}
+		return &kube.ObjectStatus{Exists: true, Generation: 1, Phase: lifecycle.PhasePending}, nil
+	})
 	byID := map[string]string{}
 	for _, n := range names {
 		byID[lifecycle.WorkflowID(DataPlaneNodeRef("openstack", n))] = n
