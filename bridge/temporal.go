@@ -70,6 +70,20 @@ func (e *workflowClosedError) Error() string {
 
 func (e *workflowClosedError) Unwrap() error { return e.err }
 
+// coordinators are the kinds whose workflows admit or wait for many others' (a data plane's nodes, an
+// update's): their tasks go first in a backlogged queue, or 500 nodes' start-up tasks held a data
+// plane's first workflow task, and so every node's admission, for half a minute.
+var coordinators = map[string]bool{"OpenStackDataPlane": true, "OpenStackDataPlaneUpdate": true}
+
+// PriorityOf is the task priority of a kind's workflows (activities inherit it): 2 for coordinators,
+// Temporal's default (3) for the rest.
+func PriorityOf(kind string) temporal.Priority {
+	if coordinators[kind] {
+		return temporal.Priority{PriorityKey: 2}
+	}
+	return temporal.Priority{}
+}
+
 // signal sends the plan's signal to the object's workflow, starting it if it does not run. A failed run
 // may be replaced (the object's intent still holds); a run that ended otherwise may not.
 func (b *Bridge) signal(ctx context.Context, ref lifecycle.ObjectRef, p Plan) (signalResult, error) {
@@ -85,6 +99,7 @@ func (b *Bridge) signal(ctx context.Context, ref lifecycle.ObjectRef, p Plan) (s
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 		// Set at start, so a workflow is found by its object from its first moment.
 		TypedSearchAttributes: temporal.NewSearchAttributes(lifecycle.SAKind.ValueSet(ref.Kind), lifecycle.SAObject.ValueSet(ref.Key())),
+		Priority:              PriorityOf(ref.Kind),
 	}
 	var started bool
 	ctx, cancel := context.WithTimeout(context.WithValue(ctx, startedKey{}, &started), signalTimeout)

@@ -122,6 +122,9 @@ func (s *Stack) upTemporal(ctx context.Context) error {
 		"--sqlite-pragma", "synchronous=normal",
 		"--namespace", s.TemporalNamespace,
 		"--log-level", "warn",
+		// The matcher that honours task priority: a data plane's workflow tasks (priority 2, set by the
+		// bridge) go before its 500 nodes' start-up tasks instead of queueing behind them for ≈ 25 s.
+		"--dynamic-config-value", "matching.useNewMatcher=true",
 		// The UI shows payloads decrypted by the stack's codec endpoint (served by the TLS front).
 		"--ui-codec-endpoint", s.CodecEndpoint,
 	}
