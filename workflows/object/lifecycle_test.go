@@ -385,3 +385,53 @@ func TestWorkflowIDIsReadableAndPerLifetime(t *testing.T) {
 		require.Equal(t, tc.want, lifecycle.WorkflowID(tc.ref))
 	}
 }
+
+// wakingReconciler is a scriptedReconciler whose own "knock" signal wakes its idle workflow (a Waker);
+// it reads its knocks as it reconciles, as a data plane reads its nodes' requests.
+type wakingReconciler struct {
+	scriptedReconciler
+	knocks int
+}
+
+func (r *wakingReconciler) WakeSignals() []string { return []string{"knock"} }
+
+func (r *wakingReconciler) Reconcile(ctx workflow.Context, lc *Lifecycle, obj *kube.Object) error {
+	r.Drain(ctx, lc)
+	return r.scriptedReconciler.Reconcile(ctx, lc, obj)
+}
+
+func (r *wakingReconciler) Drain(ctx workflow.Context, _ *Lifecycle) error {
+	for workflow.GetSignalChannel(ctx, "knock").ReceiveAsync(nil) {
+		r.knocks++
+	}
+	return nil
+}
+
+// A Waker's signal wakes its idle workflow into a reconcile, as a refresh would, but not while it is
+// paused: the resume then reconciles.
+func (s *lifecycleSuite) TestWakeSignalStartsAReconcileUnlessPaused() {
+	rec := &wakingReconciler{scriptedReconciler: scriptedReconciler{failOnce: map[int64]bool{}}}
+	s.env.RegisterWorkflowWithOptions(func(ctx workflow.Context, in Input) error {
+		return Run(ctx, in, rec, Options{})
+	}, workflow.RegisterOptions{Name: "Waking"})
+	s.signal(time.Second, lifecycle.SignalSpec, lifecycle.SpecSignal{Generation: 1})
+	s.signal(time.Hour, "knock", nil)
+	s.env.RegisterDelayedCallback(func() {
+		s.Equal([]int64{1, 1}, rec.reconciled, "the knock reconciled again")
+		s.Equal(1, rec.knocks)
+		s.send(lifecycle.SignalPause, nil)
+		s.send("knock", nil)
+	}, 2*time.Hour)
+	s.env.RegisterDelayedCallback(func() {
+		s.Equal([]int64{1, 1}, rec.reconciled, "no reconcile while paused")
+		s.send(lifecycle.SignalResume, nil)
+	}, 3*time.Hour)
+	s.env.RegisterDelayedCallback(func() {
+		s.Equal([]int64{1, 1, 1}, rec.reconciled, "the resume took the knock")
+		s.Equal(2, rec.knocks)
+		s.send(lifecycle.SignalDelete, nil)
+	}, 4*time.Hour)
+	s.chain.Execute("Waking", Input{ObjectRef: testRef})
+	s.NoError(s.env.GetWorkflowError())
+	s.Equal(1, rec.tornDown)
+}
