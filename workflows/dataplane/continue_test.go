@@ -158,18 +158,11 @@ func TestRolloutAnswersTheRefreshesOfNodesItAdmits(t *testing.T) {
 		late       bool
 		vanishes   bool
 		reconciles int
-		// askOnce: the nodes send their request alone, as they do since ChangeAskOnce; lateAt is when
-		// the late node asks (30 s: while the rollout runs).
-		askOnce bool
-		lateAt  time.Duration
 	}{
 		{name: "a failed rollout stays failed", fails: true, reconciles: 1},
 		{name: "a finished rollout stays finished", reconciles: 1},
 		{name: "a node created during the rollout is admitted by the next", late: true, reconciles: 2},
 		{name: "a running node whose object is gone stops counting", vanishes: true, reconciles: 1},
-		{name: "nodes that ask once: a finished rollout stays finished", askOnce: true, reconciles: 1},
-		{name: "a node that asks once during the rollout is admitted by the next", late: true, askOnce: true, reconciles: 2},
-		{name: "a node that asks once wakes the idle data plane", late: true, askOnce: true, lateAt: 2 * time.Hour, reconciles: 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			spec := dataplanev1beta1.OpenStackDataPlaneSpec{Roles: []string{"compute"}, Deploy: true}
@@ -197,9 +190,7 @@ func TestRolloutAnswersTheRefreshesOfNodesItAdmits(t *testing.T) {
 					// As a node does: it asked (request, then refresh) while the rollout ran, deploys, reports.
 					env.RegisterDelayedCallback(func() {
 						require.NoError(t, chain.Signal(SignalEDPMRequest, EDPMRequest{Node: n, Generation: 1}))
-						if !tc.askOnce {
-							require.NoError(t, chain.Signal(lifecycle.SignalRefresh, nil))
-						}
+						require.NoError(t, chain.Signal(lifecycle.SignalRefresh, nil))
 					}, time.Second)
 					if tc.vanishes && n == "n2" {
 						// Deleted while it runs, without a word (its worker gone, say): only its object says so.
@@ -221,10 +212,8 @@ func TestRolloutAnswersTheRefreshesOfNodesItAdmits(t *testing.T) {
 					names = append(names, "n3")
 					byID[lifecycle.WorkflowID(DataPlaneNodeRef("openstack", "n3"))] = "n3"
 					require.NoError(t, chain.Signal(SignalEDPMRequest, EDPMRequest{Node: "n3", Generation: 1}))
-					if !tc.askOnce {
-						require.NoError(t, chain.Signal(lifecycle.SignalRefresh, nil))
-					}
-				}, max(tc.lateAt, 30*time.Second))
+					require.NoError(t, chain.Signal(lifecycle.SignalRefresh, nil))
+				}, 30*time.Second)
 			}
 			env.RegisterDelayedCallback(func() {
 				st, err := chain.Status()
@@ -240,7 +229,7 @@ func TestRolloutAnswersTheRefreshesOfNodesItAdmits(t *testing.T) {
 				detail(t, chain, &rec)
 				require.Len(t, rec.Nodes, len(names))
 				require.NoError(t, chain.Signal(lifecycle.SignalDelete, nil))
-			}, tc.lateAt+time.Hour)
+			}, time.Hour)
 			chain.Execute("OpenStackDataPlane", object.Input{ObjectRef: DataPlaneRef("openstack", "edpm")})
 			require.NoError(t, env.GetWorkflowError())
 		})

@@ -322,10 +322,6 @@ func (r *dataPlaneReconciler) syncMembers(ctx workflow.Context, lc *object.Lifec
 	return nil
 }
 
-// WakeSignals makes a node's request wake an idle data plane (object.Waker): since ChangeAskOnce a node
-// sends it without a refresh.
-func (r *dataPlaneReconciler) WakeSignals() []string { return []string{SignalEDPMRequest} }
-
 // Drain takes the requests and reports delivered but not yet read into the record, before the run
 // continues as new: none is lost, and the next run's reconcile starts from them.
 func (r *dataPlaneReconciler) Drain(ctx workflow.Context, lc *object.Lifecycle) error {
@@ -374,17 +370,8 @@ func (r *dataPlaneReconciler) answerRefresh(ctx workflow.Context, lc *object.Lif
 	r.drain(ctx, requests, reports)
 	if !late && !r.unanswered {
 		lc.RefreshAnswered()
-	} else if workflow.GetVersion(ctx, ChangeLateRequestsRefresh, workflow.DefaultVersion, 1) == 1 {
-		// A node that asks once sends no refresh with its request: the request read too late for this
-		// reconcile makes the next one.
-		lc.RefreshLater()
 	}
 }
-
-// ChangeLateRequestsRefresh is the GetVersion change after which a request read after the rollout's
-// loop (or from a node not in the record) makes the data plane reconcile again by itself: since
-// ChangeAskOnce no refresh comes with it.
-const ChangeLateRequestsRefresh = "edpm-late-requests-refresh"
 
 func (r *dataPlaneReconciler) onRequest(req EDPMRequest) {
 	n := r.node(req.Node)

@@ -469,30 +469,13 @@ func (r *edpmNodeReconciler) admission(ctx workflow.Context, lc *object.Lifecycl
 		r.rec.PendingGrant = nil
 		return admitted(*g)
 	}
-	grants := workflow.GetSignalChannel(ctx, SignalEDPMGrant)
-	askOnce := workflow.GetVersion(ctx, ChangeAskOnce, workflow.DefaultVersion, 1) == 1
-	if askOnce {
-		// The data plane grants the members it lists at its start without being asked: a grant that
-		// is here already needs no request.
-		var g EDPMGrant
-		if grants.ReceiveAsync(&g) {
-			return admitted(g)
-		}
-	}
-	// Ask to be admitted. The request wakes an idle data plane (its WakeSignals); a refresh did before
-	// ChangeAskOnce, and still comes with every later ask, for a data plane whose run predates it.
-	asked := false
+	// Ask to be admitted; the refresh wakes a data plane that is idle.
 	ask := func() {
-		req := workflow.SignalExternalWorkflow(ctx, dpID, "", SignalEDPMRequest, EDPMRequest{Node: lc.Ref.Name, Generation: gen})
-		if askOnce && !asked {
-			asked = true
-			_ = req.Get(ctx, nil)
-			return
-		}
-		_ = req.Get(ctx, nil)
+		_ = workflow.SignalExternalWorkflow(ctx, dpID, "", SignalEDPMRequest, EDPMRequest{Node: lc.Ref.Name, Generation: gen}).Get(ctx, nil)
 		_ = workflow.SignalExternalWorkflow(ctx, dpID, "", lifecycle.SignalRefresh, nil).Get(ctx, nil)
 	}
 	ask()
+	grants := workflow.GetSignalChannel(ctx, SignalEDPMGrant)
 	msg := fmt.Sprintf("waiting for OpenStackDataPlane %s to admit the node (bounded concurrency, failure budget, deploy)", dp.Ref.Name)
 	lc.SetCondition(ctx, metav1.Condition{Type: conditionDataPlaneAdmitted, Status: metav1.ConditionFalse, Reason: ReasonWaitingForDataPlane, Message: msg})
 	if err := lc.Step(ctx, msg); err != nil {
@@ -528,10 +511,6 @@ func (r *edpmNodeReconciler) admission(ctx workflow.Context, lc *object.Lifecycl
 		ask()
 	}
 }
-
-// ChangeAskOnce is the GetVersion change after which a node takes a grant that came before it asked
-// without asking, and asks first with a request alone (no refresh: the request wakes the data plane).
-const ChangeAskOnce = "edpm-node-asks-once"
 
 // listDataPlanes starts the listing of the data planes of the node's namespace.
 func listDataPlanes(ctx workflow.Context, lc *object.Lifecycle) workflow.Future {

@@ -15,7 +15,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -189,7 +188,6 @@ type Lifecycle struct {
 	gates    map[string]bool
 	approved map[string]string
 	detailer Detailer
-	waker    Waker
 }
 
 // ErrDeleted ends a reconcile because the object is gone or being deleted.
@@ -207,17 +205,6 @@ type Drainer interface {
 	Drain(ctx workflow.Context, lc *Lifecycle) error
 }
 
-// Waker is implemented by reconcilers that receive signals of their own which must also wake an idle
-// workflow: one of WakeSignals delivered and unread while the workflow waits for work starts a reconcile,
-// as a refresh would. A caller then sends one signal where it sent that signal and a refresh.
-type Waker interface {
-	WakeSignals() []string
-}
-
-// ChangeWakeSignals is the GetVersion change after which a Waker's signals wake its idle workflow;
-// a run started before it waits for a refresh.
-const ChangeWakeSignals = "object-wake-signals"
-
 // Run runs the lifecycle of one object. One run waits for work, reconciles once and continues as new
 // when the reconcile settled, so every run's history is one reconcile long and an idle workflow holds
 // nothing but its state: it waits for generations, reconciles the newest, mirrors status into the object,
@@ -226,9 +213,6 @@ func Run(ctx workflow.Context, in Input, r Reconciler, opts Options) error {
 	lc := &Lifecycle{Ref: in.ObjectRef, opts: opts, gates: map[string]bool{}, approved: map[string]string{}}
 	if d, ok := r.(Detailer); ok {
 		lc.detailer = d
-	}
-	if w, ok := r.(Waker); ok {
-		lc.waker = w
 	}
 	if err := lc.recordLimits(ctx); err != nil {
 		return err
@@ -298,13 +282,7 @@ func Run(ctx workflow.Context, in Input, r Reconciler, opts Options) error {
 // awaitWork waits until there is something to do: a delete, a reconcile, a due history or, for a
 // failure that asked to be retried later, its time (which then counts as a retry request).
 func (lc *Lifecycle) awaitWork(ctx workflow.Context) error {
-	woken := lc.wakeCheck(ctx)
-	defer func() {
-		if woken() {
-			lc.state.Refresh = true
-		}
-	}()
-	work := func() bool { return lc.state.Deleting || lc.needsReconcile() || lc.ContinueAsNewDue(ctx) || woken() }
+	work := func() bool { return lc.state.Deleting || lc.needsReconcile() || lc.ContinueAsNewDue(ctx) }
 	if ar := lc.state.AutoRetry; ar != nil && lc.state.Failed != 0 && !work() {
 		// Only runs that carry an AutoRetry (none recorded before it existed) start this timer.
 		if d := ar.At.Sub(workflow.Now(ctx)); d > 0 {
@@ -389,21 +367,6 @@ func (lc *Lifecycle) backOff(ctx workflow.Context, busy bool) error {
 		Message: fmt.Sprintf("%d reconciles in a row found more work at once (refresh, retry or new generations keep coming); the next waits %s", lc.state.Streak, d)})
 	_, err := workflow.AwaitWithTimeout(ctx, d, func() bool { return lc.state.Deleting })
 	return err
-}
-
-// wakeCheck returns what tells whether one of the reconciler's wake signals waits unread (never while
-// paused: a paused workflow's reconcile waits for the resume, and the signal for it).
-func (lc *Lifecycle) wakeCheck(ctx workflow.Context) func() bool {
-	if lc.waker == nil || workflow.GetVersion(ctx, ChangeWakeSignals, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
-		return func() bool { return false }
-	}
-	var chans []workflow.ReceiveChannel
-	for _, name := range lc.waker.WakeSignals() {
-		chans = append(chans, workflow.GetSignalChannel(ctx, name))
-	}
-	return func() bool {
-		return !lc.state.Paused && !lc.state.Deleting && slices.ContainsFunc(chans, func(c workflow.ReceiveChannel) bool { return c.Len() > 0 })
-	}
 }
 
 // settled ends a streak: a run that starts with nothing to do waits for its work.

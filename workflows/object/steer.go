@@ -65,10 +65,6 @@ func (lc *Lifecycle) Limits() Limits { return lc.limits }
 // requests itself); refreshes arriving after this call still count.
 func (lc *Lifecycle) RefreshAnswered() { lc.state.Refresh = false }
 
-// RefreshLater asks for one more reconcile of the current generation once the running one ends, as a
-// refresh signal would: the reconciler took news it could not act on in this reconcile.
-func (lc *Lifecycle) RefreshLater() { lc.state.Refresh = true }
-
 // Retry returns the pending retry request, if the current reconcile was started by one.
 func (lc *Lifecycle) Retry() *lifecycle.RetrySignal { return lc.state.Retry }
 
