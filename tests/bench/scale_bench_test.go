@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -112,6 +113,7 @@ func BenchmarkEDPMScale(b *testing.B) {
 		name := fmt.Sprintf("s%d", i)
 		role(name)
 		objs := make([]*unstructured.Unstructured, nodes)
+		cpu := startCPUSampler()
 		created := time.Now()
 		for n := range objs {
 			objs[n] = node(fmt.Sprintf("%s-%03d", name, n), name, fmt.Sprintf("sim-%03d", n), fmt.Sprintf("192.0.2.%d", 1+n%250))
@@ -122,6 +124,7 @@ func BenchmarkEDPMScale(b *testing.B) {
 			b.Fatalf("%v\n--- worker log ---\n%s", err, edpmBenchTail(worker.log, 40))
 		}
 		ready := time.Since(created)
+		cpu.close()
 		dpID := edpmBenchWorkflowID("OpenStackDataPlane", gvrDP, dp)
 		startT, endT, err := edpmBenchMakespan(ctx, r.tc, dpID, nodes)
 		if err != nil {
@@ -134,16 +137,16 @@ func BenchmarkEDPMScale(b *testing.B) {
 		durations := make([][]float64, nodes)
 		var total scaleStats
 		var mean, lastNode scaleTimeline
-		lastName := ""
+		lastName, lastID := "", ""
 		for n, o := range objs {
 			id := edpmBenchWorkflowID("OpenStackDataPlaneNode", gvrNode, o)
-			tl, err := scaleNodeTimeline(ctx, r.tc, id, startT, reports[o.GetName()])
+			tl, err := scaleNodeTimeline(ctx, r.tc, id, startT, reports[o.GetName()], nil)
 			if err != nil {
 				b.Fatal(err)
 			}
 			mean.add(tl)
 			if reports[o.GetName()].Equal(endT) {
-				lastNode, lastName = tl, o.GetName()
+				lastNode, lastName, lastID = tl, o.GetName(), id
 			}
 			steps, err := edpmBenchPlaybookTimes(ctx, r.tc, id)
 			if err != nil {
@@ -157,6 +160,18 @@ func BenchmarkEDPMScale(b *testing.B) {
 				b.Fatal(err)
 			}
 			total.add(st)
+		}
+		if path := os.Getenv("STACKFLOW_SCALE_TRACE"); path != "" && lastID != "" {
+			// The last node's events up to its first playbook, for reading where its start-up went.
+			f, err := os.Create(path)
+			if err != nil {
+				b.Fatal(err)
+			}
+			_, err = scaleNodeTimeline(ctx, r.tc, lastID, startT, reports[lastName], f)
+			f.Close()
+			if err != nil {
+				b.Fatal(err)
+			}
 		}
 		dpStats, err := scaleHistoryStats(ctx, r.tc, dpID)
 		if err != nil {
@@ -200,6 +215,11 @@ func BenchmarkEDPMScale(b *testing.B) {
 		fmt.Printf("  mean node                                      %s\n", scaleTimeline{
 			startup: mean.startup / time.Duration(nodes), queued: mean.queued / time.Duration(nodes), between: mean.between / time.Duration(nodes),
 			running: mean.running / time.Duration(nodes), tail: mean.tail / time.Duration(nodes)})
+		fmt.Printf("  start-up work per node (before its first playbook) %4.1f events, %.1f workflow tasks after the data plane's start; %.1f events, %.1f tasks before it\n",
+			per(mean.eventsStartup), per(mean.tasksStartup), per(mean.eventsBefore), per(mean.tasksBefore))
+		fmt.Printf("  CPU in the start-up (data plane start → mean node's first playbook) %s\n",
+			cpu.window(startT, startT.Add(mean.startup/time.Duration(nodes)), 6))
+		fmt.Printf("  CPU over the makespan                          %s\n", cpu.window(startT, endT, 6))
 		fmt.Printf("  objects created → data plane Ready             %8.1f s\n", ready.Seconds())
 		fmt.Printf("  per node (its workflow)                        %8.1f workflow tasks (%.2f timed out), %.1f history events, %.1f actions, %.1f runs\n",
 			per(total.tasks), per(total.taskTimeouts), per(total.events), per(total.actions), per(total.runs))
@@ -303,6 +323,9 @@ type scaleTimeline struct {
 	between time.Duration // a playbook completed → the next scheduled, summed
 	running time.Duration // playbooks started → completed, summed (the simulated work)
 	tail    time.Duration // last playbook completed → its success report recorded by the data plane
+	// Events and workflow tasks (completed) of the node's workflow before its first playbook was
+	// scheduled, split at the data plane's start: the start-up's work.
+	eventsBefore, eventsStartup, tasksBefore, tasksStartup int
 }
 
 func (t *scaleTimeline) add(o scaleTimeline) {
@@ -311,6 +334,10 @@ func (t *scaleTimeline) add(o scaleTimeline) {
 	t.between += o.between
 	t.running += o.running
 	t.tail += o.tail
+	t.eventsBefore += o.eventsBefore
+	t.eventsStartup += o.eventsStartup
+	t.tasksBefore += o.tasksBefore
+	t.tasksStartup += o.tasksStartup
 }
 
 func (t scaleTimeline) total() time.Duration {
@@ -324,7 +351,9 @@ func (t scaleTimeline) String() string {
 
 // scaleNodeTimeline splits a node's path from the data plane's start (dpStart) to its success report
 // (done) along its playbook activities.
-func scaleNodeTimeline(ctx context.Context, tc client.Client, wfID string, dpStart, done time.Time) (scaleTimeline, error) {
+// When trace is not nil, the events before the first playbook are written to it, one per line, with
+// their time since dpStart.
+func scaleNodeTimeline(ctx context.Context, tc client.Client, wfID string, dpStart, done time.Time, trace io.Writer) (scaleTimeline, error) {
 	var t scaleTimeline
 	runs, err := e2e.Runs(ctx, tc, wfID)
 	if err != nil {
@@ -336,6 +365,23 @@ func scaleNodeTimeline(ctx context.Context, tc client.Client, wfID string, dpSta
 		started := map[int64]time.Time{}
 		for _, ev := range events {
 			at := ev.GetEventTime().AsTime()
+			if first.IsZero() {
+				task := ev.GetEventType() == enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED
+				if at.Before(dpStart) {
+					t.eventsBefore++
+					if task {
+						t.tasksBefore++
+					}
+				} else {
+					t.eventsStartup++
+					if task {
+						t.tasksStartup++
+					}
+				}
+				if trace != nil {
+					fmt.Fprintf(trace, "%+8.3f %4d %s %s\n", at.Sub(dpStart).Seconds(), ev.GetEventId(), ev.GetEventType(), eventDetail(ev))
+				}
+			}
 			switch {
 			case ev.GetActivityTaskScheduledEventAttributes() != nil:
 				if ev.GetActivityTaskScheduledEventAttributes().GetActivityType().GetName() != "RunPlaybook" {
@@ -367,6 +413,24 @@ func scaleNodeTimeline(ctx context.Context, tc client.Client, wfID string, dpSta
 	}
 	t.startup, t.tail = first.Sub(dpStart), done.Sub(last)
 	return t, nil
+}
+
+// eventDetail names what an event is about: its activity type, signal or marker.
+func eventDetail(ev *historypb.HistoryEvent) string {
+	switch {
+	case ev.GetActivityTaskScheduledEventAttributes() != nil:
+		return ev.GetActivityTaskScheduledEventAttributes().GetActivityType().GetName()
+	case ev.GetWorkflowExecutionSignaledEventAttributes() != nil:
+		return ev.GetWorkflowExecutionSignaledEventAttributes().GetSignalName()
+	case ev.GetSignalExternalWorkflowExecutionInitiatedEventAttributes() != nil:
+		return ev.GetSignalExternalWorkflowExecutionInitiatedEventAttributes().GetSignalName()
+	case ev.GetMarkerRecordedEventAttributes() != nil:
+		if name, ok := localActivityType(ev.GetMarkerRecordedEventAttributes()); ok {
+			return "local " + name
+		}
+		return ev.GetMarkerRecordedEventAttributes().GetMarkerName()
+	}
+	return ""
 }
 
 // edpmBenchSuccessReports is when the data plane recorded each node's (last) success report.

@@ -29,6 +29,7 @@ import (
 type heldNode struct {
 	dpID      string
 	requests  int
+	refreshes int
 	succeeded int
 	// serviceReady says whether the node's service CR has deployed.
 	serviceReady bool
@@ -108,6 +109,8 @@ func (h *heldNode) run(t *testing.T, script func(env *testsuite.TestWorkflowEnvi
 						env.SignalWorkflow(SignalEDPMGrant, EDPMGrant{DataPlane: h.dpID})
 					}, time.Second)
 				}
+			case lifecycle.SignalRefresh:
+				h.refreshes++
 			case SignalEDPMReport:
 				if rep, ok := arg.(EDPMReport); ok && rep.State == EDPMSucceeded {
 					h.succeeded++
@@ -201,6 +204,23 @@ func TestNodeReadsAheadWhileItWrites(t *testing.T) {
 	}
 	// The inventory and the node's nova-compute service CR.
 	require.Equal(t, 2, countBefore(before, "start ApplyObject"), "every write starts before the first ends: %v", events)
+	require.Equal(t, []string{"bootstrap.yml", "configure-network.yml", "configure-os.yml"}, h.playbooks)
+}
+
+// A data plane grants the members it lists at its start without being asked: a node whose grant came
+// while it was still writing its inventory deploys under it and asks for nothing.
+func TestNodeGrantedBeforeItAsksDoesNotAsk(t *testing.T) {
+	h := &heldNode{serviceReady: true, applyDelay: time.Minute}
+	first := h.run(t, func(env *testsuite.TestWorkflowEnvironment) {
+		env.RegisterDelayedCallback(func() { env.SignalWorkflow(lifecycle.SignalSpec, lifecycle.SpecSignal{Generation: 1}) }, time.Second)
+		env.RegisterDelayedCallback(func() { env.SignalWorkflow(SignalEDPMGrant, EDPMGrant{DataPlane: h.dpID}) }, 2*time.Second)
+	})
+	first.ExecuteWorkflow("OpenStackDataPlaneNode", object.Input{ObjectRef: DataPlaneNodeRef("openstack", "n1")})
+	_, ok := objecttest.Carried(first.GetWorkflowError())
+	require.True(t, ok, "the node deploys and its settled run continues as new: %v", first.GetWorkflowError())
+	require.Zero(t, h.requests, "granted already, the node did not ask")
+	require.Zero(t, h.refreshes)
+	require.Equal(t, 1, h.succeeded, "the node deployed under the grant and said so")
 	require.Equal(t, []string{"bootstrap.yml", "configure-network.yml", "configure-os.yml"}, h.playbooks)
 }
 
