@@ -57,7 +57,8 @@ func storeBinary(repo, name, key, src string) error {
 		return err
 	}
 	old, _ := filepath.Glob(filepath.Join(filepath.Dir(dst), name+"-*"))
-	tmp := dst + ".tmp"
+	// A name of this process's own: packages of two lanes may keep the same build at once.
+	tmp := fmt.Sprintf("%s.%d.tmp", dst, os.Getpid())
 	_ = os.Remove(tmp)
 	if err := linkOrCopy(src, tmp); err != nil {
 		return err
@@ -66,7 +67,7 @@ func storeBinary(repo, name, key, src string) error {
 		return err
 	}
 	for _, o := range old {
-		if o != dst {
+		if o != dst && !strings.HasSuffix(o, ".tmp") { // another process's, in flight
 			_ = os.Remove(o)
 		}
 	}
