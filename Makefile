@@ -12,13 +12,12 @@ E2E_TIMEOUT ?= 75m
 # last, with its build tag).
 E2E_PACKAGES ?= $(filter-out ./tests/bench/ ./tests/e2e/ ./tests/makespan/ ./tests/teardown/,$(sort $(addprefix ./,$(dir $(wildcard tests/*/*_test.go)))))
 # Packages that run in a second lane beside tests/edpm (deploy/local/scripts/e2e.sh), while Ansible and
-# its Nova leave part of the CPU idle: they share no served kind in a namespace, test host or kwok node
+# its Nova leave much of the CPU idle: they share no served kind in a namespace, test host or kwok node
 # with it (tests/nova serves the data-plane and Nova kinds in its own namespace only, as tests/edpm does,
-# on the test hosts edpm-compute-2 and -3). The package after tests/edpm starts once both lanes are done.
-# Not tests/rollout: its Keystone test starts real pods under a 5-minute Helm wait, and beside tests/edpm
-# on two saturated cores its Placement pod was not Ready in time (2026-12-02). Every package of the run
-# keeps E2E_HOSTS test hosts, so that none removes those of the other lane.
-E2E_BESIDE ?= ./tests/edpm/:./tests/bridge/ ./tests/install/ ./tests/nova/
+# on the test hosts edpm-compute-2 and -3). The package after tests/edpm starts once both lanes are done
+# (tests/samples serves every kind and shares the kwok nodes with tests/rollout). Every package of the
+# run keeps E2E_HOSTS test hosts, so that none removes those of the other lane.
+E2E_BESIDE ?= ./tests/edpm/:./tests/rollout/ ./tests/bridge/ ./tests/install/ ./tests/nova/
 E2E_BESIDE_ENV ?= STACKFLOW_HOST_BASE=2
 E2E_HOSTS ?= 4
 # pinned tool versions (WORKFLOWCHECK_VERSION among them)
