@@ -11,15 +11,6 @@ E2E_TIMEOUT ?= 75m
 # bench), tests/e2e and tests/makespan (the harness's pure helpers: make unit) and tests/teardown (run
 # last, with its build tag).
 E2E_PACKAGES ?= $(filter-out ./tests/bench/ ./tests/e2e/ ./tests/makespan/ ./tests/teardown/,$(sort $(addprefix ./,$(dir $(wildcard tests/*/*_test.go)))))
-# Packages that run in a second lane beside tests/edpm (deploy/local/scripts/e2e.sh), while Ansible and
-# its Nova leave much of the CPU idle: they share no served kind in a namespace, test host or kwok node
-# with it (tests/nova serves the data-plane and Nova kinds in its own namespace only, as tests/edpm does,
-# on the test hosts edpm-compute-2 and -3). The package after tests/edpm starts once both lanes are done
-# (tests/samples serves every kind and shares the kwok nodes with tests/rollout). Every package of the
-# run keeps E2E_HOSTS test hosts, so that none removes those of the other lane.
-E2E_BESIDE ?= ./tests/edpm/:./tests/rollout/ ./tests/bridge/ ./tests/install/ ./tests/nova/
-E2E_BESIDE_ENV ?= STACKFLOW_HOST_BASE=2
-E2E_HOSTS ?= 4
 # pinned tool versions (WORKFLOWCHECK_VERSION among them)
 include deploy/local/versions.env
 
@@ -111,9 +102,8 @@ e2e: up
 	@bash deploy/local/scripts/delete-samples.sh
 	@rm -f $(HISTORY_REPORT)
 	@# go test shows a package's time only in its summary line: kept in bin/e2e.log for make test's table
-	@# one package at a time but for E2E_BESIDE's lane, each package's test binary linked while the one
-	@# before runs (e2e.sh)
-	set -o pipefail; E2E_BESIDE="$(E2E_BESIDE)" E2E_BESIDE_ENV="$(E2E_BESIDE_ENV)" STACKFLOW_HOSTS=$(E2E_HOSTS) STACKFLOW_HISTORY_REPORT=$(HISTORY_REPORT) bash deploy/local/scripts/e2e.sh $(E2E_TIMEOUT) $(E2E_PACKAGES) 2>&1 | tee $(BIN)/e2e.log
+	@# one package at a time, each package's test binary linked while the one before runs (e2e.sh)
+	set -o pipefail; STACKFLOW_HISTORY_REPORT=$(HISTORY_REPORT) bash deploy/local/scripts/e2e.sh $(E2E_TIMEOUT) $(E2E_PACKAGES) 2>&1 | tee $(BIN)/e2e.log
 	@echo "history sizes per e2e package, the suite's largest run first (every payload under 256 KiB, checked):"
 	@sort -rn $(HISTORY_REPORT)
 	set -o pipefail; $(GO) test -count=1 -tags teardown -timeout 5m ./tests/teardown/ 2>&1 | tee -a $(BIN)/e2e.log

@@ -57,8 +57,7 @@ func storeBinary(repo, name, key, src string) error {
 		return err
 	}
 	old, _ := filepath.Glob(filepath.Join(filepath.Dir(dst), name+"-*"))
-	// A name of this process's own: packages of two lanes may keep the same build at once.
-	tmp := fmt.Sprintf("%s.%d.tmp", dst, os.Getpid())
+	tmp := dst + ".tmp"
 	_ = os.Remove(tmp)
 	if err := linkOrCopy(src, tmp); err != nil {
 		return err
@@ -67,7 +66,7 @@ func storeBinary(repo, name, key, src string) error {
 		return err
 	}
 	for _, o := range old {
-		if o != dst && !strings.HasSuffix(o, ".tmp") { // another process's, in flight
+		if o != dst {
 			_ = os.Remove(o)
 		}
 	}

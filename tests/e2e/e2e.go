@@ -54,9 +54,7 @@ var packages = map[string]string{
 type Config struct {
 	// Components of the local stack to bring up; Kubernetes and Temporal when empty.
 	Components []string
-	// HostCount is the number of EDPM test hosts the package uses, when Components include local.Hosts
-	// (2 when zero): those from HostBase on. The stack keeps at least $STACKFLOW_HOSTS hosts, so that a
-	// package beside it in another lane (e2e.sh) keeps the hosts it uses.
+	// HostCount is the number of EDPM test hosts, when Components include local.Hosts.
 	HostCount int
 	// TemporalNamespace holds the package's workflows, so other users of the shared stack cannot take
 	// its work. Required.
@@ -111,7 +109,7 @@ func Setup(ctx context.Context, cfg Config) (_ *Env, err error) {
 	if len(comps) == 0 {
 		comps = []string{local.Kubernetes, local.Temporal}
 	}
-	st, err := local.Up(ctx, local.Options{Components: comps, HostCount: hostCount(cfg.HostCount)})
+	st, err := local.Up(ctx, local.Options{Components: comps, HostCount: cfg.HostCount})
 	if err != nil {
 		return nil, fmt.Errorf("local stack: %w", err)
 	}

@@ -17,40 +17,6 @@ import (
 
 // The stack's EDPM test hosts as tests see them: by name, reset to a clean filesystem, and their files.
 
-// HostBaseEnv names the variable that shifts the test hosts a package uses (HostAt): 2 makes a package
-// use edpm-compute-2 and edpm-compute-3, leaving edpm-compute-0 and -1 to a package in another lane.
-const HostBaseEnv = "STACKFLOW_HOST_BASE"
-
-// HostBase is the index of the first test host this package uses ($STACKFLOW_HOST_BASE, else 0).
-func HostBase() int {
-	var n int
-	fmt.Sscanf(os.Getenv(HostBaseEnv), "%d", &n)
-	return max(n, 0)
-}
-
-// HostName is the name of this package's i-th test host.
-func HostName(i int) string {
-	return fmt.Sprintf("edpm-compute-%d", HostBase()+i)
-}
-
-// HostAt is this package's i-th test host (HostName).
-func (e *Env) HostAt(t testing.TB, i int) local.TestHost {
-	t.Helper()
-	return e.Host(t, HostName(i))
-}
-
-// hostCount is the number of test hosts the stack keeps for a package that uses n (2 when zero) from
-// HostBase on: at least $STACKFLOW_HOSTS, as every package of a run asks, or one package's Up would
-// remove the hosts a package in another lane uses.
-func hostCount(n int) int {
-	if n == 0 {
-		n = 2
-	}
-	var all int
-	fmt.Sscanf(os.Getenv("STACKFLOW_HOSTS"), "%d", &all)
-	return max(n+HostBase(), all)
-}
-
 // Host returns the stack's test host by name; an unknown name fails the test.
 func (e *Env) Host(t testing.TB, name string) local.TestHost {
 	t.Helper()

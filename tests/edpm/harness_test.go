@@ -18,11 +18,9 @@ import (
 
 func yamlUnmarshal(b []byte, v any) error { return yaml.Unmarshal(b, v) }
 
-// startBridge runs a bridge for the data-plane kinds with short leases, in the run's namespace only: a
-// package in the other lane (e2e.sh) serves the same kinds in its own.
+// startBridge runs a bridge for the data-plane kinds with short leases.
 func startBridge(t *testing.T) *e2e.Proc {
-	return env.StartBridge(t, e2e.BridgeOptions{Identity: env.Run + "-bridge", Kinds: servedKinds,
-		ExtraArgs: []string{"--watch-namespaces", ns}})
+	return env.StartBridge(t, e2e.BridgeOptions{Identity: env.Run + "-bridge", Kinds: servedKinds})
 }
 
 func startWorker(t *testing.T) *e2e.Proc {

@@ -118,13 +118,10 @@ func serviceUserLogin(t *testing.T) error {
 func TestNovaControlPlane(t *testing.T) {
 	start := time.Now()
 	ctx := context.Background()
-	// The package's two test hosts (edpm-compute-2 and -3 when it runs beside tests/edpm: e2e.HostAt).
-	h0, h1 := env.HostAt(t, 0), env.HostAt(t, 1)
+	h0, h1 := env.Host(t, "edpm-compute-0"), env.Host(t, "edpm-compute-1")
 	e2e.CleanHost(t, h0)
 	e2e.CleanHost(t, h1)
-	// Its namespace only: a package in the other lane serves the same kinds in its own.
-	env.StartBridge(t, e2e.BridgeOptions{Identity: env.Run + "-bridge", Kinds: servedKinds,
-		ExtraArgs: []string{"--watch-namespaces", ns}})
+	env.StartBridge(t, e2e.BridgeOptions{Identity: env.Run + "-bridge", Kinds: servedKinds})
 	worker := env.StartWorker(t, e2e.WorkerOptions{Identity: env.Run + "-worker"})
 	db := env.StackDB(t)
 	broker := env.BrokerAdmin(t, ns)
