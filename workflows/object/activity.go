@@ -27,9 +27,6 @@ type Definition struct {
 	Versioning workflow.VersioningBehavior
 }
 
-// DefaultPriorityKey is Temporal's default task priority (keys 1–5, lower first).
-const DefaultPriorityKey = 3
-
 // kube is a nil receiver used only to name the Kubernetes activities; the worker registers the real one.
 var kubeActs *kube.Kube
 
@@ -43,14 +40,10 @@ func (lc *Lifecycle) GetObject(ctx workflow.Context) (*kube.Object, error) {
 }
 
 // KubeActivity routes an activity to the Kubernetes queue with the retry policy for API calls: quick first
-// retries, then backoff, for as long as the API server needs to come back. Its priority is Temporal's
-// default whatever the workflow's: a coordinator's (bridge.PriorityOf) reads then queue with its members'
-// and are not held back with a priority of their own: measured with 500 nodes, a data plane's first
-// read, alone at priority 2 on a queue busy at the default, started 110 s after it was scheduled while
-// the nodes' reads started within 4 s.
+// retries, then backoff, for as long as the API server needs to come back.
 func KubeActivity(ctx workflow.Context) workflow.Context {
 	return OnKube(ctx, workflow.ActivityOptions{
-		Priority:               temporal.Priority{PriorityKey: DefaultPriorityKey},
+
 		StartToCloseTimeout:    30 * time.Second,
 		ScheduleToCloseTimeout: 30 * time.Minute,
 		RetryPolicy: &temporal.RetryPolicy{
