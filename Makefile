@@ -29,8 +29,9 @@ packages:
 
 ## tools: pinned Kubernetes, etcd, kwok, Temporal CLI, tctl, controller-gen and workflowcheck binaries,
 ## cached by version in ~/.cache/stackflow
+# TOOLS: some of them only (make test leaves controller-gen to make generate)
 tools:
-	@bash deploy/local/tools/build.sh
+	@bash deploy/local/tools/build.sh $(TOOLS)
 
 ## build: stackflow's binaries into ./bin: the local stack's command, the bridge, the worker and the
 ## kubectl plugin kubectl-stackflow (linked into .stackflow/bin by `up`)

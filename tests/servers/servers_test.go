@@ -183,9 +183,11 @@ func TestMachineSpecEditIsRefused(t *testing.T) {
 
 // TestKillNineAnywhereConverges crashes the worker with SIGKILL at random moments while servers and a
 // bastion are created, the bastion replaced and everything deleted: every object converges, with
-// exactly the resources it should have, and nothing is left afterwards. Rounds repeat until at least
-// ten crashes happened.
+// exactly the resources it should have, and nothing is left afterwards. Every phase of a round sees a
+// crash early in it, and up to two; rounds repeat until at least six crashes happened (one or two
+// rounds: a round costs minutes of real boots, and more rounds of the same phases add no new point).
 func TestKillNineAnywhereConverges(t *testing.T) {
+	const minKills = 6
 	_, worker := stack(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Minute)
 	defer cancel()
@@ -246,7 +248,7 @@ func TestKillNineAnywhereConverges(t *testing.T) {
 	stopChaos := func() { once.Do(func() { close(stop); wg.Wait() }) }
 	defer stopChaos()
 
-	for round := 1; round <= 4 && (round == 1 || kills.Load() < 10); round++ {
+	for round := 1; round <= 3 && (round == 1 || kills.Load() < minKills); round++ {
 		killRound(ctx, t, round, func(p string) {
 			phase.Store(p)
 			select {
@@ -260,7 +262,7 @@ func TestKillNineAnywhereConverges(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	t.Logf("%d kill -9 of the worker, at phases %v", kills.Load(), points)
-	require.GreaterOrEqual(t, int(kills.Load()), 10)
+	require.GreaterOrEqual(t, int(kills.Load()), minKills)
 }
 
 // killRound creates three servers and a bastion, replaces the bastion and deletes everything, checking
