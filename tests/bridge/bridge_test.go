@@ -109,10 +109,10 @@ func TestKwokNodeGetsOpenstackNodeAndTeardownRemovesIt(t *testing.T) {
 	}
 }
 
-// 200 OpenstackNodes created in a burst while the bridge crashes (kill -9) and starts again: every object
+// 100 OpenstackNodes created in a burst while the bridge crashes (kill -9) and starts again: every object
 // gets exactly one workflow, named in its status, which acted on its generation.
 func TestBurstAcrossBridgeCrashOneWorkflowPerObject(t *testing.T) {
-	const total = 200
+	const total = 100
 	startWorker(t, env.Run+"-w-burst")
 	b := startBridge(t, env.Run+"-b-burst", "e2e-"+env.Run+"-burst")
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
