@@ -3,6 +3,7 @@ package object_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
@@ -339,4 +340,35 @@ func TestDeleteAsARunContinuesAsNewTearsDown(t *testing.T) {
 	require.Equal(t, 1, c.chain.Runs())
 	require.Equal(t, 1, c.removed)
 	require.Equal(t, lifecycle.PhaseDeleting, c.patches[len(c.patches)-1].Phase)
+}
+
+// looker waits with WaitUntil until its look number ready, noting when each look ran.
+type looker struct {
+	ready int
+	at    []time.Time
+}
+
+func (l *looker) Reconcile(ctx workflow.Context, lc *Lifecycle, _ *kube.Object) error {
+	_, err := WaitUntil(ctx, lc, 1, "Waiting", func(ctx workflow.Context) (bool, string, string, error) {
+		l.at = append(l.at, workflow.Now(ctx))
+		return len(l.at) >= l.ready, "NotYet", fmt.Sprintf("look %d", len(l.at)), nil
+	}, nil)
+	return err
+}
+
+func (l *looker) Teardown(workflow.Context, *Lifecycle) error { return nil }
+
+// A wait looks again 2 s after its first look, then backs off to MaxWaitDelay, below the default poll
+// interval: what it waits for is seen within 10 s of being done.
+func TestWaitLooksAtMostMaxWaitDelayApart(t *testing.T) {
+	require.Less(t, MaxWaitDelay, DefaultLimits.PollInterval)
+	l := &looker{ready: 7}
+	runOnce(t, l, Input{ObjectRef: testRef}, func(env *testsuite.TestWorkflowEnvironment) {
+		env.RegisterDelayedCallback(func() { env.SignalWorkflow(lifecycle.SignalSpec, lifecycle.SpecSignal{Generation: 1}) }, time.Second)
+	})
+	var gaps []time.Duration
+	for i := 1; i < len(l.at); i++ {
+		gaps = append(gaps, l.at[i].Sub(l.at[i-1]).Round(time.Second))
+	}
+	require.Equal(t, []time.Duration{2 * time.Second, 4 * time.Second, 8 * time.Second, MaxWaitDelay, MaxWaitDelay, MaxWaitDelay}, gaps)
 }

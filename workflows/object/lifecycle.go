@@ -128,8 +128,8 @@ type Limits struct {
 	// MaxHistory is how many events one run may hold before a long wait (or an idle run) continues as
 	// new; the server's own suggestion is followed too.
 	MaxHistory int `json:"maxHistory"`
-	// PollInterval is the longest a workflow waits between two looks at what it waits for (a Secret, a
-	// node's phase, a data plane's nodes).
+	// PollInterval is the longest a workflow waits between two looks at what it waits for (a data
+	// plane's nodes, a grant it asked for; a wait of WaitUntil looks MaxWaitDelay apart at most).
 	PollInterval time.Duration `json:"pollInterval"`
 	// Burst is how many runs in a row may find work waiting at their start before the next reconcile
 	// backs off (a loop of refreshes or retries that never settles).

@@ -18,17 +18,26 @@ func Superseded(gen, desired int64) error {
 	return temporal.NewNonRetryableApplicationError(fmt.Sprintf("generation %d was superseded by generation %d while waiting", gen, desired), ReasonSuperseded, nil)
 }
 
+// MaxWaitDelay bounds the pause between two looks of a wait, whatever the limits' poll interval: what a
+// wait waits for is mostly another object's progress (a node's phase 0, a cell, a compute), a look is
+// one read, and a chain of such waits (node, compute, cell, Nova) would otherwise add up to a poll
+// interval per link after the thing it waits for is done. Timer durations are not matched on replay,
+// so runs started with the longer pause replay unchanged.
+const MaxWaitDelay = 10 * time.Second
+
 // WaitCheck is one look at what a wait waits for: ready, or why not (a condition reason and message).
 type WaitCheck func(ctx workflow.Context) (ready bool, reason, message string, err error)
 
 // WaitUntil waits durably and visibly: it looks, and while not ready shows why in the condition of type
-// condType and in the current step, then looks again with backoff (2 s up to the limits' poll interval).
+// condType and in the current step, then looks again with backoff (2 s up to the limits' poll interval,
+// MaxWaitDelay at most).
 // notReady, when set, is asked first each time the look finds it not ready: an error from it ends the
 // wait (a preview, which never waits, says what is missing so). The wait ends early when the object is
 // deleted (ErrDeleted), a newer generation arrives (Superseded), or the run's history is due
 // (ErrContinueAsNew: the next run looks again). waited reports whether it showed a wait.
 func WaitUntil(ctx workflow.Context, lc *Lifecycle, gen int64, condType string, check WaitCheck, notReady func(ctx workflow.Context, message string) error) (waited bool, err error) {
-	delay := min(2*time.Second, lc.Limits().PollInterval)
+	limit := min(lc.Limits().PollInterval, MaxWaitDelay)
+	delay := min(2*time.Second, limit)
 	shown := ""
 	if c, ok := lc.Condition(condType); ok && c.Status == metav1.ConditionFalse {
 		// A resumed wait already shows why it waits.
@@ -67,6 +76,6 @@ func WaitUntil(ctx workflow.Context, lc *Lifecycle, gen int64, condType string, 
 		if lc.Desired() > gen {
 			return waited, Superseded(gen, lc.Desired())
 		}
-		delay = min(delay*2, lc.Limits().PollInterval)
+		delay = min(delay*2, limit)
 	}
 }

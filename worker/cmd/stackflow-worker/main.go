@@ -73,7 +73,7 @@ func run() error {
 	flag.IntVar(&cfg.Limits.MaxHistory, "max-history", envInt("STACKFLOW_MAX_HISTORY", object.DefaultLimits.MaxHistory),
 		"events one run of an object workflow may hold in a long wait before it continues as new (tests shorten it)")
 	flag.DurationVar(&cfg.Limits.PollInterval, "poll-interval", envDuration("STACKFLOW_POLL_INTERVAL", object.DefaultLimits.PollInterval),
-		"longest pause between two looks at what a workflow waits for (tests shorten it)")
+		"longest pause between two looks at what a workflow waits for (10s at most while it waits for a Secret or another object; tests shorten it)")
 	flag.StringVar(&cfg.Deployment, "deployment-name", env("STACKFLOW_DEPLOYMENT_NAME", worker.DefaultDeployment), "Temporal worker deployment of the workflow worker")
 	flag.StringVar(&cfg.BuildID, "build-id", env("STACKFLOW_BUILD_ID", worker.BuildIDFromBinary()), "build ID of the workflow worker's version (default this binary's VCS revision)")
 	flag.BoolVar(&cfg.NoPromote, "no-promote", os.Getenv("STACKFLOW_NO_PROMOTE") != "", "do not make this build the deployment's current version")
