@@ -217,16 +217,16 @@ func Run(ctx context.Context, cfg Config) error {
 func register(queue string, w sdkworker.Worker, cfg Config) (int, error) {
 	switch queue {
 	case lifecycle.WorkflowQueue:
-		// The workflows write their objects' status themselves, as local activities.
+		// The workflows write their objects' status and read their objects themselves, as local activities.
 		if cfg.Kube == nil {
-			return 0, errors.New("the workflows write their objects' status: they need a kubeconfig")
+			return 0, errors.New("the workflows write their objects' status and read them: they need a kubeconfig")
 		}
 		k, err := kube.NewKube(cfg.Kube, cfg.TemporalUI, cfg.Temporal.Namespace)
 		if err != nil {
-			return 0, fmt.Errorf("status writer: %w", err)
+			return 0, fmt.Errorf("workflow worker's kubernetes client: %w", err)
 		}
 		k.Events = kube.NewEventRecorder(k.Core, "stackflow-worker", cfg.Identity)
-		w.RegisterActivity(kube.NewStatusWriter(k))
+		w.RegisterActivity(kube.NewLocalKube(k))
 		return workflows.Register(w), nil
 	case lifecycle.KubeQueue:
 		if cfg.Kube == nil {

@@ -506,19 +506,30 @@ func (k *Kube) WaitDeleted(ctx context.Context, ref lifecycle.ObjectRef) error {
 	return temporal.NewApplicationError(fmt.Sprintf("%s still present (finalizers %v)", ref, u.GetFinalizers()), ErrStillPresent)
 }
 
-// StatusWriter is the one Kubernetes capability of the workflow worker: it writes the status of the
-// objects whose workflows run there, as a local activity. A status write then costs the history one
-// marker event in the workflow task that asked for it, instead of an activity task's three events and
-// often a workflow task of its own; at scale those writes were the largest share of Temporal's work.
-type StatusWriter struct {
+// LocalKube is the Kubernetes capability of the workflow worker, run as local activities: it writes the
+// status of the objects whose workflows run there, and reads them. A local activity costs the history
+// one marker event in the workflow task that asked for it, instead of an activity task's three events
+// and often a workflow task of its own; at scale those writes were the largest share of Temporal's
+// work, and a read queued behind hundreds of others on the Kubernetes queue held a data plane's start.
+type LocalKube struct {
 	k *Kube
 }
 
-// NewStatusWriter writes status with k's clients (its Events recorder included).
-func NewStatusWriter(k *Kube) *StatusWriter { return &StatusWriter{k: k} }
+// NewLocalKube writes status and reads objects with k's clients (its Events recorder included).
+func NewLocalKube(k *Kube) *LocalKube { return &LocalKube{k: k} }
 
 // PatchStatus is Kube.PatchStatus, under the same activity name: a run recorded with the regular
 // activity and one with the local activity write the same status.
-func (s *StatusWriter) PatchStatus(ctx context.Context, p StatusPatch) error {
+func (s *LocalKube) PatchStatus(ctx context.Context, p StatusPatch) error {
 	return s.k.PatchStatus(ctx, p)
+}
+
+// GetObject is Kube.GetObject, under the same activity name.
+func (s *LocalKube) GetObject(ctx context.Context, ref lifecycle.ObjectRef) (*Object, error) {
+	return s.k.GetObject(ctx, ref)
+}
+
+// ListObjects is Kube.ListObjects, under the same activity name.
+func (s *LocalKube) ListObjects(ctx context.Context, in ListInput) ([]ListedObject, error) {
+	return s.k.ListObjects(ctx, in)
 }

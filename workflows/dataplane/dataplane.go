@@ -238,8 +238,8 @@ func (r *dataPlaneReconciler) syncMembers(ctx workflow.Context, lc *object.Lifec
 	if listed {
 		in.Status = &memberStatus
 	}
-	var all []kube.ListedObject
-	if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kubeActs.ListObjects, in).Get(ctx, &all); err != nil {
+	all, err := object.ListObjects(ctx, in)
+	if err != nil {
 		return fmt.Errorf("list nodes of %s: %w", lc.Ref, err)
 	}
 	type pendingRead struct {
@@ -422,9 +422,8 @@ func (r *dataPlaneReconciler) pollRunning(ctx workflow.Context, lc *object.Lifec
 	var listed map[string]*kube.ObjectStatus
 	if running && workflow.GetVersion(ctx, ChangeMembersListed, workflow.DefaultVersion, 1) == 1 {
 		// One list of every node's status instead of a read per running node at every tick.
-		var all []kube.ListedObject
-		if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kubeActs.ListObjects,
-			kube.ListInput{Ref: DataPlaneNodeRef(lc.Ref.Namespace, ""), Status: &pollStatus}).Get(ctx, &all); err != nil {
+		all, err := object.ListObjects(ctx, kube.ListInput{Ref: DataPlaneNodeRef(lc.Ref.Namespace, ""), Status: &pollStatus})
+		if err != nil {
 			return fmt.Errorf("list nodes of %s: %w", lc.Ref, err)
 		}
 		listed = map[string]*kube.ObjectStatus{}

@@ -180,10 +180,11 @@ func TestNodeJoinsOVNAndLeavesItWhenDeleted(t *testing.T) {
 }
 
 // A deploying node looks at its SSH key and its data planes while its inventory and service CRs are
-// written, and writes those side by side: its start-up is one round of activities, not five.
+// written, and writes those side by side: its start-up is one round of activities, not five; its reads
+// of Kubernetes objects do not queue on the Kubernetes queue.
 func TestNodeReadsAheadWhileItWrites(t *testing.T) {
 	h := &heldNode{serviceReady: true, applyDelay: time.Minute}
-	var events []string
+	var events, local []string
 	first := h.run(t, func(env *testsuite.TestWorkflowEnvironment) {
 		env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, _ converter.EncodedValues) {
 			events = append(events, "start "+info.ActivityType.Name)
@@ -191,11 +192,17 @@ func TestNodeReadsAheadWhileItWrites(t *testing.T) {
 		env.SetOnActivityCompletedListener(func(info *activity.Info, _ converter.EncodedValue, _ error) {
 			events = append(events, "done "+info.ActivityType.Name)
 		})
+		// Its reads of Kubernetes objects are the workflow worker's, local.
+		env.SetOnLocalActivityStartedListener(func(info *activity.Info, _ context.Context, _ []any) {
+			events = append(events, "start "+info.ActivityType.Name)
+			local = append(local, info.ActivityType.Name)
+		})
 		env.RegisterDelayedCallback(func() { env.SignalWorkflow(lifecycle.SignalSpec, lifecycle.SpecSignal{Generation: 1}) }, time.Second)
 	})
 	first.ExecuteWorkflow("OpenStackDataPlaneNode", object.Input{ObjectRef: DataPlaneNodeRef("openstack", "n1")})
 	_, ok := objecttest.Carried(first.GetWorkflowError())
 	require.True(t, ok, "the node deploys and its settled run continues as new: %v", first.GetWorkflowError())
+	require.Subset(t, local, []string{"GetObject", "ListObjects"}, "its object, its role and its data planes read locally")
 	firstDone := slices.Index(events, "done ApplyObject")
 	require.Positive(t, firstDone, "%v", events)
 	before := events[:firstDone]

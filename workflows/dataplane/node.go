@@ -347,9 +347,9 @@ func (r *edpmNodeReconciler) followServices(ctx workflow.Context, lc *object.Lif
 func (r *edpmNodeReconciler) readRole(ctx workflow.Context, lc *object.Lifecycle, gen int64, name string) (*dataplanev1beta1.OpenStackDataPlaneRole, error) {
 	role := &dataplanev1beta1.OpenStackDataPlaneRole{}
 	err := waitUntil(ctx, lc, gen, lifecycle.ConditionReady, func(ctx workflow.Context) (bool, string, string, error) {
-		var o kube.Object
 		ref := DataPlaneRoleRef(lc.Ref.Namespace, name)
-		if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kubeActs.GetObject, ref).Get(ctx, &o); err != nil {
+		o, err := object.GetObject(ctx, ref)
+		if err != nil {
 			return false, "", "", fmt.Errorf("read %s: %w", ref, err)
 		}
 		if !o.Exists {
@@ -526,7 +526,7 @@ const ChangeGrantBeforeAsk = "edpm-node-grant-before-ask"
 
 // listDataPlanes starts the listing of the data planes of the node's namespace.
 func listDataPlanes(ctx workflow.Context, lc *object.Lifecycle) workflow.Future {
-	return workflow.ExecuteActivity(object.KubeActivity(ctx), kubeActs.ListObjects, kube.ListInput{Ref: DataPlaneRef(lc.Ref.Namespace, "")})
+	return object.StartListObjects(ctx, kube.ListInput{Ref: DataPlaneRef(lc.Ref.Namespace, "")})
 }
 
 // Drain takes a grant delivered but not yet read into the record, before the run continues as new: the

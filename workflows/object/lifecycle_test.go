@@ -78,7 +78,9 @@ type lifecycleSuite struct {
 	patches []kube.StatusPatch
 	// patchErr, when set, is asked first by each status write: its error fails the write.
 	patchErr func(context.Context) error
-	removed  int
+	// getErr, when set, is asked first by each read of the object: its error fails the read.
+	getErr  func(context.Context) error
+	removed int
 }
 
 func TestLifecycle(t *testing.T) { suite.Run(t, new(lifecycleSuite)) }
@@ -91,11 +93,16 @@ func (s *lifecycleSuite) SetupTest() {
 	s.rec = &scriptedReconciler{failOnce: map[int64]bool{}}
 	s.gen = 1
 	s.patches = nil
-	s.patchErr = nil
+	s.patchErr, s.getErr = nil, nil
 	s.removed = 0
 	s.env.RegisterActivity(&kube.Kube{})
 	s.env.OnActivity(kubeActs.GetObject, mock.Anything, mock.Anything).Return(
-		func(context.Context, lifecycle.ObjectRef) (*kube.Object, error) {
+		func(ctx context.Context, _ lifecycle.ObjectRef) (*kube.Object, error) {
+			if s.getErr != nil {
+				if err := s.getErr(ctx); err != nil {
+					return nil, err
+				}
+			}
 			return &kube.Object{Exists: true, Generation: s.gen}, nil
 		})
 	s.env.OnActivity(kubeActs.PatchStatus, mock.Anything, mock.Anything).Return(
@@ -159,9 +166,10 @@ func (s *lifecycleSuite) TestGenerationsAreReconciledAndObservedThenDeleteTearsD
 	s.Equal(lifecycle.PhaseDeleting, s.lastPatch().Phase)
 }
 
-// Status writes run on the workflow worker, as local activities (one marker each in the history), never
-// as activity tasks on the Kubernetes queue; the object's last write still lands before teardown.
-func (s *lifecycleSuite) TestStatusIsWrittenByLocalActivities() {
+// Status writes and the reads of the object run on the workflow worker, as local activities (one marker
+// each in the history), never as activity tasks on the Kubernetes queue; the object's last write still
+// lands before teardown.
+func (s *lifecycleSuite) TestStatusIsWrittenAndTheObjectReadByLocalActivities() {
 	var local, remote []string
 	s.env.SetOnLocalActivityStartedListener(func(info *activity.Info, _ context.Context, _ []any) {
 		local = append(local, info.ActivityType.Name)
@@ -173,13 +181,42 @@ func (s *lifecycleSuite) TestStatusIsWrittenByLocalActivities() {
 	s.signal(time.Minute, lifecycle.SignalDelete, lifecycle.DeleteSignal{})
 	s.chain.Execute("Test", Input{ObjectRef: testRef})
 	s.Require().NoError(s.env.GetWorkflowError())
-	s.NotEmpty(local)
+	writes := 0
 	for _, name := range local {
-		s.Equal("PatchStatus", name)
+		s.Contains([]string{"PatchStatus", "GetObject"}, name)
+		if name == "PatchStatus" {
+			writes++
+		}
 	}
-	s.Len(s.patches, len(local), "every local write reached the object")
+	s.Contains(local, "GetObject", "the reconcile read its object locally")
+	s.Len(s.patches, writes, "every local write reached the object")
 	s.NotContains(remote, "PatchStatus")
+	s.NotContains(remote, "GetObject")
 	s.Contains(remote, "RemoveFinalizer")
+}
+
+// A local read that keeps failing (the workflow worker cannot reach the API server, or may not read)
+// goes to the Kubernetes queue: the reconcile still gets its object.
+func (s *lifecycleSuite) TestReadFallsBackToTheKubernetesQueue() {
+	local, remote := 0, 0
+	s.getErr = func(ctx context.Context) error {
+		if activity.GetInfo(ctx).IsLocalActivity {
+			local++
+			return errors.New("connection refused")
+		}
+		remote++
+		return nil
+	}
+	s.signal(time.Second, lifecycle.SignalSpec, lifecycle.SpecSignal{Generation: 1})
+	s.env.RegisterDelayedCallback(func() {
+		s.Equal(lifecycle.PhaseReady, s.status().Phase)
+		s.send(lifecycle.SignalDelete, lifecycle.DeleteSignal{})
+	}, time.Hour)
+	s.chain.Execute("Test", Input{ObjectRef: testRef})
+	s.Require().NoError(s.env.GetWorkflowError())
+	s.Equal([]int64{1}, s.rec.reconciled)
+	s.Positive(remote)
+	s.Greater(local, remote, "each read was tried locally first, with local retries")
 }
 
 // A local status write that keeps failing (the workflow worker cannot reach the API server, or may not

@@ -230,17 +230,19 @@ func writtenOf(s State, u *Unwritten) written {
 }
 
 // ChangeLocalStatusWrites is the GetVersion change after which a run writes its object's status as a local
-// activity of the workflow worker (kube.StatusWriter): one marker event in the workflow task that asked
+// activity of the workflow worker (kube.LocalKube): one marker event in the workflow task that asked
 // for it. Runs recorded before it wrote through an activity on the Kubernetes queue.
 const ChangeLocalStatusWrites = "local-status-writes"
 
-// statusActs is a nil receiver naming the status write; the workflow worker registers the real one.
-var statusActs *kube.StatusWriter
+// localActs is a nil receiver naming the workflow worker's local Kubernetes activities (status writes
+// and reads); the workflow worker registers the real one.
+var localActs *kube.LocalKube
 
-// statusActivity runs a status write on the workflow worker, a GET and an UPDATE: retried locally for
-// a few seconds only. Local retries past a workflow task's timeout would each cost the history a timer
-// and a workflow task, so a write that still fails goes to the Kubernetes queue (writeStatus).
-func statusActivity(ctx workflow.Context) workflow.Context {
+// localKubeActivity runs a status write (a GET and an UPDATE) or a read on the workflow worker: retried
+// locally for a few seconds only. Local retries past a workflow task's timeout would each cost the
+// history a timer and a workflow task, so a call that still fails goes to the Kubernetes queue
+// (writeStatus, onKubeLocally).
+func localKubeActivity(ctx workflow.Context) workflow.Context {
 	return workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
 		StartToCloseTimeout:    10 * time.Second,
 		ScheduleToCloseTimeout: 20 * time.Second,
@@ -257,7 +259,7 @@ func statusActivity(ctx workflow.Context) workflow.Context {
 // when the local write fails: an API server down for long, or a workflow worker not allowed to write.
 func writeStatus(ctx workflow.Context, local bool, p kube.StatusPatch) error {
 	if local {
-		err := workflow.ExecuteLocalActivity(statusActivity(ctx), statusActs.PatchStatus, p).Get(ctx, nil)
+		err := workflow.ExecuteLocalActivity(localKubeActivity(ctx), localActs.PatchStatus, p).Get(ctx, nil)
 		if err == nil || ctx.Err() != nil {
 			return err
 		}
