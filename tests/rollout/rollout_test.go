@@ -73,7 +73,9 @@ func TestRollout(t *testing.T) {
 
 		// Graph order, from the parent's history: every component started only after each of its
 		// dependencies' rollouts completed, or, for one it installs beside, once that one signalled its
-		// release applied (and completed after it); the independent infrastructure started together.
+		// release applied; the independent infrastructure started together. Which of such a pair
+		// completes first is the charts' (kwok's pods here are Ready at once; neutron's chart needs
+		// nothing of placement's), not the rollout's, so it is not asserted.
 		started, closed, applied := childEvents(t, parentID)
 		for _, c := range components {
 			comp, _ := controlplane.ControlPlane.Get(c)
@@ -82,7 +84,7 @@ func TestRollout(t *testing.T) {
 				if slices.Contains(comp.InstallsBeside, d) {
 					require.Contains(t, applied, d, "%s's release was signalled applied", d)
 					require.Less(t, applied[d], started[c], "%s started before its dependency %s's release was applied", c, d)
-					require.Less(t, closed[d], closed[c], "%s completed before its dependency %s", c, d)
+					require.Contains(t, closed, d)
 					continue
 				}
 				require.Less(t, closed[d], started[c], "%s started before its dependency %s completed", c, d)

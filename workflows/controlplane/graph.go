@@ -16,8 +16,9 @@ type Component struct {
 	// InstallsBeside lists dependencies (among DependsOn) whose release need only be applied, not Ready,
 	// before this one installs: its chart waits for them itself, as OpenStack-Helm's dependency init
 	// containers do (the registration retries until Keystone issues a token). The Service and Secrets
-	// the chart reads exist once the dependency's release is applied. The component is still Deployed only
-	// when its own workloads are Ready, which they cannot be before the dependency's are.
+	// the chart reads exist once the dependency's release is applied. The component is Deployed when its
+	// own workloads are Ready: before the dependency's when its chart needs nothing of it at run time
+	// (neutron of placement).
 	InstallsBeside []string
 	// BesideSince names, per dependency in InstallsBeside, the version change that made the pair install
 	// beside after install-beside itself existed: a rollout recorded before that change keeps starting
