@@ -43,7 +43,7 @@ func (lc *Lifecycle) GetObject(ctx workflow.Context) (*kube.Object, error) {
 // start (a data plane its nodes) is not queued behind their own start-up.
 func ListObjects(ctx workflow.Context, in kube.ListInput) ([]kube.ListedObject, error) {
 	var out []kube.ListedObject
-	if err := onKubeLocally(ctx, localActs.ListObjects, kubeActs.ListObjects, in, &out); err != nil {
+	if err := onKubeLocally(ctx, localReads(ctx), localActs.ListObjects, kubeActs.ListObjects, in, &out); err != nil {
 		return nil, err
 	}
 	return out, nil
@@ -66,7 +66,7 @@ func StartListObjects(ctx workflow.Context, in kube.ListInput) workflow.Future {
 // GetObject reads the object ref (see onKubeLocally).
 func GetObject(ctx workflow.Context, ref lifecycle.ObjectRef) (*kube.Object, error) {
 	var obj kube.Object
-	if err := onKubeLocally(ctx, localActs.GetObject, kubeActs.GetObject, ref, &obj); err != nil {
+	if err := onKubeLocally(ctx, localReads(ctx), localActs.GetObject, kubeActs.GetObject, ref, &obj); err != nil {
 		return nil, err
 	}
 	return &obj, nil
@@ -82,16 +82,18 @@ func localReads(ctx workflow.Context) bool {
 	return workflow.GetVersion(ctx, ChangeLocalReads, workflow.DefaultVersion, 1) == 1
 }
 
-// onKubeLocally runs a read as the workflow worker's local activity local, falling back to remote, the
-// same activity on the Kubernetes queue, when the local one fails (an API server down for longer than a
-// workflow task, or a workflow worker not allowed to read): its retries are the server's.
-func onKubeLocally(ctx workflow.Context, local, remote, in, out any) error {
-	if localReads(ctx) {
+// onKubeLocally runs a Kubernetes call as the workflow worker's local activity local when asked to
+// (runs recorded before the change that made it local do not), falling back to remote, the same activity
+// on the Kubernetes queue, when the local one fails: an API server down for longer than a workflow task,
+// or a workflow worker not allowed to make the call. The queue's retries are the server's, for as long as
+// the API server needs, and add nothing to the history.
+func onKubeLocally(ctx workflow.Context, asLocal bool, local, remote, in, out any) error {
+	if asLocal {
 		err := workflow.ExecuteLocalActivity(localKubeActivity(ctx), local, in).Get(ctx, out)
 		if err == nil || ctx.Err() != nil {
 			return err
 		}
-		workflow.GetLogger(ctx).Warn("local read failed; reading through the Kubernetes queue", "error", err)
+		workflow.GetLogger(ctx).Warn("local Kubernetes activity failed; running it on the Kubernetes queue", "error", err)
 	}
 	return workflow.ExecuteActivity(KubeActivity(ctx), remote, in).Get(ctx, out)
 }

@@ -241,7 +241,7 @@ var localActs *kube.LocalKube
 // localKubeActivity runs a status write (a GET and an UPDATE) or a read on the workflow worker: retried
 // locally for a few seconds only. Local retries past a workflow task's timeout would each cost the
 // history a timer and a workflow task, so a call that still fails goes to the Kubernetes queue
-// (writeStatus, onKubeLocally).
+// (onKubeLocally).
 func localKubeActivity(ctx workflow.Context) workflow.Context {
 	return workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
 		StartToCloseTimeout:    10 * time.Second,
@@ -255,17 +255,9 @@ func localKubeActivity(ctx workflow.Context) workflow.Context {
 }
 
 // writeStatus writes p: as a local activity when local, falling back to the Kubernetes queue's activity
-// (its retries are the server's, for as long as the API server needs, adding nothing to the history)
-// when the local write fails: an API server down for long, or a workflow worker not allowed to write.
+// when the local write fails (onKubeLocally).
 func writeStatus(ctx workflow.Context, local bool, p kube.StatusPatch) error {
-	if local {
-		err := workflow.ExecuteLocalActivity(localKubeActivity(ctx), localActs.PatchStatus, p).Get(ctx, nil)
-		if err == nil || ctx.Err() != nil {
-			return err
-		}
-		workflow.GetLogger(ctx).Warn("local status write failed; writing through the Kubernetes queue", "object", p.Ref.String(), "error", err)
-	}
-	return workflow.ExecuteActivity(KubeActivity(ctx), kubeActs.PatchStatus, p).Get(ctx, nil)
+	return onKubeLocally(ctx, local, localActs.PatchStatus, kubeActs.PatchStatus, p, nil)
 }
 
 // statusWriter mirrors the state into the object whenever it changed, one write at a time, each sending
