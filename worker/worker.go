@@ -27,6 +27,7 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	sdktally "go.temporal.io/sdk/contrib/tally"
+	"go.temporal.io/sdk/converter"
 	sdklog "go.temporal.io/sdk/log"
 	sdkworker "go.temporal.io/sdk/worker"
 	"k8s.io/client-go/rest"
@@ -37,6 +38,7 @@ import (
 	"github.com/stackflow/stackflow/activities/kube"
 	"github.com/stackflow/stackflow/activities/messagebus"
 	"github.com/stackflow/stackflow/activities/openstack"
+	"github.com/stackflow/stackflow/activities/signals"
 	"github.com/stackflow/stackflow/api/lifecycle"
 	"github.com/stackflow/stackflow/api/temporalconn"
 	"github.com/stackflow/stackflow/workflows"
@@ -137,11 +139,13 @@ func Run(ctx context.Context, cfg Config) error {
 		defer stop()
 	}
 
-	c, err := dial(ctx, cfg, scope)
+	c, dc, err := dial(ctx, cfg, scope)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
+	// Signals a workflow sends to many others at once go out through this worker's client.
+	sender := signals.NewSender(c.WorkflowService(), dc, cfg.Temporal.Namespace, cfg.Identity)
 	if err := EnsureSearchAttributes(ctx, c, cfg.Temporal.Namespace, lifecycle.SearchAttributes); err != nil {
 		return err
 	}
@@ -168,11 +172,12 @@ func Run(ctx context.Context, cfg Config) error {
 		if q == lifecycle.WorkflowQueue {
 			opts.DeploymentOptions = cfg.deploymentOptions()
 			versioned = opts.DeploymentOptions.UseVersioning
-			// Its one activity (status writes) runs locally: no activity task is ever put on this queue.
+			// Its activities (status writes, object reads, batches of signals) run locally: no activity task
+			// is ever put on this queue.
 			opts.LocalActivityWorkerOnly = true
 		}
 		w := sdkworker.New(c, q, opts)
-		n, err := register(q, w, cfg)
+		n, err := register(q, w, cfg, sender)
 		if err != nil {
 			return fmt.Errorf("task queue %s: %w", q, err)
 		}
@@ -214,7 +219,7 @@ func Run(ctx context.Context, cfg Config) error {
 
 // register puts on w what runs on queue and returns how many workflows or activity structs it registered.
 // This is the one place that says which capability serves which queue.
-func register(queue string, w sdkworker.Worker, cfg Config) (int, error) {
+func register(queue string, w sdkworker.Worker, cfg Config, sender *signals.Sender) (int, error) {
 	switch queue {
 	case lifecycle.WorkflowQueue:
 		// The workflows write their objects' status and read their objects themselves, as local activities.
@@ -227,6 +232,8 @@ func register(queue string, w sdkworker.Worker, cfg Config) (int, error) {
 		}
 		k.Events = kube.NewEventRecorder(k.Core, "stackflow-worker", cfg.Identity)
 		w.RegisterActivity(kube.NewLocalKube(k))
+		// A data plane grants its nodes in one batch of signals (activities/signals).
+		w.RegisterActivity(sender)
 		return workflows.Register(w), nil
 	case lifecycle.KubeQueue:
 		if cfg.Kube == nil {
@@ -305,10 +312,10 @@ func helmCacheDir() string {
 
 // dial connects to Temporal, retrying until ctx ends: a worker started before its server waits for it.
 // A TLS set-up that cannot work (a wrong CA, say) is not retried: it fails with a message naming it.
-func dial(ctx context.Context, cfg Config, scope tally.Scope) (client.Client, error) {
+func dial(ctx context.Context, cfg Config, scope tally.Scope) (client.Client, converter.DataConverter, error) {
 	opts, err := cfg.Temporal.ClientOptions()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	opts.Identity = cfg.Identity
 	opts.Logger = sdklog.NewStructuredLogger(cfg.Log.With("component", "temporal"))
@@ -316,18 +323,18 @@ func dial(ctx context.Context, cfg Config, scope tally.Scope) (client.Client, er
 	for {
 		err := cfg.Temporal.Preflight(ctx)
 		if errors.Is(err, temporalconn.ErrTLS) {
-			return nil, err
+			return nil, nil, err
 		}
 		if err == nil {
 			var c client.Client
 			if c, err = client.DialContext(ctx, opts); err == nil {
-				return c, nil
+				return c, opts.DataConverter, nil
 			}
 		}
 		cfg.Log.Warn("temporal not reachable yet", "address", cfg.Temporal.Address, "err", err)
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("connect to temporal at %s: %w", cfg.Temporal.Address, err)
+			return nil, nil, fmt.Errorf("connect to temporal at %s: %w", cfg.Temporal.Address, err)
 		case <-time.After(2 * time.Second):
 		}
 	}

@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/stackflow/stackflow/activities/kube"
+	"github.com/stackflow/stackflow/activities/signals"
 	dataplanev1beta1 "github.com/stackflow/stackflow/api/dataplane/v1beta1"
 	"github.com/stackflow/stackflow/api/lifecycle"
 	"github.com/stackflow/stackflow/workflows/object"
@@ -71,6 +72,22 @@ func listNodes(env *testsuite.TestWorkflowEnvironment, names *[]string, calls *i
 				out = append(out, lo)
 			}
 			return out, nil
+		})
+}
+
+// grantBatches answers the data plane's batches of signals (its grants, activities/signals) as signal
+// answers each external signal: a target whose signal fails is reported not found.
+func grantBatches(env *testsuite.TestWorkflowEnvironment, signal func(namespace, id, runID, name string, arg any) error) {
+	env.RegisterActivity(&signals.Sender{})
+	env.OnActivity(signalActs.SignalWorkflows, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, b signals.Batch) (signals.Result, error) {
+			var res signals.Result
+			for _, t := range b.Targets {
+				if err := signal("", t.WorkflowID, "", b.Signal, b.Arg); err != nil {
+					res.NotFound = append(res.NotFound, t.WorkflowID)
+				}
+			}
+			return res, nil
 		})
 }
 
@@ -181,31 +198,32 @@ func TestRolloutAnswersTheRefreshesOfNodesItAdmits(t *testing.T) {
 			for _, n := range names {
 				byID[lifecycle.WorkflowID(DataPlaneNodeRef("openstack", n))] = n
 			}
-			env.OnSignalExternalWorkflow(mock.Anything, mock.Anything, mock.Anything, mock.Anything, mock.Anything).Return(
-				func(_, id, _, signal string, _ any) error {
-					n, ok := byID[id]
-					if !ok || signal != SignalEDPMGrant {
-						return nil
-					}
-					// As a node does: it asked (request, then refresh) while the rollout ran, deploys, reports.
-					env.RegisterDelayedCallback(func() {
-						require.NoError(t, chain.Signal(SignalEDPMRequest, EDPMRequest{Node: n, Generation: 1}))
-						require.NoError(t, chain.Signal(lifecycle.SignalRefresh, nil))
-					}, time.Second)
-					if tc.vanishes && n == "n2" {
-						// Deleted while it runs, without a word (its worker gone, say): only its object says so.
-						env.RegisterDelayedCallback(func() { gone, names = true, []string{"n1"} }, 30*time.Second)
-						return nil
-					}
-					env.RegisterDelayedCallback(func() {
-						rep := EDPMReport{Node: n, State: EDPMSucceeded, Message: "every phase done"}
-						if tc.fails && n == "n2" {
-							rep = EDPMReport{Node: n, State: EDPMFailed, Step: StepConfigureNetwork, Message: "configure-network failed"}
-						}
-						require.NoError(t, chain.Signal(SignalEDPMReport, rep))
-					}, time.Minute)
+			signalNode := func(_, id, _, signal string, _ any) error {
+				n, ok := byID[id]
+				if !ok || signal != SignalEDPMGrant {
 					return nil
-				})
+				}
+				// As a node does: it asked (request, then refresh) while the rollout ran, deploys, reports.
+				env.RegisterDelayedCallback(func() {
+					require.NoError(t, chain.Signal(SignalEDPMRequest, EDPMRequest{Node: n, Generation: 1}))
+					require.NoError(t, chain.Signal(lifecycle.SignalRefresh, nil))
+				}, time.Second)
+				if tc.vanishes && n == "n2" {
+					// Deleted while it runs, without a word (its worker gone, say): only its object says so.
+					env.RegisterDelayedCallback(func() { gone, names = true, []string{"n1"} }, 30*time.Second)
+					return nil
+				}
+				env.RegisterDelayedCallback(func() {
+					rep := EDPMReport{Node: n, State: EDPMSucceeded, Message: "every phase done"}
+					if tc.fails && n == "n2" {
+						rep = EDPMReport{Node: n, State: EDPMFailed, Step: StepConfigureNetwork, Message: "configure-network failed"}
+					}
+					require.NoError(t, chain.Signal(SignalEDPMReport, rep))
+				}, time.Minute)
+				return nil
+			}
+			env.OnSignalExternalWorkflow(mock.Anything, mock.Anything, mock.Anything, mock.Anything, mock.Anything).Return(signalNode)
+			grantBatches(env, signalNode)
 			env.RegisterDelayedCallback(func() { require.NoError(t, chain.Signal(lifecycle.SignalSpec, lifecycle.SpecSignal{Generation: 1})) }, time.Second)
 			if tc.late {
 				env.RegisterDelayedCallback(func() {
@@ -256,19 +274,20 @@ func TestGrantResumesOnlyNodesThatMayBePaused(t *testing.T) {
 	}
 	var mu sync.Mutex // the test environment sends each external signal from a goroutine of its own
 	sent := map[string][]string{}
-	env.OnSignalExternalWorkflow(mock.Anything, mock.Anything, mock.Anything, mock.Anything, mock.Anything).Return(
-		func(_, id, _, signal string, _ any) error {
-			n := byID[id]
-			mu.Lock()
-			sent[n] = append(sent[n], signal)
-			mu.Unlock()
-			if signal == SignalEDPMGrant {
-				env.RegisterDelayedCallback(func() {
-					require.NoError(t, chain.Signal(SignalEDPMReport, EDPMReport{Node: n, State: EDPMSucceeded, Message: "every phase done"}))
-				}, time.Minute)
-			}
-			return nil
-		})
+	signalNode := func(_, id, _, signal string, _ any) error {
+		n := byID[id]
+		mu.Lock()
+		sent[n] = append(sent[n], signal)
+		mu.Unlock()
+		if signal == SignalEDPMGrant {
+			env.RegisterDelayedCallback(func() {
+				require.NoError(t, chain.Signal(SignalEDPMReport, EDPMReport{Node: n, State: EDPMSucceeded, Message: "every phase done"}))
+			}, time.Minute)
+		}
+		return nil
+	}
+	env.OnSignalExternalWorkflow(mock.Anything, mock.Anything, mock.Anything, mock.Anything, mock.Anything).Return(signalNode)
+	grantBatches(env, signalNode)
 	env.RegisterDelayedCallback(func() { require.NoError(t, chain.Signal(lifecycle.SignalSpec, lifecycle.SpecSignal{Generation: 1})) }, time.Second)
 	env.RegisterDelayedCallback(func() {
 		// Their order is not asserted: the test environment sends them from goroutines, a real server does

@@ -17,6 +17,7 @@ import (
 	"github.com/stackflow/stackflow/activities/ansible"
 	"github.com/stackflow/stackflow/activities/kube"
 	"github.com/stackflow/stackflow/activities/openstack"
+	"github.com/stackflow/stackflow/activities/signals"
 	"github.com/stackflow/stackflow/workflows/object"
 )
 
@@ -25,6 +26,8 @@ var (
 	kubeActs    *kube.Kube
 	ansibleActs *ansible.Ansible
 	osActs      *openstack.OpenStack
+	// signalActs runs on the workflow worker, as local activities.
+	signalActs *signals.Sender
 )
 
 // Workflows lists the family's workflows by type name.
