@@ -479,8 +479,15 @@ func (r *edpmNodeReconciler) admission(ctx workflow.Context, lc *object.Lifecycl
 		}
 	}
 	// Ask to be admitted; the refresh wakes a data plane that is idle.
+	unawaited := workflow.GetVersion(ctx, ChangeAskUnawaited, workflow.DefaultVersion, 1) == 1
 	ask := func() {
-		_ = workflow.SignalExternalWorkflow(ctx, dpID, "", SignalEDPMRequest, EDPMRequest{Node: lc.Ref.Name, Generation: gen}).Get(ctx, nil)
+		req := workflow.SignalExternalWorkflow(ctx, dpID, "", SignalEDPMRequest, EDPMRequest{Node: lc.Ref.Name, Generation: gen})
+		if unawaited {
+			// A lost ask is asked again below, after a few poll intervals without a grant.
+			workflow.SignalExternalWorkflow(ctx, dpID, "", lifecycle.SignalRefresh, nil)
+			return
+		}
+		_ = req.Get(ctx, nil)
 		_ = workflow.SignalExternalWorkflow(ctx, dpID, "", lifecycle.SignalRefresh, nil).Get(ctx, nil)
 	}
 	ask()
@@ -519,6 +526,11 @@ func (r *edpmNodeReconciler) admission(ctx workflow.Context, lc *object.Lifecycl
 		ask()
 	}
 }
+
+// ChangeAskUnawaited is the GetVersion change after which a node asking its data plane for admission
+// waits for the grant only, not for its request and refresh to be delivered: a busy data plane took
+// its signals a minute late, and the grant that had come meanwhile waited for them.
+const ChangeAskUnawaited = "edpm-node-ask-unawaited"
 
 // ChangeGrantBeforeAsk is the GetVersion change after which a node that holds a grant when it comes to
 // ask for one takes it without asking: a request and a refresh less per node at a rollout's start.
