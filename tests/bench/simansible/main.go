@@ -58,14 +58,17 @@ func main() {
 	defer c.Close()
 	nova := newSimNova()
 	sim := &simulator{steps: steps, spread: *spread, nova: nova}
-	w := worker.New(c, lifecycle.AnsibleQueue, worker.Options{MaxConcurrentActivityExecutionSize: 10000})
+	// As many pollers as the real worker has on each queue (worker.Config's default): with the SDK's two,
+	// 200 playbooks started at once queued 22 s here for want of polls, which no real worker would show.
+	wopts := worker.Options{MaxConcurrentActivityExecutionSize: 10000, MaxConcurrentActivityTaskPollers: 8}
+	w := worker.New(c, lifecycle.AnsibleQueue, wopts)
 	w.RegisterActivityWithOptions(sim.RunPlaybook, activity.RegisterOptions{Name: "RunPlaybook"})
 	if err := w.Start(); err != nil {
 		log.Fatal(err)
 	}
 	defer w.Stop()
 	if *withNova {
-		ow := worker.New(c, lifecycle.OpenStackQueue, worker.Options{MaxConcurrentActivityExecutionSize: 10000})
+		ow := worker.New(c, lifecycle.OpenStackQueue, wopts)
 		nova.register(ow)
 		if err := ow.Start(); err != nil {
 			log.Fatal(err)
