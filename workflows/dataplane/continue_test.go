@@ -77,10 +77,13 @@ func listNodes(env *testsuite.TestWorkflowEnvironment, names *[]string, calls *i
 
 // grantBatches answers the data plane's batches of signals (its grants, activities/signals) as signal
 // answers each external signal: a target whose signal fails is reported not found.
-func grantBatches(env *testsuite.TestWorkflowEnvironment, signal func(namespace, id, runID, name string, arg any) error) {
+// It returns the batches' sizes, in order.
+func grantBatches(env *testsuite.TestWorkflowEnvironment, signal func(namespace, id, runID, name string, arg any) error) *[]int {
+	var sizes []int
 	env.RegisterActivity(&signals.Sender{})
 	env.OnActivity(signalActs.SignalWorkflows, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, b signals.Batch) (signals.Result, error) {
+			sizes = append(sizes, len(b.Targets))
 			var res signals.Result
 			for _, t := range b.Targets {
 				if err := signal("", t.WorkflowID, "", b.Signal, b.Arg); err != nil {
@@ -89,6 +92,7 @@ func grantBatches(env *testsuite.TestWorkflowEnvironment, signal func(namespace,
 			}
 			return res, nil
 		})
+	return &sizes
 }
 
 func detail(t *testing.T, chain *objecttest.Chain, into any) {
@@ -286,8 +290,12 @@ func TestGrantResumesOnlyNodesThatMayBePaused(t *testing.T) {
 		}
 		return nil
 	}
-	env.OnSignalExternalWorkflow(mock.Anything, mock.Anything, mock.Anything, mock.Anything, mock.Anything).Return(signalNode)
-	grantBatches(env, signalNode)
+	env.OnSignalExternalWorkflow(mock.Anything, mock.Anything, mock.Anything, mock.Anything, mock.Anything).Return(
+		func(ns, id, run, signal string, arg any) error {
+			require.NotEqual(t, SignalEDPMGrant, signal, "grants go out in a batch, not as external signals")
+			return signalNode(ns, id, run, signal, arg)
+		})
+	batches := grantBatches(env, signalNode)
 	env.RegisterDelayedCallback(func() { require.NoError(t, chain.Signal(lifecycle.SignalSpec, lifecycle.SpecSignal{Generation: 1})) }, time.Second)
 	env.RegisterDelayedCallback(func() {
 		// Their order is not asserted: the test environment sends them from goroutines, a real server does
@@ -298,6 +306,7 @@ func TestGrantResumesOnlyNodesThatMayBePaused(t *testing.T) {
 		require.Equal(t, 2, nodes)
 		require.ElementsMatch(t, []string{lifecycle.SignalResume, SignalEDPMGrant}, n1)
 		require.Equal(t, []string{SignalEDPMGrant}, n2)
+		require.Equal(t, []int{2}, *batches, "both grants in one batch")
 		st, err := chain.Status()
 		require.NoError(t, err)
 		require.Equal(t, lifecycle.PhaseReady, st.Phase)
