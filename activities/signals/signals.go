@@ -14,7 +14,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sync"
 
 	commonpb "go.temporal.io/api/common/v1"
 	"go.temporal.io/api/serviceerror"
@@ -76,13 +75,11 @@ func (s *Sender) SignalWorkflows(ctx context.Context, b Batch) (Result, error) {
 		}
 		input = p
 	}
-	var (
-		mu       sync.Mutex
-		notFound = map[string]bool{}
-	)
+	// Each delivery writes its own slot: no lock, and the result keeps the targets' order.
+	missing := make([]bool, len(b.Targets))
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(s.parallel)
-	for _, t := range b.Targets {
+	for i, t := range b.Targets {
 		g.Go(func() error {
 			_, err := s.svc.SignalWorkflowExecution(gctx, &workflowservice.SignalWorkflowExecutionRequest{
 				Namespace:         s.namespace,
@@ -95,9 +92,7 @@ func (s *Sender) SignalWorkflows(ctx context.Context, b Batch) (Result, error) {
 			var nf *serviceerror.NotFound
 			switch {
 			case errors.As(err, &nf):
-				mu.Lock()
-				notFound[t.WorkflowID] = true
-				mu.Unlock()
+				missing[i] = true
 			case err != nil:
 				return fmt.Errorf("signal %s to %s: %w", b.Signal, t.WorkflowID, err)
 			}
@@ -108,8 +103,8 @@ func (s *Sender) SignalWorkflows(ctx context.Context, b Batch) (Result, error) {
 		return Result{}, err
 	}
 	var res Result
-	for _, t := range b.Targets {
-		if notFound[t.WorkflowID] {
+	for i, t := range b.Targets {
+		if missing[i] {
 			res.NotFound = append(res.NotFound, t.WorkflowID)
 		}
 	}

@@ -193,7 +193,7 @@ func (r *dataPlaneReconciler) Reconcile(ctx workflow.Context, lc *object.Lifecyc
 		if drains {
 			// Every report and request already delivered is taken now, in the order the selector takes
 			// them: one pass of the loop (a plan, a batch of grants, a timer) per wake-up, not per signal.
-			r.drainInOrder(ctx, reports, requests)
+			r.drainInOrder(reports, requests)
 		}
 		cancelTimer()
 		cancelWait()
@@ -351,7 +351,7 @@ const ChangeRolloutDrains = "edpm-rollout-drains"
 
 // drainInOrder takes the reports and requests already delivered as the rollout's selector would, one
 // at a time, a report before a request.
-func (r *dataPlaneReconciler) drainInOrder(ctx workflow.Context, reports, requests workflow.ReceiveChannel) {
+func (r *dataPlaneReconciler) drainInOrder(reports, requests workflow.ReceiveChannel) {
 	for {
 		var rep EDPMReport
 		if reports.ReceiveAsync(&rep) {
