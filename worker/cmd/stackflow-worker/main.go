@@ -69,6 +69,8 @@ func run() error {
 	flag.StringVar(&cfg.MetricsAddress, "metrics-address", env("STACKFLOW_METRICS_ADDRESS", "127.0.0.1:9465"), "address of /metrics and /healthz (empty disables)")
 	flag.StringVar(&cfg.Identity, "identity", env("POD_NAME", ""), "this worker's identity (default hostname plus a random suffix)")
 	flag.IntVar(&cfg.Pollers, "pollers", envInt("STACKFLOW_POLLERS", 8), "pollers per task queue (tasks wait in the server while too few poll)")
+	flag.DurationVar(&cfg.StickyTimeout, "sticky-timeout", envDuration("STACKFLOW_STICKY_TIMEOUT", worker.DefaultStickyTimeout),
+		"how long a workflow task waits for this worker (which holds the workflow in its cache) before any worker may take it")
 	flag.DurationVar(&cfg.StopTimeout, "stop-timeout", 30*time.Second, "how long in-flight activities may run on after SIGTERM")
 	flag.IntVar(&cfg.Limits.MaxHistory, "max-history", envInt("STACKFLOW_MAX_HISTORY", object.DefaultLimits.MaxHistory),
 		"events one run of an object workflow may hold in a long wait before it continues as new (tests shorten it)")
