@@ -172,6 +172,11 @@ func BenchmarkEDPMScale(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
+			// The data plane's events until that node's first playbook: when it saw the requests and sent
+			// the grants.
+			if err := scaleTraceUntil(ctx, r.tc, dpID, startT, startT.Add(lastNode.startup), path+".dataplane"); err != nil {
+				b.Fatal(err)
+			}
 		}
 		dpStats, err := scaleHistoryStats(ctx, r.tc, dpID)
 		if err != nil {
@@ -413,6 +418,30 @@ func scaleNodeTimeline(ctx context.Context, tc client.Client, wfID string, dpSta
 	}
 	t.startup, t.tail = first.Sub(dpStart), done.Sub(last)
 	return t, nil
+}
+
+// scaleTraceUntil writes a workflow's events up to until, one per line with their time since dpStart,
+// to path.
+func scaleTraceUntil(ctx context.Context, tc client.Client, wfID string, dpStart, until time.Time, path string) error {
+	runs, err := e2e.Runs(ctx, tc, wfID)
+	if err != nil {
+		return err
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	for _, events := range runs {
+		for _, ev := range events {
+			at := ev.GetEventTime().AsTime()
+			if at.After(until) {
+				return nil
+			}
+			fmt.Fprintf(f, "%+8.3f %4d %s %s\n", at.Sub(dpStart).Seconds(), ev.GetEventId(), ev.GetEventType(), eventDetail(ev))
+		}
+	}
+	return f.Close()
 }
 
 // eventDetail names what an event is about: its activity type, signal or marker.
