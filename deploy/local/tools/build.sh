@@ -9,6 +9,8 @@ cache=${STACKFLOW_CACHE:-$HOME/.cache/stackflow}
 bin=$cache/bin
 mkdir -p "$bin"
 export GOFLAGS=-mod=mod
+# The tools build with Go's default cgo setting, whatever the Makefile sets for stackflow's own binaries.
+unset CGO_ENABLED
 
 want() { # want NAME VERSION: true when the binary is missing
   [ -x "$bin/$1-$2" ] && return 1
