@@ -384,7 +384,7 @@ func scaleNodeTimeline(ctx context.Context, tc client.Client, wfID string, dpSta
 					}
 				}
 				if trace != nil {
-					fmt.Fprintf(trace, "%+8.3f %4d %s %s\n", at.Sub(dpStart).Seconds(), ev.GetEventId(), ev.GetEventType(), eventDetail(ev))
+					traceEvent(trace, ev, dpStart)
 				}
 			}
 			switch {
@@ -431,17 +431,21 @@ func scaleTraceUntil(ctx context.Context, tc client.Client, wfID string, dpStart
 	if err != nil {
 		return err
 	}
-	defer f.Close()
+write:
 	for _, events := range runs {
 		for _, ev := range events {
-			at := ev.GetEventTime().AsTime()
-			if at.After(until) {
-				return nil
+			if ev.GetEventTime().AsTime().After(until) {
+				break write
 			}
-			fmt.Fprintf(f, "%+8.3f %4d %s %s\n", at.Sub(dpStart).Seconds(), ev.GetEventId(), ev.GetEventType(), eventDetail(ev))
+			traceEvent(f, ev, dpStart)
 		}
 	}
 	return f.Close()
+}
+
+// traceEvent writes one trace line: the event's time since dpStart, its ID, type and detail.
+func traceEvent(w io.Writer, ev *historypb.HistoryEvent, dpStart time.Time) {
+	fmt.Fprintf(w, "%+8.3f %4d %s %s\n", ev.GetEventTime().AsTime().Sub(dpStart).Seconds(), ev.GetEventId(), ev.GetEventType(), eventDetail(ev))
 }
 
 // eventDetail names what an event is about: its activity type, signal or marker.
