@@ -12,6 +12,8 @@ e2elog=bin/e2e.log
 rm -f "$e2elog"
 start=$(date +%s)
 budget=$((60 * 60))
+# The machine's speed at the start (speed.sh): the suite's times vary with it from day to day.
+read -r speed0 steal0 ticks0 sync0 < <(bash deploy/local/scripts/speed.sh) || speed0=""
 
 fmt() { printf '%d min %02d s' $(($1 / 60)) $(($1 % 60)); }
 
@@ -38,6 +40,11 @@ summary() {
   total=$(($(date +%s) - start))
   over=""; [ "$total" -le "$budget" ] || over="  OVER the budget"
   printf '  %-34s %14s  (budget for a warm run: %s)%s\n' total "$(fmt "$total")" "$(fmt "$budget")" "$over"
+  local speed1 steal1 ticks1 sync1
+  if [ -n "$speed0" ] && read -r speed1 steal1 ticks1 sync1 < <(bash deploy/local/scripts/speed.sh); then
+    printf '  machine (deploy/local/scripts/speed.sh): a fixed one-core workload %s s at the start, %s s at the end; a synced 4 KiB write %s ms, %s ms; %s %% of the CPU stolen by the hypervisor during the run\n' \
+      "$speed0" "$speed1" "$sync0" "$sync1" "$(awk -v s=$((steal1 - steal0)) -v t=$((ticks1 - ticks0)) 'BEGIN { printf "%.1f", (t > 0 ? 100 * s / t : 0) }')"
+  fi
 }
 
 step() {
