@@ -3,6 +3,7 @@ package bench
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -22,9 +23,14 @@ type cpuSampler struct {
 }
 
 type cpuSample struct {
-	at  time.Time
-	cpu map[string]float64 // seconds, by command name
+	at    time.Time
+	cpu   map[string]float64 // seconds, by command name
+	steal machineTicks       // the machine's ticks, from /proc/stat
 }
+
+// machineTicks are /proc/stat's counters for all CPUs: every tick, and those the hypervisor gave to
+// another guest while this one wanted to run.
+type machineTicks struct{ total, steal float64 }
 
 // clockTicks is USER_HZ, 100 on every Linux this runs on.
 const clockTicks = 100
@@ -36,7 +42,7 @@ func startCPUSampler() *cpuSampler {
 		t := time.NewTicker(time.Second)
 		defer t.Stop()
 		for {
-			smp := cpuSample{at: time.Now(), cpu: readCPU()}
+			smp := cpuSample{at: time.Now(), cpu: readCPU(), steal: readSteal()}
 			s.mu.Lock()
 			s.samples = append(s.samples, smp)
 			s.mu.Unlock()
@@ -80,6 +86,43 @@ func readCPU() map[string]float64 {
 	return out
 }
 
+// readSteal reads the first line of /proc/stat ("cpu user nice system idle iowait irq softirq steal
+// guest …"); guest time is inside user already, so the total stops at steal.
+func readSteal() machineTicks {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return machineTicks{}
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if len(f) < 9 || f[0] != "cpu" {
+		return machineTicks{}
+	}
+	var m machineTicks
+	for _, v := range f[1:9] {
+		x, _ := strconv.ParseFloat(v, 64)
+		m.total += x
+		m.steal = x // the last, f[8], is steal
+	}
+	return m
+}
+
+// machineSpeed runs deploy/local/scripts/speed.sh (make test prints the same figure): the seconds of a
+// fixed one-core workload. The same code's CPU figures scale with it, so runs on cores slower that day
+// (another guest on the host, a lower clock) are told apart from runs of slower code; 0 if it failed.
+func machineSpeed(repoRoot string) float64 {
+	out, err := exec.Command("bash", filepath.Join(repoRoot, "deploy", "local", "scripts", "speed.sh")).Output()
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(out))
+	if len(f) == 0 {
+		return 0
+	}
+	v, _ := strconv.ParseFloat(f[0], 64)
+	return v
+}
+
 // window returns the CPU seconds each command used between from and to (the nearest samples), and the
 // window's length; the commands are ordered by use, largest first, with at most top named.
 func (s *cpuSampler) window(from, to time.Time, top int) string {
@@ -112,7 +155,11 @@ func (s *cpuSampler) window(from, to time.Time, top int) string {
 	}
 	sort.Slice(uses, func(i, j int) bool { return uses[i].sec > uses[j].sec })
 	span := b.at.Sub(a.at).Seconds()
-	parts := []string{fmt.Sprintf("%.0f CPU s in %.0f s (%.2f cores)", total, span, total/span)}
+	parts := []string{fmt.Sprintf("%.0f CPU s in %.0f s (%.2f cores", total, span, total/span)}
+	if dt := b.steal.total - a.steal.total; dt > 0 {
+		parts[0] += fmt.Sprintf("; %.1f %% stolen by the hypervisor", 100*(b.steal.steal-a.steal.steal)/dt)
+	}
+	parts[0] += ")"
 	for i, u := range uses {
 		if i == top {
 			break

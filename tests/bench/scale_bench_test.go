@@ -113,6 +113,7 @@ func BenchmarkEDPMScale(b *testing.B) {
 		name := fmt.Sprintf("s%d", i)
 		role(name)
 		objs := make([]*unstructured.Unstructured, nodes)
+		speedBefore := machineSpeed(r.st.RepoRoot)
 		cpu := startCPUSampler()
 		created := time.Now()
 		for n := range objs {
@@ -125,6 +126,7 @@ func BenchmarkEDPMScale(b *testing.B) {
 		}
 		ready := time.Since(created)
 		cpu.close()
+		speedAfter := machineSpeed(r.st.RepoRoot)
 		dpID := edpmBenchWorkflowID("OpenStackDataPlane", gvrDP, dp)
 		startT, endT, err := edpmBenchMakespan(ctx, r.tc, dpID, nodes)
 		if err != nil {
@@ -225,6 +227,8 @@ func BenchmarkEDPMScale(b *testing.B) {
 		fmt.Printf("  CPU in the start-up (data plane start → mean node's first playbook) %s\n",
 			cpu.window(startT, startT.Add(mean.startup/time.Duration(nodes)), 6))
 		fmt.Printf("  CPU over the makespan                          %s\n", cpu.window(startT, endT, 6))
+		fmt.Printf("  the machine's speed (speed.sh, a fixed one-core workload) %.2f s before, %.2f s after (CPU figures compare at equal speed)\n",
+			speedBefore, speedAfter)
 		fmt.Printf("  objects created → data plane Ready             %8.1f s\n", ready.Seconds())
 		fmt.Printf("  per node (its workflow)                        %8.1f workflow tasks (%.2f timed out), %.1f history events, %.1f actions, %.1f runs\n",
 			per(total.tasks), per(total.taskTimeouts), per(total.events), per(total.actions), per(total.runs))
