@@ -30,6 +30,7 @@ const (
 	EventPhase     = "Phase"
 	EventReady     = "Ready"
 	EventFailed    = "Failed"
+	EventWaiting   = "Waiting"
 	EventRetrying  = "Retrying"
 	EventPaused    = "Paused"
 	EventResumed   = "Resumed"
@@ -75,6 +76,13 @@ func StatusEvents(before, after map[string]any) []StatusEvent {
 				reason, msg = nonEmpty(ready.Reason, EventFailed), ready.Message
 			}
 			out = append(out, StatusEvent{Type: corev1.EventTypeWarning, Reason: reason, Message: msg})
+		case phase == lifecycle.PhaseWaiting:
+			// Something it needs may still appear: told, not warned of.
+			reason, msg := EventWaiting, "waiting"
+			if ready != nil {
+				reason, msg = nonEmpty(ready.Reason, EventWaiting), ready.Message
+			}
+			out = append(out, StatusEvent{Type: corev1.EventTypeNormal, Reason: reason, Message: msg})
 		case phase == "Cancelled":
 			msg := "workflow cancelled"
 			if ready != nil {
@@ -91,6 +99,8 @@ func StatusEvents(before, after map[string]any) []StatusEvent {
 			out = append(out, StatusEvent{Type: corev1.EventTypeNormal, Reason: EventResumed, Message: "resumed: " + phase})
 		case oldPhase == lifecycle.PhaseFailed && phase != lifecycle.PhaseDeleting:
 			out = append(out, StatusEvent{Type: corev1.EventTypeNormal, Reason: EventRetrying, Message: "acting again after the failure: " + phase})
+		case oldPhase == lifecycle.PhaseWaiting && phase != lifecycle.PhaseDeleting:
+			out = append(out, StatusEvent{Type: corev1.EventTypeNormal, Reason: EventRetrying, Message: "acting again after the wait: " + phase})
 		case phase == lifecycle.PhaseReady:
 			msg := "ready"
 			if ready != nil {

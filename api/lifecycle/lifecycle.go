@@ -147,6 +147,10 @@ const (
 	PhaseFailed   = "Failed"
 	PhasePaused   = "Paused"
 	PhaseDeleting = "Deleting"
+	// PhaseWaiting is a reconcile that stopped on something that may still appear by itself (a flavor
+	// the Nova applied beside it has yet to create, computes still joining their cell) and runs again on
+	// its own; Ready is False with the reason and message, as for Failed.
+	PhaseWaiting = "Waiting"
 )
 
 // Condition types and reasons shared by every kind.
@@ -177,7 +181,8 @@ type CommonStatus struct {
 	// +listType=map
 	// +listMapKey=type
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
-	// Phase is a one-word summary (Pending, Running, Ready, Failed, Paused, Deleting, or kind-specific).
+	// Phase is a one-word summary (Pending, Running, Ready, Waiting, Failed, Paused, Deleting, or
+	// kind-specific).
 	// +optional
 	Phase string `json:"phase,omitempty"`
 	// CurrentStep is what the workflow is doing now.

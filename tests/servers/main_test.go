@@ -9,6 +9,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/stackflow/stackflow/api/lifecycle"
 	"github.com/stackflow/stackflow/deploy/local"
 	"github.com/stackflow/stackflow/tests/e2e"
 )
@@ -89,11 +90,11 @@ func ready(u *unstructured.Unstructured) error {
 	return nil
 }
 
-// failed is a WaitFor condition: Ready=False with a failure reason, at the current generation.
-func failed(u *unstructured.Unstructured) error {
+// waiting is a WaitFor condition: Ready=False and phase Waiting, a failure that may clear by itself.
+func waiting(u *unstructured.Unstructured) error {
 	s, r, msg := condition(u, "Ready")
 	phase, _, _ := unstructured.NestedString(u.Object, "status", "phase")
-	if s != "False" || phase != "Failed" {
+	if s != "False" || phase != lifecycle.PhaseWaiting {
 		return fmt.Errorf("Ready=%s (%s: %s), phase %s", s, r, msg, phase)
 	}
 	return nil

@@ -140,7 +140,7 @@ func TestServerWithTwoPortsAndBastionWithFloatingIPThenBastionReplacement(t *tes
 	requireOwned(t, clRef, 0, 0, 0)
 }
 
-func TestBadFlavorFailsWithOpenStacksMessageAndLeavesNothing(t *testing.T) {
+func TestBadFlavorWaitsWithOpenStacksMessageAndLeavesNothing(t *testing.T) {
 	stack(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -150,7 +150,7 @@ func TestBadFlavorFailsWithOpenStacksMessageAndLeavesNothing(t *testing.T) {
 	require.NoError(t, err)
 	ref := e2e.Ref("OpenStackServer", ServersGVR, u)
 	env.RecordPath(lifecycle.WorkflowID(ref), "permanent-error", e2e.All(e2e.Scheduled("ResolveServer"), e2e.Not(e2e.Signaled(lifecycle.SignalDelete))))
-	u, err = env.WaitFor(ctx, ServersGVR, name, failed)
+	u, err = env.WaitFor(ctx, ServersGVR, name, waiting)
 	require.NoError(t, err)
 	_, reason, msg := condition(u, "Ready")
 	require.Equal(t, openstack.ErrOSNotFound, reason)

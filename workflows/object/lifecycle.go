@@ -469,7 +469,11 @@ func (lc *Lifecycle) reconcile(ctx workflow.Context, r Reconciler) error {
 	}
 	lc.state.Failed = obj.Generation
 	msg := FailureMessage(err)
+	phase := lifecycle.PhaseFailed
 	if IsRetryLater(err) {
+		if workflow.GetVersion(ctx, ChangeRetryLaterWaits, workflow.DefaultVersion, 1) == 1 {
+			phase = lifecycle.PhaseWaiting
+		}
 		n := 1
 		if prev := lc.autoRetried; prev != nil && lc.prevFailed == obj.Generation {
 			n = prev.Attempt + 1
@@ -478,7 +482,7 @@ func (lc *Lifecycle) reconcile(ctx workflow.Context, r Reconciler) error {
 		lc.state.AutoRetry = &AutoRetry{Attempt: n, At: at}
 		msg += fmt.Sprintf(" (failed %d time(s) in a row; tried again by itself at %s, or at once on a retry signal)", n, at.UTC().Format(time.TimeOnly))
 	}
-	lc.SetPhase(ctx, lifecycle.PhaseFailed)
+	lc.SetPhase(ctx, phase)
 	lc.SetCondition(ctx, metav1.Condition{Type: lifecycle.ConditionReady, Status: metav1.ConditionFalse,
 		Reason: FailureReason(err), Message: msg})
 	workflow.GetLogger(ctx).Warn("reconcile failed", "object", lc.Ref.String(), "generation", obj.Generation, "error", err)

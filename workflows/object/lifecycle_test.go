@@ -272,8 +272,8 @@ func (s *lifecycleSuite) TestFailureWaitsForRetryThenSucceeds() {
 	s.Equal([]int64{1, 1}, s.rec.reconciled)
 }
 
-// A failure marked RetryLater shows like any failure, then is tried again by itself after a back-off
-// that doubles, and the object becomes Ready once what it needed appears; once Ready, no timer is left.
+// A failure marked RetryLater shows as phase Waiting with its reason and message, then is tried again by
+// itself after a back-off that doubles, and the object becomes Ready once what it needed appears; once Ready, no timer is left.
 func (s *lifecycleSuite) TestRetryLaterFailureIsRetriedByItselfWithBackoff() {
 	s.rec.missing = 3
 	var timers []time.Duration
@@ -281,7 +281,7 @@ func (s *lifecycleSuite) TestRetryLaterFailureIsRetriedByItselfWithBackoff() {
 	s.signal(time.Second, lifecycle.SignalSpec, lifecycle.SpecSignal{Generation: 1})
 	s.env.RegisterDelayedCallback(func() {
 		st := s.status()
-		s.Equal(lifecycle.PhaseFailed, st.Phase)
+		s.Equal(lifecycle.PhaseWaiting, st.Phase, "it may still appear: waiting, not failed")
 		ready := findCondition(st, lifecycle.ConditionReady)
 		s.Equal("OpenStackNotFound", ready.Reason)
 		s.Contains(ready.Message, "flavor m1.tiny not found (failed 1 time(s) in a row; tried again by itself at ")

@@ -13,16 +13,20 @@ type retryLaterError struct{ err error }
 func (e *retryLaterError) Error() string { return e.err.Error() }
 func (e *retryLaterError) Unwrap() error { return e.err }
 
-// RetryLater marks err as a failure the lifecycle shows like any other (Ready False with its reason and
-// message, phase Failed) and then reconciles again by itself after AutoRetryDelay, without waiting for
-// a retry signal or a new generation: applied together, objects that depend on each other converge. A
-// nil err stays nil.
+// RetryLater marks err as a failure that may clear by itself: the lifecycle shows it with phase Waiting
+// (Ready False with its reason and message, as for any failure) and reconciles again by itself after
+// AutoRetryDelay, without waiting for a retry signal or a new generation: applied together, objects
+// that depend on each other converge, and none of them reads Failed on the way. A nil err stays nil.
 func RetryLater(err error) error {
 	if err == nil {
 		return nil
 	}
 	return &retryLaterError{err: err}
 }
+
+// ChangeRetryLaterWaits versions phase Waiting for a RetryLater failure: runs recorded before it wrote
+// phase Failed there, and replay must issue the same search-attribute upsert.
+const ChangeRetryLaterWaits = "retry-later-waits"
 
 // IsRetryLater reports whether err was marked with RetryLater.
 func IsRetryLater(err error) bool {

@@ -257,6 +257,16 @@ func (h *objectHarness) ready() metav1.Condition {
 	return metav1.Condition{}
 }
 
+// phase is the last phase written.
+func (h *objectHarness) phase() string {
+	for i := len(h.patches) - 1; i >= 0; i-- {
+		if p := h.patches[i].Phase; p != "" {
+			return p
+		}
+	}
+	return ""
+}
+
 func (h *objectHarness) run(kind string, deleteAt time.Duration) {
 	h.at(time.Second, func() { h.signal(lifecycle.SignalSpec, lifecycle.SpecSignal{Generation: h.gen}) })
 	h.at(deleteAt, func() { h.signal(lifecycle.SignalDelete, lifecycle.DeleteSignal{}) })
@@ -311,12 +321,14 @@ func TestServerIsCreatedOnceReportedAndTornDown(t *testing.T) {
 	require.Equal(t, 1, h.removed)
 }
 
-func TestBadFlavorFailsWithOpenStacksMessageAndCreatesNothing(t *testing.T) {
+// A flavor not there may still come (its Nova applied beside the server): phase Waiting, not Failed.
+func TestBadFlavorWaitsWithOpenStacksMessageAndCreatesNothing(t *testing.T) {
 	h := newHarness(t, serverSpec("no-such-flavor", 2))
 	h.cloud.resolve = func(in openstack.ResolveServerInput) error {
 		return temporal.NewNonRetryableApplicationError("flavor no-such-flavor: Flavor no-such-flavor could not be found.", openstack.ErrOSNotFound, nil)
 	}
 	h.at(time.Minute, func() {
+		require.Equal(t, lifecycle.PhaseWaiting, h.phase())
 		c := h.ready()
 		require.Equal(t, metav1.ConditionFalse, c.Status)
 		require.Equal(t, openstack.ErrOSNotFound, c.Reason)
@@ -361,6 +373,7 @@ func TestNoValidHostWaitsForComputesThenBecomesReady(t *testing.T) {
 	h := newHarness(t, serverSpec("m1.tiny", 1))
 	h.cloud.states = []string{openstack.ServerError, openstack.ServerError, openstack.ServerError, openstack.ServerError}
 	h.at(15*time.Second, func() {
+		require.Equal(t, lifecycle.PhaseWaiting, h.phase())
 		c := h.ready()
 		require.Equal(t, metav1.ConditionFalse, c.Status)
 		require.Equal(t, ReasonNoValidHost, c.Reason)
