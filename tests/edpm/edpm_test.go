@@ -494,13 +494,6 @@ spec:
 	time.Sleep(2 * time.Second)
 	w.Start()
 
-	// cell1 is the package's Nova's (NovaCell nova-cell1); no NovaCell serves cell2: that compute waits,
-	// visibly, for its cell.
-	e2e.WaitFor(t, "edpm-compute-1's compute waiting for its NovaCell", 15*time.Minute, func() (bool, string) {
-		c := e2e.Condition(get(t, gvrNEC, "edpm-compute-1"), "ComputeDeployed")
-		return c != nil && c.Reason == "WaitingForCell", e2e.CondString(c)
-	})
-
 	// kill -9 during phase 1.
 	e2e.WaitFor(t, "edpm-compute-0's nova-compute playbook running", 10*time.Minute, func() (bool, string) {
 		nec := get(t, gvrNEC, "edpm-compute-0")
@@ -509,6 +502,15 @@ spec:
 	w.Kill9()
 	time.Sleep(2 * time.Second)
 	w.Start()
+
+	// Checked after the phase-1 kill: compute-0's playbook may run and end before compute-1 is done
+	// with phase 0, while compute-1's wait for its cell lasts.
+	// cell1 is the package's Nova's (NovaCell nova-cell1); no NovaCell serves cell2: that compute waits,
+	// visibly, for its cell.
+	e2e.WaitFor(t, "edpm-compute-1's compute waiting for its NovaCell", 15*time.Minute, func() (bool, string) {
+		c := e2e.Condition(get(t, gvrNEC, "edpm-compute-1"), "ComputeDeployed")
+		return c != nil && c.Reason == "WaitingForCell", e2e.CondString(c)
+	})
 
 	e2e.WaitFor(t, "data plane computes Ready", 15*time.Minute, func() (bool, string) {
 		d := get(t, gvrDP, "computes")
