@@ -43,9 +43,11 @@ build:
 	@mkdir -p $(BIN)
 	$(GO) build -o $(BIN)/ ./deploy/local/cmd/stackflow-local ./bridge/cmd/stackflow-bridge ./worker/cmd/stackflow-worker ./deploy/describe/cmd/kubectl-stackflow
 
-## generate: deepcopy and CRD YAML from api/ (controller-gen), the chart's RBAC rules from the code (deploy/rbac)
+## generate: deepcopy and CRD YAML from api/ (controller-gen), the chart's RBAC rules from the code (deploy/rbac),
+## the kinds reference docs/reference/kinds.md (crd-ref-docs)
 generate: tools
 	$(GO) generate ./api/... ./deploy/rbac/...
+	@bash deploy/local/scripts/kinds-docs.sh
 
 ## images: the bridge, worker, Nova, Keystone, Placement and Glance images as OCI layouts in bin/images, built from Debian packages and
 ## this tree without a container engine, each again only when its inputs changed; prints their digests
@@ -81,7 +83,8 @@ status:
 test:
 	@bash deploy/local/scripts/test.sh
 
-## lint: gofmt, go vet (the module and deploy/images), and workflowcheck over workflows and worker
+## lint: gofmt, go vet (the module and deploy/images), workflowcheck over workflows and worker, and the kinds
+## reference current with api/
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed: $$out"; exit 1; fi
 	$(GO) vet ./...
@@ -90,10 +93,14 @@ lint:
 	@# with the history by type and position only, so such a change of order goes unseen until it misleads
 	@bash deploy/local/tools/build.sh workflowcheck
 	$(STACKFLOW_CACHE)/bin/workflowcheck-$(WORKFLOWCHECK_VERSION) -config workflows/workflowcheck.yaml ./workflows/... ./worker/...
+	@# the kinds reference is generated from api/: an edited type or comment must come with make generate
+	@tmp=$$(mktemp) && bash deploy/local/scripts/kinds-docs.sh $$tmp && \
+	  if ! diff -u docs/reference/kinds.md $$tmp >/dev/null; then rm -f $$tmp; \
+	    echo "docs/reference/kinds.md is stale: run make generate"; exit 1; fi; rm -f $$tmp
 
 ## unit: every test that needs no stack (the code's own, and the pure helpers of the e2e harness)
 unit:
-	$(GO) test -count=1 ./api/... ./workflows/... ./activities/... ./bridge/... ./worker/... ./deploy/... ./tests/e2e/ ./tests/makespan/
+	$(GO) test -count=1 ./api/... ./workflows/... ./activities/... ./bridge/... ./worker/... ./deploy/... ./docs/ ./tests/e2e/ ./tests/makespan/
 	cd deploy/images && $(GO) test -count=1 ./...
 	# the upgrade test's build B (a GetVersion-guarded extra reconcile step) replays the whole corpus
 	$(GO) test -count=1 -tags upgradeprobe -run 'TestReplay' ./workflows/

@@ -175,6 +175,7 @@ func TestSamplesConvergeAndStayIdle(t *testing.T) {
 		require.True(t, quiet, "the tree never showed the whole cloud Ready: %d failures, missing %s", failures, missing)
 	})
 	t.Run("make run's hints work as printed", func(t *testing.T) { runHints(t) })
+	t.Run("the docs' runnable blocks", func(t *testing.T) { runDocBlocks(t) })
 
 	// The idle window opens here: the checks that follow, up to the idle verdict, only read (the cloud's
 	// objects, OpenStack, the hosts), so they run inside it rather than before it. The hints above signal
@@ -518,6 +519,30 @@ func runHints(t *testing.T) {
 		require.NoError(t, err, "%s\n%s", cmd, out)
 		require.NotEmpty(t, strings.TrimSpace(string(out)), cmd)
 		t.Logf("$ %s\n%s", cmd, firstLines(string(out), 4))
+	}
+}
+
+// runDocBlocks runs every runnable block of the README's tour and the operations guides (e2e.RunnableBlocks)
+// against this cloud, each in a new shell in the checkout as a user pastes it, after the eval line only
+// the Temporal namespace is the test's. A block that fails fails the test, naming its page and line.
+func runDocBlocks(t *testing.T) {
+	root := env.Stack.RepoRoot
+	pages, err := e2e.RunnablePages(root)
+	require.NoError(t, err)
+	blocks, err := e2e.RunnableBlocks(root, pages...)
+	require.NoError(t, err)
+	require.NotEmpty(t, blocks)
+	ns := env.TemporalNamespace
+	redirect := e2e.EvalLine + "\nexport TEMPORAL_NAMESPACE=" + ns + " TEMPORAL_CLI_NAMESPACE=" + ns
+	for _, b := range blocks {
+		script := strings.Replace(b.Script, e2e.EvalLine, redirect, 1)
+		require.NotEqual(t, script, b.Script, "%s does not start with %s", b, e2e.EvalLine)
+		start := time.Now()
+		c := exec.Command("env", "-i", "HOME="+os.Getenv("HOME"), "PATH=/usr/bin:/bin", "bash", "-euo", "pipefail", "-c", script)
+		c.Dir = root
+		out, err := c.CombinedOutput()
+		require.NoError(t, err, "%s:\n%s\n%s", b, b.Script, out)
+		t.Logf("%s ran in %s:\n%s", b, time.Since(start).Round(time.Second), firstLines(string(out), 6))
 	}
 }
 

@@ -67,7 +67,7 @@ t0=$(date +%s)
 make --no-print-directory packages >bin/packages.log 2>&1 &
 packages=$!
 trap 'kill $packages 2>/dev/null' EXIT
-step tools make --no-print-directory tools TOOLS="etcd kube kwok temporal tctl workflowcheck"
+step tools make --no-print-directory tools TOOLS="etcd kube kwok temporal tctl workflowcheck crd-ref-docs"
 wait "$packages"
 rc=$?
 trap - EXIT
