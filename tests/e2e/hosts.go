@@ -2,7 +2,9 @@ package e2e
 
 import (
 	"crypto/sha256"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -65,9 +67,18 @@ func Leftovers(h local.TestHost, services ...HostService) []string {
 		services = append(slices.Clone(HostServices), OVNChassis)
 	}
 	var out []string
-	for _, pid := range netnsPIDs(h.Namespace) {
+	// Fail closed: a host whose processes cannot be listed is not a clean host.
+	pids, err := listNetnsPIDs(h.Namespace)
+	if err != nil {
+		out = append(out, fmt.Sprintf("the processes of host %s cannot be read: %v", h.Name, err))
+	}
+	for _, pid := range pids {
 		cmd, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // it ended since the listing
+		}
 		if err != nil {
+			out = append(out, fmt.Sprintf("the command line of pid %d on host %s cannot be read: %v", pid, h.Name, err))
 			continue
 		}
 		for _, s := range services {
@@ -113,19 +124,28 @@ func filesUnder(dir string) []string {
 	return out
 }
 
-// netnsPIDs are the processes in a network namespace.
-func netnsPIDs(netns string) []int {
-	out, err := exec.Command("ip", "netns", "pids", netns).Output()
+// listNetnsPIDs lists a host's processes; unit tests replace it, having no network namespaces.
+var listNetnsPIDs = netnsPIDs
+
+// netnsPIDs are the processes in a network namespace. A namespace that cannot be read (gone, no rights)
+// or output that is not a list of PIDs is an error, never an empty list.
+func netnsPIDs(netns string) ([]int, error) {
+	var stderr strings.Builder
+	c := exec.Command("ip", "netns", "pids", netns)
+	c.Stderr = &stderr
+	out, err := c.Output()
 	if err != nil {
-		return nil
+		return nil, fmt.Errorf("ip netns pids %s: %w: %s", netns, err, strings.TrimSpace(stderr.String()))
 	}
 	var pids []int
 	for _, f := range strings.Fields(string(out)) {
-		if pid, err := strconv.Atoi(f); err == nil {
-			pids = append(pids, pid)
+		pid, err := strconv.Atoi(f)
+		if err != nil {
+			return nil, fmt.Errorf("ip netns pids %s printed %q: %w", netns, f, err)
 		}
+		pids = append(pids, pid)
 	}
-	return pids
+	return pids, nil
 }
 
 // RequireRemoved fails the test unless the named services' teardown left nothing on the host (see

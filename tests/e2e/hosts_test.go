@@ -1,7 +1,10 @@
 package e2e
 
 import (
+	"errors"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 
@@ -30,6 +33,7 @@ func TestLeftoversFindsWhatATeardownLeft(t *testing.T) {
 		{name: "the metadata agent's pid file", files: []string{"run/stackflow/ovn-metadata-agent.pid"},
 			want: []string{"ovn-metadata-agent's /run/stackflow/ovn-metadata-agent.pid remains"}},
 	}
+	noProcesses(t)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			root := t.TempDir()
@@ -43,4 +47,45 @@ func TestLeftoversFindsWhatATeardownLeft(t *testing.T) {
 			require.Equal(t, tt.want, Leftovers(local.TestHost{Name: "h", Namespace: "stackflow-no-such-netns", Root: root}))
 		})
 	}
+}
+
+// noProcesses makes the host check see no process on any host for the rest of the test.
+func noProcesses(t *testing.T) {
+	t.Helper()
+	orig := listNetnsPIDs
+	t.Cleanup(func() { listNetnsPIDs = orig })
+	listNetnsPIDs = func(string) ([]int, error) { return nil, nil }
+}
+
+// The host check fails closed: a host whose processes cannot be listed is reported, never taken as
+// clean, and a process running a service's command is reported with its PID.
+func TestLeftoversReportsProcessesAndFailsClosed(t *testing.T) {
+	// A process whose command line is nova-compute's, as the check matches it.
+	proc := exec.Command("bash", "-c", "exec -a 'python3 -m nova.cmd.compute' sleep 60")
+	require.NoError(t, proc.Start())
+	t.Cleanup(func() { _ = proc.Process.Kill(); _ = proc.Wait() })
+	host := local.TestHost{Name: "h", Namespace: "stackflow-test-netns", Root: t.TempDir()}
+	orig := listNetnsPIDs
+	t.Cleanup(func() { listNetnsPIDs = orig })
+
+	tests := []struct {
+		name string
+		list func(string) ([]int, error)
+		want []string
+	}{
+		{name: "a running nova-compute", list: func(string) ([]int, error) { return []int{proc.Process.Pid}, nil },
+			want: []string{fmt.Sprintf("nova-compute runs (pid %d)", proc.Process.Pid)}},
+		{name: "a process that ended since the listing", list: func(string) ([]int, error) { return []int{1 << 30}, nil }},
+		{name: "a listing that fails", list: func(string) ([]int, error) { return nil, errors.New("no such namespace") },
+			want: []string{"the processes of host h cannot be read: no such namespace"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			listNetnsPIDs = tt.list
+			require.Equal(t, tt.want, Leftovers(host))
+		})
+	}
+	// The real listing of a namespace that does not exist is an error, not an empty list.
+	_, err := netnsPIDs("stackflow-no-such-netns")
+	require.Error(t, err)
 }

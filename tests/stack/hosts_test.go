@@ -21,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/stackflow/stackflow/deploy/local"
+	"github.com/stackflow/stackflow/tests/e2e"
 )
 
 // markerPlaybook writes a file named after the host into /etc/stackflow, holding the host's name and two
@@ -190,4 +191,33 @@ func withPrefix(names []string, prefix string) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// TestLeakCheckSeesAProcessOnAHost: the host check the end-to-end tests run after a teardown
+// (e2e.Leftovers, behind CleanHost and RequireRemoved) reports a nova-compute left running on a test
+// host, found through the host's network namespace, and stops reporting it once it is gone.
+func TestLeakCheckSeesAProcessOnAHost(t *testing.T) {
+	h := st.TestHosts[0]
+	// A process with nova-compute's command line, in the host's namespace, as a teardown could leave it.
+	proc := exec.Command("ip", "netns", "exec", h.Namespace, "bash", "-c", "exec -a 'python3 -m nova.cmd.compute' sleep 300")
+	require.NoError(t, proc.Start())
+	done := make(chan struct{})
+	go func() { _ = proc.Wait(); close(done) }()
+	t.Cleanup(func() { _ = proc.Process.Kill(); <-done })
+
+	nova := e2e.HostServices[0]
+	require.Equal(t, "nova-compute", nova.Name)
+	want := fmt.Sprintf("nova-compute runs (pid %d)", proc.Process.Pid)
+	var left []string
+	require.Eventually(t, func() bool {
+		left = e2e.Leftovers(h, nova)
+		return slices.Contains(left, want)
+	}, 10*time.Second, 100*time.Millisecond, "the check reports the process on %s: %v", h.Name, left)
+
+	require.NoError(t, proc.Process.Kill())
+	<-done
+	require.Eventually(t, func() bool {
+		left = e2e.Leftovers(h, nova)
+		return !slices.Contains(left, want)
+	}, 10*time.Second, 100*time.Millisecond, "the check still reports the killed process: %v", left)
 }
