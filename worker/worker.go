@@ -218,7 +218,7 @@ func Run(ctx context.Context, cfg Config) error {
 			go func() {
 				current, err := promote(ctx, c, cfg, log)
 				if err != nil {
-					log.Error("build not made current: promote it by hand (README, Upgrading)", "deployment", cfg.Deployment, "buildID", cfg.BuildID, "error", err)
+					log.Error("build not made current: promote it by hand (docs/operations/upgrade.md)", "deployment", cfg.Deployment, "buildID", cfg.BuildID, "error", err)
 					return
 				}
 				log.Info("worker deployment", "deployment", cfg.Deployment, "current", current)

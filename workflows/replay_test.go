@@ -28,7 +28,7 @@ const corpus = "testdata/histories"
 // TestReplayRecordedHistories replays every recorded history against the current code, registered
 // exactly as the worker registers it (workflows.Register). A change that makes a running workflow take
 // another path than its history says fails here, before it fails on every running object at once:
-// guard it with workflow.GetVersion (see the README's upgrade section), then record the corpus again.
+// guard it with workflow.GetVersion (see docs/operations/upgrade.md), then record the corpus again.
 func TestReplayRecordedHistories(t *testing.T) {
 	files := corpusFiles(t)
 	if len(files) == 0 {

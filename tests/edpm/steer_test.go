@@ -20,13 +20,13 @@ import (
 	"github.com/stackflow/stackflow/tests/e2e"
 )
 
-// cli is how a person steers a workflow from a shell: the README's recipes for one command-line tool,
+// cli is how a person steers a workflow from a shell: the recipes of docs/operations/steering.md for one command-line tool,
 // through the stack's TLS front (mutual TLS and the API key) with the codec endpoint decoding payloads.
 type cli struct {
 	name string
 	// env is what `eval "$(bin/stackflow-local env)"` exports for the tool, for the test's namespace.
 	env []string
-	// signal, query, cancel and show are the README's commands for the tool.
+	// signal, query, cancel and show are docs/operations/steering.md's commands for the tool.
 	signal func(id, name, input string) []string
 	query  func(id string) []string
 	cancel func(id string) []string
@@ -98,7 +98,7 @@ func clis(t *testing.T) []cli {
 }
 
 // TestSteerWithTctlAndTheTemporalCLI steers a real deployment (a data-plane node running its phase-0
-// playbooks over SSH) from the shell, once with tctl and once with the temporal CLI, with the README's
+// playbooks over SSH) from the shell, once with tctl and once with the temporal CLI, with docs/operations/steering.md's
 // commands and the environment `bin/stackflow-local env` exports, through the TLS front with the codec on:
 // pause holds it, the status query answers (decoded), resume lets it go on until a step fails on the host,
 // retry after the host is fixed re-runs the failed step and it deploys, the history shows decoded, and

@@ -191,8 +191,8 @@ spec:
 	require.NoError(t, meta.Get(&md))
 	require.Contains(t, md.GetCurrentDetails(), "waiting for approval of gate", "the Temporal UI shows where the update is")
 
-	// A person approves from the shell with the README's recipe: the temporal CLI, since tctl v1.18 has no
-	// workflow updates (the README says so; tctl refuses the command).
+	// A person approves from the shell with the recipe of docs/operations/steering.md: the temporal CLI, since tctl v1.18 has no
+	// workflow updates (docs/operations/steering.md says so; tctl refuses the command).
 	for _, c := range clis(t) {
 		if c.update == nil {
 			out, err := c.try(c.name, "workflow", "update", "--workflow_id", u1ID, "--name", lifecycle.UpdateApprove)

@@ -195,7 +195,7 @@ func buildsOf(ctx context.Context, t *testing.T, c client.Client, wfID string) (
 	return tasks, probes
 }
 
-// The chart, installed as the README tells users, runs stackflow as pods on the real node:
+// The chart, installed as docs/operations/install.md tells users, runs stackflow as pods on the real node:
 //   - its bridge and workers boot a server on the Nova stackflow deployed, and a SIGKILL of the worker
 //     processes while the server is being built loses nothing and repeats nothing (one server, one port);
 //   - its ansible worker deploys a data-plane node over SSH from its pod, and a SIGKILL of that worker in

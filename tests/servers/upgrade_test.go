@@ -32,7 +32,7 @@ import (
 // objects of several kinds run on the worker build A (this tree), A stops with them mid-flight, and
 // build B takes over: the same tree built with the tag upgradeprobe, whose reconcile path has one more
 // step guarded by GetVersion (workflows/object/upgrade_probe.go), with a build ID of its own that it
-// makes current in the worker deployment as the README's upgrade procedure says. Its workflows and its
+// makes current in the worker deployment as docs/operations/upgrade.md says. Its workflows and its
 // worker deployment live in a Temporal namespace of their own (upgradeTemporalNamespace); its servers
 // boot on the package's Nova, which it shares with the other tests.
 const upgradeTemporalNamespace = "stackflow-e2e-upgrade"

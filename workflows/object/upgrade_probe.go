@@ -10,7 +10,7 @@ import (
 
 // This file is compiled only into the upgrade test's build B (TestUpgradeMidFlight in tests/servers,
 // `go build -tags upgradeprobe`): the same tree as build A with one more step at the start of every
-// reconcile, guarded by GetVersion as the README's upgrade procedure says. A run that reconciled on build
+// reconcile, guarded by GetVersion as docs/operations/upgrade.md says. A run that reconciled on build
 // A replays on B without it; a reconcile that starts on B takes it, and its history shows it.
 
 // ProbeChangeID is the change ID of build B's extra step, and ProbeMarker what the step records.

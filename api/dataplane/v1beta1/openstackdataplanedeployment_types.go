@@ -36,7 +36,7 @@ type OpenStackDataPlaneDeploymentSpec struct {
 	// +kubebuilder:validation:items:Enum=bootstrap;configure-network;configure-os;ovn;nova-compute;ovn-metadata-agent
 	Services []string `json:"services,omitempty"`
 	// Tags runs only the tasks with these Ansible tags (ansible-playbook --tags); SkipTags skips the
-	// tasks with these (--skip-tags). The playbooks' tags are listed in the README.
+	// tasks with these (--skip-tags). docs/operations/limited-runs.md lists the playbooks' tags.
 	// +optional
 	// +listType=set
 	// +kubebuilder:validation:MaxItems=32
