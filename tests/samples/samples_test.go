@@ -21,8 +21,10 @@ import (
 	"github.com/gophercloud/gophercloud/v2"
 	"github.com/gophercloud/gophercloud/v2/openstack"
 	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/servers"
+	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/services"
 	"github.com/gophercloud/gophercloud/v2/openstack/config/clouds"
 	"github.com/gophercloud/gophercloud/v2/openstack/image/v2/images"
+	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/extensions/agents"
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/extensions/external"
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/extensions/layer3/routers"
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/extensions/portsbinding"
@@ -39,6 +41,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	osacts "github.com/stackflow/stackflow/activities/openstack"
 	"github.com/stackflow/stackflow/api/lifecycle"
 	"github.com/stackflow/stackflow/api/oslo"
 	"github.com/stackflow/stackflow/bridge"
@@ -435,6 +438,57 @@ func TestSamplesConvergeAndStayIdle(t *testing.T) {
 		require.Equal(t, "True", string(e2e.Condition(u, "Ran").Status), e2e.CondString(e2e.Condition(u, "Ran")))
 		require.Contains(t, e2e.Str(u, "status", "nodeStates"), `"name":"nova-compute"`)
 		require.Equal(t, pid, e2e.HostFile(h, "run/stackflow/nova-compute.pid"), "the tag config restarts nothing")
+	})
+
+	// Scale-in on the cloud the samples deployed: deleting a node's object removes the compute, its
+	// agents and its chassis from that cloud (not from another the namespace's clouds Secret names). The
+	// checks read the complete lists, not the records the node made.
+	t.Run("scaling in a sample compute leaves nothing of it in the cloud", func(t *testing.T) {
+		const host = "edpm-compute-1"
+		c := sampleCloud(t)
+		dctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+		defer cancel()
+		start := time.Now()
+		require.NoError(t, env.DeleteAndWait(dctx, e2e.GVRDataPlaneNode, local.SampleNamespace, host), "node %s torn down", host)
+		t.Logf("node %s removed in %s", host, time.Since(start).Round(time.Second))
+		// No Neutron agent of any type on the host, alive or dead.
+		c.WaitNetworkAgents(t, host, 30*time.Second)
+		all, err := osacts.ListAgents(ctx, c.Network, agents.ListOpts{})
+		require.NoError(t, err)
+		for _, a := range all {
+			require.NotEqual(t, host, a.Host, "Neutron still lists %s %s (alive %v) on %s", a.Type, a.Binary, a.Alive, host)
+		}
+		// No compute service, hypervisor or resource provider, and no port bound to the host.
+		svcPages, err := services.List(c.Compute, services.ListOpts{Host: host}).AllPages(ctx)
+		require.NoError(t, err)
+		svcs, err := services.ExtractServices(svcPages)
+		require.NoError(t, err)
+		require.Empty(t, svcs, "Nova's services on %s", host)
+		rpPages, err := resourceproviders.List(c.Placement, nil).AllPages(ctx)
+		require.NoError(t, err)
+		rps, err := resourceproviders.ExtractResourceProviders(rpPages)
+		require.NoError(t, err)
+		for _, rp := range rps {
+			require.NotEqual(t, host, rp.Name, "Placement's resource provider of %s", host)
+		}
+		portPages, err := ports.List(c.Network, ports.ListOpts{}).AllPages(ctx)
+		require.NoError(t, err)
+		var bound []struct {
+			ports.Port
+			portsbinding.PortsBindingExt
+		}
+		require.NoError(t, ports.ExtractPortsInto(portPages, &bound))
+		for _, p := range bound {
+			require.NotEqual(t, host, p.HostID, "port %s is bound to %s", p.ID, host)
+		}
+		// No chassis of the host in the cloud's OVN southbound database, public or private.
+		for _, table := range []string{"Chassis", "Chassis_Private"} {
+			out, err := exec.Command("ovn-sbctl", "--timeout=20", "--db=tcp:"+local.HostGateway+":30642", "--bare", "--columns=name", "list", table).CombinedOutput()
+			require.NoError(t, err, "ovn-sbctl list %s: %s", table, out)
+			require.NotContains(t, strings.Fields(string(out)), host, "the sample OVN's %s", table)
+		}
+		// and nothing of its services on the host.
+		e2e.RequireRemoved(t, env.Host(t, host), "nova-compute", "ovn-metadata-agent", e2e.OVNChassis.Name)
 	})
 
 	t.Run("deleting the samples tears everything down", func(t *testing.T) {

@@ -40,6 +40,10 @@ type heldNode struct {
 	agentDeletes []openstack.NetworkAgentInput
 	// applyDelay is how long each create-or-patch takes.
 	applyDelay time.Duration
+	// computeSpec is the spec of the node's NovaExternalCompute (none when nil); cells the NovaCells of
+	// the namespace.
+	computeSpec []byte
+	cells       []kube.ListedObject
 }
 
 // run is one run of the node's workflow with the world of h: the data plane grants the first request
@@ -69,6 +73,9 @@ func (h *heldNode) run(t *testing.T, script func(env *testsuite.TestWorkflowEnvi
 			if ref.Kind == "OpenStackDataPlaneRole" {
 				return &kube.Object{Exists: true, Generation: 1, Spec: roleSpec, Annotations: cell1}, nil
 			}
+			if ref.Kind == "NovaExternalCompute" {
+				return &kube.Object{Exists: h.computeSpec != nil, Generation: 1, Spec: h.computeSpec}, nil
+			}
 			return &kube.Object{Exists: true, Generation: 1, Spec: nodeSpec}, nil
 		})
 	env.OnActivity(kubeActs.PatchStatus, mock.Anything, mock.Anything).Return(nil)
@@ -78,7 +85,12 @@ func (h *heldNode) run(t *testing.T, script func(env *testsuite.TestWorkflowEnvi
 	env.OnActivity(kubeActs.WaitDeleted, mock.Anything, mock.Anything).Return(nil)
 	env.OnActivity(kubeActs.CheckSecret, mock.Anything, mock.Anything).Return(&kube.SecretPresence{Exists: true}, nil)
 	env.OnActivity(kubeActs.ListObjects, mock.Anything, mock.Anything).Return(
-		[]kube.ListedObject{{Ref: dpRef, Object: kube.Object{Exists: true, Generation: 1}}}, nil)
+		func(_ context.Context, in kube.ListInput) ([]kube.ListedObject, error) {
+			if in.Ref.Kind == "NovaCell" {
+				return h.cells, nil
+			}
+			return []kube.ListedObject{{Ref: dpRef, Object: kube.Object{Exists: true, Generation: 1}}}, nil
+		})
 	env.RegisterActivity(&openstack.OpenStack{})
 	env.OnActivity(ansibleActs.RunPlaybook, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in ansible.PlaybookInput) (*ansible.PlaybookResult, error) {
@@ -157,9 +169,38 @@ func TestNodeKeepsItsGrantThroughContinueAsNewInPhaseOne(t *testing.T) {
 
 // A node whose role names an OVN southbound database runs the ovn step after phase 0's playbooks; deleted,
 // it runs the ovn removal playbook after its service CRs are gone and deletes what Neutron still lists of
-// its host's agents.
+// its host's agents, in the cloud its compute joined: the Neutron of its cell's Nova, reached with the
+// cell's Secret (a cell being deleted too), else the namespace's clouds Secret.
 func TestNodeJoinsOVNAndLeavesItWhenDeleted(t *testing.T) {
-	h := &heldNode{serviceReady: true, roleVars: map[string]apiextensionsv1.JSON{OVNSouthboundVar: {Raw: []byte(`"tcp:198.51.100.1:6642"`)}}}
+	cell := func(name, cellName, secret string, deleting bool) kube.ListedObject {
+		spec, err := json.Marshal(map[string]string{"cellName": cellName, "secret": secret})
+		require.NoError(t, err)
+		return kube.ListedObject{Ref: NovaCellRef("openstack", name), Object: kube.Object{Exists: true, Deleting: deleting, Spec: spec}}
+	}
+	tests := []struct {
+		name    string
+		compute []byte
+		cells   []kube.ListedObject
+		want    openstack.CloudSecret
+	}{
+		{name: "its cell's cloud", compute: []byte(`{"cellName":"cell1"}`),
+			cells: []kube.ListedObject{cell("other-cell1", "cell9", "other-secret", false), cell("nova-cell1", "cell1", "nova-secret", false)},
+			want:  openstack.ServiceCloud("openstack", "nova-secret", "")},
+		{name: "a cell being deleted with it", compute: []byte(`{"cellName":"nova-cell1"}`),
+			cells: []kube.ListedObject{cell("nova-cell1", "cell1", "nova-secret", true)},
+			want:  openstack.ServiceCloud("openstack", "nova-secret", "")},
+		{name: "no compute", want: openstack.CloudSecret{Namespace: "openstack", Name: openstack.DefaultCloudsSecret}},
+		{name: "its cell gone", compute: []byte(`{"cellName":"cell1"}`),
+			want: openstack.CloudSecret{Namespace: "openstack", Name: openstack.DefaultCloudsSecret}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) { nodeJoinsAndLeavesOVN(t, tc.compute, tc.cells, tc.want) })
+	}
+}
+
+func nodeJoinsAndLeavesOVN(t *testing.T, compute []byte, cells []kube.ListedObject, want openstack.CloudSecret) {
+	h := &heldNode{serviceReady: true, roleVars: map[string]apiextensionsv1.JSON{OVNSouthboundVar: {Raw: []byte(`"tcp:198.51.100.1:6642"`)}},
+		computeSpec: compute, cells: cells}
 	first := h.run(t, func(env *testsuite.TestWorkflowEnvironment) {
 		env.RegisterDelayedCallback(func() { env.SignalWorkflow(lifecycle.SignalSpec, lifecycle.SpecSignal{Generation: 1}) }, time.Second)
 	})
@@ -176,7 +217,7 @@ func TestNodeJoinsOVNAndLeavesItWhenDeleted(t *testing.T) {
 	require.True(t, second.IsWorkflowCompleted())
 	require.NoError(t, second.GetWorkflowError())
 	require.Equal(t, "ovn-remove.yml", h.playbooks[len(h.playbooks)-1], "the chassis goes with the node")
-	require.Equal(t, []openstack.NetworkAgentInput{{Cloud: openstack.CloudSecret{Namespace: "openstack", Name: openstack.DefaultCloudsSecret}, Host: "n1"}}, h.agentDeletes)
+	require.Equal(t, []openstack.NetworkAgentInput{{Cloud: want, Host: "n1"}}, h.agentDeletes)
 }
 
 // A deploying node looks at its SSH key and its data planes while its inventory and service CRs are

@@ -818,6 +818,11 @@ func (r *edpmNodeReconciler) Teardown(ctx workflow.Context, lc *object.Lifecycle
 	}
 	// Service CRs first (their teardown stops the services on the host and needs the inventory), looked
 	// up by name too, since the node may be deleted before its first reconcile recorded them.
+	// Which cloud lists the host's Neutron agents is read first, while its compute still names its cell.
+	chassisCloud := ""
+	if r.rec.OVNKey != "" && workflow.GetVersion(ctx, ChangeChassisCloud, workflow.DefaultVersion, 1) == 1 {
+		chassisCloud = r.chassisCloud(ctx, lc)
+	}
 	refs := append([]lifecycle.ObjectRef{}, r.rec.Services...)
 	for _, ref := range []lifecycle.ObjectRef{NovaExternalComputeRef(lc.Ref.Namespace, lc.Ref.Name), OVNMetadataAgentRef(lc.Ref.Namespace, lc.Ref.Name)} {
 		if !slices.ContainsFunc(refs, func(k lifecycle.ObjectRef) bool { return k.Kind == ref.Kind && k.Name == ref.Name }) {
@@ -831,7 +836,7 @@ func (r *edpmNodeReconciler) Teardown(ctx workflow.Context, lc *object.Lifecycle
 	}
 	// The host leaves the cloud's OVN while its inventory still exists (the removal playbook reads it).
 	if r.rec.OVNKey != "" {
-		if err := r.removeChassis(ctx, lc); err != nil {
+		if err := r.removeChassis(ctx, lc, chassisCloud); err != nil {
 			return err
 		}
 	}
@@ -867,7 +872,7 @@ func (r *edpmNodeReconciler) Teardown(ctx workflow.Context, lc *object.Lifecycle
 // whatever Neutron still lists of the host's agents (a host that was unreachable, an agent another tool
 // started) is deleted. Its records are only ever set by runs that had the step, so older histories
 // replay unchanged.
-func (r *edpmNodeReconciler) removeChassis(ctx workflow.Context, lc *object.Lifecycle) error {
+func (r *edpmNodeReconciler) removeChassis(ctx workflow.Context, lc *object.Lifecycle, cloudSecret string) error {
 	lc.ShowStep(ctx, "remove the OVN chassis "+r.rec.Host)
 	if err := runRemovalPlaybook(ctx, lc, "the OVN controller", ansible.PlaybookInput{
 		Namespace: lc.Ref.Namespace, Host: r.rec.Host, Step: StepOVN + "-remove", Playbook: "ovn-remove.yml",
@@ -875,11 +880,46 @@ func (r *edpmNodeReconciler) removeChassis(ctx workflow.Context, lc *object.Life
 	}); err != nil {
 		return err
 	}
-	if err := deleteNetworkAgents(ctx, lc, openstack.ServiceCloud(lc.Ref.Namespace, "", ""), r.rec.Host, ""); err != nil {
+	if err := deleteNetworkAgents(ctx, lc, openstack.ServiceCloud(lc.Ref.Namespace, cloudSecret, ""), r.rec.Host, ""); err != nil {
 		return err
 	}
 	r.rec.OVNKey = ""
 	return lc.Save(r.rec)
+}
+
+// ChangeChassisCloud: a node's teardown deletes the host's Neutron agents from the cloud its compute
+// joined (the Secret of its NovaCell, whose clouds.yaml reaches that Nova's Keystone and so its Neutron),
+// not from the namespace's clouds Secret, which may name another cloud: there the agents stayed, dead.
+const ChangeChassisCloud = "edpm-node-chassis-cloud"
+
+// chassisCloud is the Secret whose clouds.yaml reaches the Neutron of the cloud the node's compute joined:
+// its NovaCell's Secret, found by the NovaExternalCompute's cellName. Empty (the namespace's clouds
+// Secret) when the node has no compute or its cell is gone or ambiguous.
+func (r *edpmNodeReconciler) chassisCloud(ctx workflow.Context, lc *object.Lifecycle) string {
+	var nec kube.Object
+	ref := NovaExternalComputeRef(lc.Ref.Namespace, lc.Ref.Name)
+	if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kubeActs.GetObject, ref).Get(ctx, &nec); err != nil || !nec.Exists {
+		return ""
+	}
+	var spec struct {
+		CellName string `json:"cellName"`
+	}
+	if err := json.Unmarshal(nec.Spec, &spec); err != nil || spec.CellName == "" {
+		return ""
+	}
+	var cells []kube.ListedObject
+	if err := workflow.ExecuteActivity(object.KubeActivity(ctx), kubeActs.ListObjects, kube.ListInput{Ref: NovaCellRef(lc.Ref.Namespace, "")}).Get(ctx, &cells); err != nil {
+		return ""
+	}
+	// A cell being deleted still counts: its Nova keeps it, and its Secret, until its computes are gone.
+	for i := range cells {
+		cells[i].Deleting = false
+	}
+	cell, _, others := FindNovaCell(cells, spec.CellName)
+	if cell == nil || len(others) > 0 {
+		return ""
+	}
+	return cell.Secret
 }
 
 // derivedOnly returns ref when the object exists and carries this node's label (so a CR a person made
