@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -44,6 +45,8 @@ type heldNode struct {
 	// the namespace.
 	computeSpec []byte
 	cells       []kube.ListedObject
+	// refused is a Secret whose credentials Keystone refuses.
+	refused string
 }
 
 // run is one run of the node's workflow with the world of h: the data plane grants the first request
@@ -100,6 +103,9 @@ func (h *heldNode) run(t *testing.T, script func(env *testsuite.TestWorkflowEnvi
 	env.OnActivity(osActs.DeleteNetworkAgents, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in openstack.NetworkAgentInput) ([]openstack.NetworkAgent, error) {
 			h.agentDeletes = append(h.agentDeletes, in)
+			if in.Cloud.Name == h.refused {
+				return nil, temporal.NewNonRetryableApplicationError("refused", openstack.ErrOSCredentials, nil)
+			}
 			return nil, nil
 		})
 	env.OnActivity(kubeActs.GetObjectStatus, mock.Anything, mock.Anything).Return(
@@ -177,30 +183,40 @@ func TestNodeJoinsOVNAndLeavesItWhenDeleted(t *testing.T) {
 		require.NoError(t, err)
 		return kube.ListedObject{Ref: NovaCellRef("openstack", name), Object: kube.Object{Exists: true, Deleting: deleting, Spec: spec}}
 	}
+	def := openstack.CloudSecret{Namespace: "openstack", Name: openstack.DefaultCloudsSecret}
 	tests := []struct {
 		name    string
 		compute []byte
 		cells   []kube.ListedObject
-		want    openstack.CloudSecret
+		refused string
+		want    []openstack.CloudSecret
 	}{
 		{name: "its cell's cloud", compute: []byte(`{"cellName":"cell1"}`),
 			cells: []kube.ListedObject{cell("other-cell1", "cell9", "other-secret", false), cell("nova-cell1", "cell1", "nova-secret", false)},
-			want:  openstack.ServiceCloud("openstack", "nova-secret", "")},
+			want:  []openstack.CloudSecret{openstack.ServiceCloud("openstack", "nova-secret", "")}},
 		{name: "a cell being deleted with it", compute: []byte(`{"cellName":"nova-cell1"}`),
 			cells: []kube.ListedObject{cell("nova-cell1", "cell1", "nova-secret", true)},
-			want:  openstack.ServiceCloud("openstack", "nova-secret", "")},
-		{name: "no compute", want: openstack.CloudSecret{Namespace: "openstack", Name: openstack.DefaultCloudsSecret}},
-		{name: "its cell gone", compute: []byte(`{"cellName":"cell1"}`),
-			want: openstack.CloudSecret{Namespace: "openstack", Name: openstack.DefaultCloudsSecret}},
+			want:  []openstack.CloudSecret{openstack.ServiceCloud("openstack", "nova-secret", "")}},
+		{name: "its cell's credentials gone with its Nova", compute: []byte(`{"cellName":"cell1"}`),
+			cells: []kube.ListedObject{cell("nova-cell1", "cell1", "nova-secret", true)}, refused: "nova-secret",
+			want: []openstack.CloudSecret{openstack.ServiceCloud("openstack", "nova-secret", ""), def}},
+		{name: "no compute", want: []openstack.CloudSecret{def}},
+		{name: "its cell gone", compute: []byte(`{"cellName":"cell1"}`), want: []openstack.CloudSecret{def}},
 	}
 	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) { nodeJoinsAndLeavesOVN(t, tc.compute, tc.cells, tc.want) })
+		t.Run(tc.name, func(t *testing.T) {
+			h := &heldNode{serviceReady: true, roleVars: map[string]apiextensionsv1.JSON{OVNSouthboundVar: {Raw: []byte(`"tcp:198.51.100.1:6642"`)}},
+				computeSpec: tc.compute, cells: tc.cells, refused: tc.refused}
+			var want []openstack.NetworkAgentInput
+			for _, c := range tc.want {
+				want = append(want, openstack.NetworkAgentInput{Cloud: c, Host: "n1"})
+			}
+			nodeJoinsAndLeavesOVN(t, h, want)
+		})
 	}
 }
 
-func nodeJoinsAndLeavesOVN(t *testing.T, compute []byte, cells []kube.ListedObject, want openstack.CloudSecret) {
-	h := &heldNode{serviceReady: true, roleVars: map[string]apiextensionsv1.JSON{OVNSouthboundVar: {Raw: []byte(`"tcp:198.51.100.1:6642"`)}},
-		computeSpec: compute, cells: cells}
+func nodeJoinsAndLeavesOVN(t *testing.T, h *heldNode, want []openstack.NetworkAgentInput) {
 	first := h.run(t, func(env *testsuite.TestWorkflowEnvironment) {
 		env.RegisterDelayedCallback(func() { env.SignalWorkflow(lifecycle.SignalSpec, lifecycle.SpecSignal{Generation: 1}) }, time.Second)
 	})
@@ -217,7 +233,7 @@ func nodeJoinsAndLeavesOVN(t *testing.T, compute []byte, cells []kube.ListedObje
 	require.True(t, second.IsWorkflowCompleted())
 	require.NoError(t, second.GetWorkflowError())
 	require.Equal(t, "ovn-remove.yml", h.playbooks[len(h.playbooks)-1], "the chassis goes with the node")
-	require.Equal(t, []openstack.NetworkAgentInput{{Cloud: want, Host: "n1"}}, h.agentDeletes)
+	require.Equal(t, want, h.agentDeletes)
 }
 
 // A deploying node looks at its SSH key and its data planes while its inventory and service CRs are

@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -880,8 +881,26 @@ func (r *edpmNodeReconciler) removeChassis(ctx workflow.Context, lc *object.Life
 	}); err != nil {
 		return err
 	}
-	if err := deleteNetworkAgents(ctx, lc, openstack.ServiceCloud(lc.Ref.Namespace, cloudSecret, ""), r.rec.Host, ""); err != nil {
-		return err
+	if cloudSecret != "" {
+		// The cloud of the compute's cell first; its credentials may be gone with its Nova (deleted at
+		// the same time), and then the namespace's clouds Secret is what is left to ask.
+		err := workflow.ExecuteActivity(registrationActivity(ctx, AgentAliveTimeout), osActs.DeleteNetworkAgents, openstack.NetworkAgentInput{
+			Cloud: openstack.ServiceCloud(lc.Ref.Namespace, cloudSecret, ""), Host: r.rec.Host,
+		}).Get(ctx, nil)
+		var app *temporal.ApplicationError
+		switch {
+		case err == nil:
+		case errors.As(err, &app) && app.Type() == openstack.ErrOSCredentials:
+			workflow.GetLogger(ctx).Warn("the cell's cloud refused its credentials: asking the namespace's", "object", lc.Ref.String(), "secret", cloudSecret, "error", err)
+			cloudSecret = ""
+		default:
+			return fmt.Errorf("delete the Neutron agents of host %s: %w", r.rec.Host, err)
+		}
+	}
+	if cloudSecret == "" {
+		if err := deleteNetworkAgents(ctx, lc, openstack.ServiceCloud(lc.Ref.Namespace, "", ""), r.rec.Host, ""); err != nil {
+			return err
+		}
 	}
 	r.rec.OVNKey = ""
 	return lc.Save(r.rec)
