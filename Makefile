@@ -79,7 +79,7 @@ status:
 	@$(LOCAL) status
 
 ## test: packages, tools, build, lint, unit tests, then end-to-end tests against the real local stack and
-## `down` proven clean; ends with a table of wall time per step and per e2e package (budget: 60 min warm)
+## `down` proven clean; ends with a table of wall time per step and per e2e package (budget: 35 min warm)
 test:
 	@bash deploy/local/scripts/test.sh
 

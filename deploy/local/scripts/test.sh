@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `make test`: every step of the suite (packages beside tools, then build, lint, unit, e2e), each timed; it
 # ends, pass or fail, with a table of wall time per step and per end-to-end package and the total,
-# against the budget: a warm `make test` (packages installed, tools cached) takes under 60 minutes.
+# against the budget: a warm `make test` (packages installed, tools cached) should take at most 35 minutes (reported, never asserted: machines differ by up to 2x).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../../.." && pwd)
 cd "$root"
@@ -11,7 +11,7 @@ e2elog=bin/e2e.log
 : >"$steps"
 rm -f "$e2elog"
 start=$(date +%s)
-budget=$((60 * 60))
+budget=$((35 * 60))
 # The machine's speed at the start (speed.sh): the suite's times vary with it from day to day.
 read -r speed0 steal0 ticks0 sync0 < <(bash deploy/local/scripts/speed.sh) || speed0=""
 
