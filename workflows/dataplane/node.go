@@ -2,7 +2,6 @@ package dataplane
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -817,13 +816,13 @@ func (r *edpmNodeReconciler) Teardown(ctx workflow.Context, lc *object.Lifecycle
 	if err := lc.Load(&r.rec); err != nil {
 		return err
 	}
-	// Service CRs first (their teardown stops the services on the host and needs the inventory), looked
-	// up by name too, since the node may be deleted before its first reconcile recorded them.
 	// Which cloud lists the host's Neutron agents is read first, while its compute still names its cell.
 	chassisCloud := ""
 	if r.rec.OVNKey != "" && workflow.GetVersion(ctx, ChangeChassisCloud, workflow.DefaultVersion, 1) == 1 {
 		chassisCloud = r.chassisCloud(ctx, lc)
 	}
+	// Service CRs first (their teardown stops the services on the host and needs the inventory), looked
+	// up by name too, since the node may be deleted before its first reconcile recorded them.
 	refs := append([]lifecycle.ObjectRef{}, r.rec.Services...)
 	for _, ref := range []lifecycle.ObjectRef{NovaExternalComputeRef(lc.Ref.Namespace, lc.Ref.Name), OVNMetadataAgentRef(lc.Ref.Namespace, lc.Ref.Name)} {
 		if !slices.ContainsFunc(refs, func(k lifecycle.ObjectRef) bool { return k.Kind == ref.Kind && k.Name == ref.Name }) {
@@ -881,26 +880,14 @@ func (r *edpmNodeReconciler) removeChassis(ctx workflow.Context, lc *object.Life
 	}); err != nil {
 		return err
 	}
+	// The cloud of the compute's cell first; its credentials may be gone with its Nova (deleted at the
+	// same time), and then the namespace's clouds Secret is what is left to ask.
+	clouds := []openstack.CloudSecret{openstack.ServiceCloud(lc.Ref.Namespace, "", "")}
 	if cloudSecret != "" {
-		// The cloud of the compute's cell first; its credentials may be gone with its Nova (deleted at
-		// the same time), and then the namespace's clouds Secret is what is left to ask.
-		err := workflow.ExecuteActivity(registrationActivity(ctx, AgentAliveTimeout), osActs.DeleteNetworkAgents, openstack.NetworkAgentInput{
-			Cloud: openstack.ServiceCloud(lc.Ref.Namespace, cloudSecret, ""), Host: r.rec.Host,
-		}).Get(ctx, nil)
-		var app *temporal.ApplicationError
-		switch {
-		case err == nil:
-		case errors.As(err, &app) && app.Type() == openstack.ErrOSCredentials:
-			workflow.GetLogger(ctx).Warn("the cell's cloud refused its credentials: asking the namespace's", "object", lc.Ref.String(), "secret", cloudSecret, "error", err)
-			cloudSecret = ""
-		default:
-			return fmt.Errorf("delete the Neutron agents of host %s: %w", r.rec.Host, err)
-		}
+		clouds = append([]openstack.CloudSecret{openstack.ServiceCloud(lc.Ref.Namespace, cloudSecret, "")}, clouds...)
 	}
-	if cloudSecret == "" {
-		if err := deleteNetworkAgents(ctx, lc, openstack.ServiceCloud(lc.Ref.Namespace, "", ""), r.rec.Host, ""); err != nil {
-			return err
-		}
+	if err := deleteNetworkAgents(ctx, lc, r.rec.Host, "", clouds...); err != nil {
+		return err
 	}
 	r.rec.OVNKey = ""
 	return lc.Save(r.rec)

@@ -216,23 +216,27 @@ func (k *ovnMetadataKind) cleanup(ctx workflow.Context, lc *object.Lifecycle, re
 		return nil
 	}
 	lc.ShowStep(ctx, "delete the OVN metadata agent of "+rec.Host+" from Neutron")
-	return deleteNetworkAgents(ctx, lc, openstack.ServiceCloud(lc.Ref.Namespace, rec.CloudSecret, ""), rec.Host, openstack.AgentBinaryOVNMetadata)
+	return deleteNetworkAgents(ctx, lc, rec.Host, openstack.AgentBinaryOVNMetadata, openstack.ServiceCloud(lc.Ref.Namespace, rec.CloudSecret, ""))
 }
 
-// deleteNetworkAgents deletes the host's Neutron agents of binary (all of them when empty) from cloud.
-// A namespace without the clouds Secret cannot have had an agent Neutron listed (verifying an agent
-// needs it), so there is nothing to delete.
-func deleteNetworkAgents(ctx workflow.Context, lc *object.Lifecycle, cloud openstack.CloudSecret, host, binary string) error {
-	err := workflow.ExecuteActivity(registrationActivity(ctx, AgentAliveTimeout), osActs.DeleteNetworkAgents, openstack.NetworkAgentInput{
-		Cloud: cloud, Host: host, Binary: binary,
-	}).Get(ctx, nil)
-	var app *temporal.ApplicationError
-	if err != nil && errors.As(err, &app) && app.Type() == openstack.ErrOSCredentials {
-		workflow.GetLogger(ctx).Warn("no clouds Secret: no Neutron agent record to delete", "object", lc.Ref.String(), "host", host, "error", err)
+// deleteNetworkAgents deletes the host's Neutron agents of binary (all of them when empty) from the first
+// of clouds that accepts its credentials. A cloud that refuses them (its Secret gone, its user deleted)
+// cannot have had an agent listed through it (verifying an agent needs it), so the next is asked; when
+// none accepts, there is nothing to delete.
+func deleteNetworkAgents(ctx workflow.Context, lc *object.Lifecycle, host, binary string, clouds ...openstack.CloudSecret) error {
+	for _, cloud := range clouds {
+		err := workflow.ExecuteActivity(registrationActivity(ctx, AgentAliveTimeout), osActs.DeleteNetworkAgents, openstack.NetworkAgentInput{
+			Cloud: cloud, Host: host, Binary: binary,
+		}).Get(ctx, nil)
+		var app *temporal.ApplicationError
+		if err != nil && errors.As(err, &app) && app.Type() == openstack.ErrOSCredentials {
+			workflow.GetLogger(ctx).Warn("credentials refused: no Neutron agent record to delete there", "object", lc.Ref.String(), "host", host, "cloud", cloud.String(), "error", err)
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("delete the Neutron agents of host %s: %w", host, err)
+		}
 		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("delete the Neutron agents of host %s: %w", host, err)
 	}
 	return nil
 }
