@@ -458,7 +458,7 @@ func TestSamplesConvergeAndStayIdle(t *testing.T) {
 		for _, a := range all {
 			require.NotEqual(t, host, a.Host, "Neutron still lists %s %s (alive %v) on %s", a.Type, a.Binary, a.Alive, host)
 		}
-		// No compute service, hypervisor or resource provider, and no port bound to the host.
+		// No compute service (its hypervisor record goes with it), no resource provider, no port bound there.
 		svcPages, err := services.List(c.Compute, services.ListOpts{Host: host}).AllPages(ctx)
 		require.NoError(t, err)
 		svcs, err := services.ExtractServices(svcPages)
