@@ -448,6 +448,10 @@ func TestSamplesConvergeAndStayIdle(t *testing.T) {
 		c := sampleCloud(t)
 		dctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 		defer cancel()
+		// The replay corpus keeps the node's teardown through its compute's cloud (edpm-node-chassis-cloud).
+		node, err := env.Dyn.Resource(e2e.GVRDataPlaneNode).Namespace(local.SampleNamespace).Get(ctx, host, metav1.GetOptions{})
+		require.NoError(t, err)
+		env.RecordPath(lifecycle.WorkflowID(e2e.Ref("OpenStackDataPlaneNode", e2e.GVRDataPlaneNode, node)), "chassis-cloud", e2e.Scheduled("DeleteNetworkAgents"))
 		start := time.Now()
 		require.NoError(t, env.DeleteAndWait(dctx, e2e.GVRDataPlaneNode, local.SampleNamespace, host), "node %s torn down", host)
 		t.Logf("node %s removed in %s", host, time.Since(start).Round(time.Second))
