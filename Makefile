@@ -15,6 +15,17 @@ E2E_TIMEOUT ?= 75m
 # bench), tests/e2e and tests/makespan (the harness's pure helpers: make unit) and tests/teardown (run
 # last, with its build tag).
 E2E_PACKAGES ?= $(filter-out ./tests/bench/ ./tests/e2e/ ./tests/makespan/ ./tests/teardown/,$(sort $(addprefix ./,$(dir $(wildcard tests/*/*_test.go)))))
+# How make e2e runs them (deploy/local/scripts/e2e.sh): phases one after another; in a phase, lanes
+# ("|") side by side, a lane's packages one after another. Phase 1: tests/samples alone, because it
+# serves make run's samples with the stack's release, which serves every namespace and kind. Phase 2:
+# the first lane's bridges serve their own namespaces only (edpm and nova on test hosts edpm-compute-0
+# and -1); in the second, servers (hosts -2 and -3, its bridges scoped too) and the packages whose
+# bridges serve cluster-wide (rollout, bridge) or that create served objects with no bridge of their own
+# (api) one after another. Phase 3: tests/stack alone (it starts processes on host 0 and checks the
+# stack's own). A package that no phase names runs alone after them.
+E2E_PHASE_1 ?= samples
+E2E_PHASE_2 ?= edpm nova | servers rollout bridge install api
+E2E_PHASE_3 ?= stack
 # pinned tool versions (WORKFLOWCHECK_VERSION among them)
 include deploy/local/versions.env
 
@@ -114,8 +125,9 @@ e2e: up
 	@bash deploy/local/scripts/delete-samples.sh
 	@rm -f $(HISTORY_REPORT)
 	@# go test shows a package's time only in its summary line: kept in bin/e2e.log for make test's table
-	@# one package at a time, each package's test binary linked while the one before runs (e2e.sh)
-	set -o pipefail; STACKFLOW_HISTORY_REPORT=$(HISTORY_REPORT) bash deploy/local/scripts/e2e.sh $(E2E_TIMEOUT) $(E2E_PACKAGES) 2>&1 | tee $(BIN)/e2e.log
+	@# the phases and their lanes; each package's test binary linked ahead (e2e.sh)
+	set -o pipefail; STACKFLOW_HISTORY_REPORT=$(HISTORY_REPORT) E2E_ONLY="$(E2E_PACKAGES)" bash deploy/local/scripts/e2e.sh \
+	  $(E2E_TIMEOUT) "$(E2E_PHASE_1)" "$(E2E_PHASE_2)" "$(E2E_PHASE_3)" 2>&1 | tee $(BIN)/e2e.log
 	@echo "history sizes per e2e package, the suite's largest run first (every payload under 256 KiB, checked):"
 	@sort -rn $(HISTORY_REPORT)
 	set -o pipefail; $(GO) test -count=1 -tags teardown -timeout 5m ./tests/teardown/ 2>&1 | tee -a $(BIN)/e2e.log

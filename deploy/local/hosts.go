@@ -89,12 +89,20 @@ func (h hostSpec) testHost() TestHost {
 }
 
 // upHosts creates the EDPM test hosts: network namespaces, veths and sshd in private mount namespaces.
-// It reuses hosts that are already right, repairs the others and removes hosts beyond HostCount.
+// It reuses hosts that are already right, repairs the others and removes hosts beyond HostCount (with
+// KeepHosts, brings those up too).
 func (s *Stack) upHosts(ctx context.Context) error {
 	start := time.Now()
 	n := s.HostCount()
 	if n < 0 || n > maxHosts {
 		return fmt.Errorf("test hosts: count %d outside 0..%d", n, maxHosts)
+	}
+	if s.opts.KeepHosts {
+		found, err := findHosts(ctx, s.Path("run"))
+		if err != nil {
+			return err
+		}
+		n = hostsKept(found, n)
 	}
 	// sshd refuses to start without its privilege separation directory.
 	if err := mkdirs(s.Path("hosts", "ssh"), "/run/sshd"); err != nil {
@@ -198,30 +206,9 @@ func (s *Stack) downHosts(ctx context.Context) error {
 // removeHostsFrom removes the hosts with an index of n or more, found by their namespaces, veths and PID
 // files, so leftovers of an interrupted run are found too.
 func (s *Stack) removeHostsFrom(ctx context.Context, n int) error {
-	found := map[int]bool{}
-	out, err := exec.CommandContext(ctx, "ip", "netns", "list").CombinedOutput()
+	found, err := findHosts(ctx, s.Path("run"))
 	if err != nil {
-		return fmt.Errorf("list network namespaces: %w: %s", err, out)
-	}
-	for _, line := range strings.Split(string(out), "\n") {
-		if f := strings.Fields(line); len(f) > 0 {
-			addHostIndex(found, f[0], hostNetnsPrefix)
-		}
-	}
-	out, err = exec.CommandContext(ctx, "ip", "-o", "link", "show").CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("list links: %w: %s", err, out)
-	}
-	for _, line := range strings.Split(string(out), "\n") {
-		// "12: sfve0@if2: <...> ..."
-		if f := strings.Fields(line); len(f) > 1 {
-			name, _, _ := strings.Cut(strings.TrimSuffix(f[1], ":"), "@")
-			addHostIndex(found, name, hostVethPrefix)
-		}
-	}
-	entries, _ := os.ReadDir(s.Path("run"))
-	for _, e := range entries {
-		addHostIndex(found, strings.TrimSuffix(e.Name(), ".pid"), "sshd-"+hostNamePrefix)
+		return err
 	}
 	var doomed []int
 	for i := range found {
@@ -243,6 +230,46 @@ func (s *Stack) removeHostsFrom(ctx context.Context, n int) error {
 	}
 	s.Logf("test hosts: removed %d (indices %d..%d)", len(doomed), doomed[0], doomed[len(doomed)-1])
 	return nil
+}
+
+// hostsKept is the number of hosts an Up with KeepHosts brings up: count, or more to keep every host
+// found (indices are dense, so a host beyond count keeps those below it too).
+func hostsKept(found map[int]bool, count int) int {
+	for i := range found {
+		count = max(count, i+1)
+	}
+	return min(count, maxHosts)
+}
+
+// findHosts lists the indices of the hosts that exist, by their namespaces, veths and the PID files in
+// runDir, so leftovers of an interrupted run are found too.
+func findHosts(ctx context.Context, runDir string) (map[int]bool, error) {
+	found := map[int]bool{}
+	out, err := exec.CommandContext(ctx, "ip", "netns", "list").CombinedOutput()
+	if err != nil {
+		return nil, fmt.Errorf("list network namespaces: %w: %s", err, out)
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		if f := strings.Fields(line); len(f) > 0 {
+			addHostIndex(found, f[0], hostNetnsPrefix)
+		}
+	}
+	out, err = exec.CommandContext(ctx, "ip", "-o", "link", "show").CombinedOutput()
+	if err != nil {
+		return nil, fmt.Errorf("list links: %w: %s", err, out)
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		// "12: sfve0@if2: <...> ..."
+		if f := strings.Fields(line); len(f) > 1 {
+			name, _, _ := strings.Cut(strings.TrimSuffix(f[1], ":"), "@")
+			addHostIndex(found, name, hostVethPrefix)
+		}
+	}
+	entries, _ := os.ReadDir(runDir)
+	for _, e := range entries {
+		addHostIndex(found, strings.TrimSuffix(e.Name(), ".pid"), "sshd-"+hostNamePrefix)
+	}
+	return found, nil
 }
 
 func addHostIndex(found map[int]bool, name, prefix string) {

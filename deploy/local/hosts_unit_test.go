@@ -71,3 +71,32 @@ func TestShellQuote(t *testing.T) {
 		}
 	}
 }
+
+// An Up with KeepHosts never brings up fewer hosts than exist: a package sharing the hosts keeps another's.
+func TestHostsKept(t *testing.T) {
+	tests := []struct {
+		name  string
+		found []int
+		count int
+		want  int
+	}{
+		{"none found", nil, 2, 2},
+		{"fewer found", []int{0}, 2, 2},
+		{"as many found", []int{0, 1}, 2, 2},
+		{"more found", []int{0, 1, 2, 3}, 2, 4},
+		{"a gap keeps those below", []int{0, 5}, 2, 6},
+		{"no hosts asked, some found", []int{0, 1}, 0, 2},
+		{"capped", []int{maxHosts + 3}, 2, maxHosts},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			found := map[int]bool{}
+			for _, i := range tt.found {
+				found[i] = true
+			}
+			if got := hostsKept(found, tt.count); got != tt.want {
+				t.Errorf("hostsKept(%v, %d) = %d, want %d", tt.found, tt.count, got, tt.want)
+			}
+		})
+	}
+}

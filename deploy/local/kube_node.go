@@ -291,6 +291,7 @@ func (s *Stack) ImportImage(ctx context.Context, dir, name string) error {
 func (s *Stack) writeKubeletFiles(token string) error {
 	cfg := fmt.Sprintf(`# Written by the local stack. cgroupfs and failCgroupV1: false because this machine is cgroup v1;
 # no QoS cgroups or allocatable enforcement (the node shares the machine with the rest of the stack).
+# maxPods: two test packages' clouds at once (make run's samples beside another package's Nova).
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 address: %s
@@ -305,7 +306,7 @@ failSwapOn: false
 cgroupsPerQOS: false
 enforceNodeAllocatable: []
 podCIDR: %s
-maxPods: 50
+maxPods: 110
 resolvConf: /etc/resolv.conf
 serializeImagePulls: false
 registerWithTaints:

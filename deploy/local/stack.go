@@ -67,6 +67,9 @@ type Options struct {
 	Components []string
 	// HostCount is the number of EDPM test hosts; default 2 (or $STACKFLOW_HOSTS).
 	HostCount int
+	// KeepHosts keeps (and brings up) the hosts that exist beyond HostCount instead of removing them:
+	// test packages running side by side share the hosts, and one's Up must not take another's away.
+	KeepHosts bool
 	// Log receives progress lines; default os.Stderr.
 	Log io.Writer
 }

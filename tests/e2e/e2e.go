@@ -54,7 +54,8 @@ var packages = map[string]string{
 type Config struct {
 	// Components of the local stack to bring up; Kubernetes and Temporal when empty.
 	Components []string
-	// HostCount is the number of EDPM test hosts, when Components include local.Hosts.
+	// HostCount is the number of EDPM test hosts, when Components include local.Hosts: the package's
+	// hosts are among the first HostCount (hosts beyond it that other packages use are kept).
 	HostCount int
 	// TemporalNamespace holds the package's workflows, so other users of the shared stack cannot take
 	// its work. Required.
@@ -109,7 +110,8 @@ func Setup(ctx context.Context, cfg Config) (_ *Env, err error) {
 	if len(comps) == 0 {
 		comps = []string{local.Kubernetes, local.Temporal}
 	}
-	st, err := local.Up(ctx, local.Options{Components: comps, HostCount: cfg.HostCount})
+	// KeepHosts: packages run side by side on the stack (deploy/local/scripts/e2e.sh), each on hosts of its own.
+	st, err := local.Up(ctx, local.Options{Components: comps, HostCount: cfg.HostCount, KeepHosts: true})
 	if err != nil {
 		return nil, fmt.Errorf("local stack: %w", err)
 	}

@@ -213,8 +213,7 @@ func (e *Env) StartNova(ctx context.Context, o NovaOptions) (_ *Nova, err error)
 	}
 	if err := scope.Do(func() {
 		// Its namespace only: the objects of other namespaces are not this Nova's bridge's business.
-		ne.StartBridge(scope, BridgeOptions{Identity: e.Run + "-nova-bridge", Kinds: kinds,
-			ExtraArgs: []string{"--watch-namespaces", o.Namespace}})
+		ne.StartBridge(scope, BridgeOptions{Identity: e.Run + "-nova-bridge", Kinds: kinds, Namespaces: []string{o.Namespace}})
 		ne.StartWorker(scope, WorkerOptions{Identity: e.Run + "-nova-worker"})
 	}); err != nil {
 		return nil, err

@@ -220,6 +220,10 @@ type BridgeOptions struct {
 	Identity string
 	// Kinds the bridge serves, comma-separated.
 	Kinds string
+	// Namespaces whose objects it serves (--watch-namespaces): packages run side by side (e2e.sh), and
+	// a bridge of one must not serve another's objects. Every namespace when empty, for cluster-scoped
+	// kinds, which are served cluster-wide anyway.
+	Namespaces []string
 	// Lease is the leader-election lease; replicas sharing it are one bridge. Identity when empty.
 	Lease string
 	// Workers is the number of reconcile workers; the binary's default when zero.
@@ -251,6 +255,9 @@ func (e *Env) StartBridge(t TB, opts BridgeOptions) *Proc {
 	}
 	if opts.Workers > 0 {
 		args = append(args, "--workers", strconv.Itoa(opts.Workers))
+	}
+	if len(opts.Namespaces) > 0 {
+		args = append(args, "--watch-namespaces", strings.Join(opts.Namespaces, ","))
 	}
 	return e.StartProc(t, ProcSpec{Name: opts.Identity, Binary: Bridge, Args: append(args, opts.ExtraArgs...), Account: "bridge"})
 }

@@ -18,9 +18,9 @@ import (
 
 func yamlUnmarshal(b []byte, v any) error { return yaml.Unmarshal(b, v) }
 
-// startBridge runs a bridge for the data-plane kinds with short leases.
+// startBridge runs a bridge for the data-plane kinds of the run's namespace with short leases.
 func startBridge(t *testing.T) *e2e.Proc {
-	return env.StartBridge(t, e2e.BridgeOptions{Identity: env.Run + "-bridge", Kinds: servedKinds})
+	return env.StartBridge(t, e2e.BridgeOptions{Identity: env.Run + "-bridge", Kinds: servedKinds, Namespaces: []string{ns}})
 }
 
 func startWorker(t *testing.T) *e2e.Proc {

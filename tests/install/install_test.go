@@ -137,7 +137,7 @@ func TestSecretOutsideWatchedNamespaceIsRefused(t *testing.T) {
 	}
 	require.Equal(t, 1, bound, "the chart binds the OpenStack workers' rules in the watched namespace")
 
-	env.StartBridge(t, e2e.BridgeOptions{Identity: env.Run + "-bridge", Kinds: "OpenStackServer"})
+	env.StartBridge(t, e2e.BridgeOptions{Identity: env.Run + "-bridge", Kinds: "OpenStackServer", Namespaces: []string{watched, other}})
 	env.StartWorker(t, e2e.WorkerOptions{Identity: env.Run + "-worker", Queues: []string{"stackflow", "stackflow-kube"}})
 	// The OpenStack worker of a chart installed with watchNamespaces=[watched].
 	env.StartProc(t, e2e.ProcSpec{Name: env.Run + "-scoped-openstack", Binary: e2e.Worker,

@@ -121,7 +121,7 @@ func TestNovaControlPlane(t *testing.T) {
 	h0, h1 := env.Host(t, "edpm-compute-0"), env.Host(t, "edpm-compute-1")
 	e2e.CleanHost(t, h0)
 	e2e.CleanHost(t, h1)
-	env.StartBridge(t, e2e.BridgeOptions{Identity: env.Run + "-bridge", Kinds: servedKinds})
+	env.StartBridge(t, e2e.BridgeOptions{Identity: env.Run + "-bridge", Kinds: servedKinds, Namespaces: []string{ns}})
 	worker := env.StartWorker(t, e2e.WorkerOptions{Identity: env.Run + "-worker"})
 	db := env.StackDB(t)
 	broker := env.BrokerAdmin(t, ns)

@@ -69,11 +69,15 @@ type Env struct {
 	sharedNova bool
 }
 
+// HostCount is the number of test hosts the package asks for: its hosts are the last two of them
+// (edpm-compute-2 and -3), so it runs beside the packages on the first two (samples, edpm, nova).
+const HostCount = 4
+
 // Setup brings up Kubernetes, Temporal and OpenStack (and the extra components named), builds the
 // bridge and the worker, registers temporalNS and creates a namespace holding the identity Secret.
 func Setup(ctx context.Context, temporalNS, prefix string, extra ...string) (_ *Env, err error) {
 	base, err := e2e.Setup(ctx, e2e.Config{Components: append([]string{local.Kubernetes, local.Temporal, local.OpenStack}, extra...),
-		TemporalNamespace: temporalNS, RunPrefix: prefix, QPS: 200, Burst: 400})
+		HostCount: HostCount, TemporalNamespace: temporalNS, RunPrefix: prefix, QPS: 200, Burst: 400})
 	if err != nil {
 		return nil, err
 	}
@@ -220,10 +224,11 @@ func (e *Env) Close() {
 	e.Env.Close()
 }
 
-// StartBridge runs the bridge for the server kinds in the run's Temporal namespace until the test ends.
+// StartBridge runs the bridge for the server kinds of the run's namespace in the run's Temporal
+// namespace until the test ends.
 func (e *Env) StartBridge(t testing.TB) *e2e.Proc {
 	return e.Env.StartBridge(t, e2e.BridgeOptions{Identity: e.Run + "-bridge", Lease: e.Run,
-		Kinds: "OpenStackServer,OpenStackMachine,OpenStackCluster", Workers: 16})
+		Kinds: "OpenStackServer,OpenStackMachine,OpenStackCluster", Namespaces: []string{e.Namespace}, Workers: 16})
 }
 
 // StartWorker runs a worker serving every queue in the run's Temporal namespace until the test ends.

@@ -25,7 +25,7 @@ var novaRegion = local.ServersRegions[0]
 const (
 	novaAPIPort      = 19174
 	novaMetadataPort = 19175
-	computeHost      = "edpm-compute-0"
+	computeHost      = "edpm-compute-2"
 )
 
 var env *Env

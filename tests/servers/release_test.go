@@ -374,8 +374,8 @@ func TestInstalledReleaseServesServersThroughKillNineAndUpgrade(t *testing.T) {
 }
 
 // dataPlaneHost is the test host of the release's data-plane node (the package's compute is on
-// edpm-compute-0).
-const dataPlaneHost = "edpm-compute-1"
+// computeHost; the first two hosts are other packages').
+const dataPlaneHost = "edpm-compute-3"
 
 // dataPlaneNode is the data-plane node the release deploys: a role without a cell (phase 0 only).
 type dataPlaneNode struct {

@@ -151,8 +151,8 @@ func TestUpgradeMidFlight(t *testing.T) {
 	buildA, buildB := "a-"+upg.Run, "b-"+upg.Run
 	// Namespaced kinds only in the run's namespace: other packages' objects are not this test's.
 	upg.Env.StartBridge(t, e2e.BridgeOptions{Identity: upg.Run + "-bridge", Lease: upg.Run, Workers: 16,
-		Kinds:     "OpenStackServer,OpenStackMachine,OpenStackCluster,KupenstackConfiguration,OpenStackCloudConfigurationProfile,OpenStackDataPlane,OpenStackDataPlaneRole,OpenStackDataPlaneNode",
-		ExtraArgs: []string{"--watch-namespaces", upg.Namespace}})
+		Kinds:      "OpenStackServer,OpenStackMachine,OpenStackCluster,KupenstackConfiguration,OpenStackCloudConfigurationProfile,OpenStackDataPlane,OpenStackDataPlaneRole,OpenStackDataPlaneNode",
+		Namespaces: []string{upg.Namespace}})
 	helmCache := []string{"STACKFLOW_HELM_CACHE=" + t.TempDir()}
 	// A drains for up to 30 s when stopped, so the playbook it runs finishes and is recorded done: the
 	// host's step log then tells a step run twice from a step retried after a kill.

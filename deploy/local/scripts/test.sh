@@ -20,7 +20,7 @@ fmt() { printf '%d min %02d s' $(($1 / 60)) $(($1 % 60)); }
 summary() {
   local name secs rc result total over
   echo
-  echo "make test: wall time per step (end-to-end packages in go test's order)"
+  echo "make test: wall time per step (end-to-end packages in the order they ended, their lanes ran side by side)"
   printf '  %-34s %14s  %s\n' STEP TIME RESULT
   while read -r name secs rc; do
     result=ok; [ "$rc" = 0 ] || result="FAILED ($rc)"
@@ -29,6 +29,9 @@ summary() {
       # go test's summary lines: ok|FAIL <package> <seconds>s
       sed -nE 's#^(ok|FAIL)[[:space:]]+github.com/stackflow/stackflow/(tests/[^[:space:]]+)[[:space:]]+([0-9]+)(\.[0-9]+)?s.*#\2 \3 \1#p' "$e2elog" |
         while read -r pkg s r; do printf '    %-32s %14s  %s\n' "$pkg" "$(fmt "$s")" "$r"; done
+      # the lanes (phase.lane; a phase's lanes ran side by side, e2e.sh), then the critical path: the e2e packages' wall time
+      grep -E $'^(lane [0-9.]+|critical path)\t' "$e2elog" |
+        while IFS=$'\t' read -r what s rest; do printf '    %-32s %14s  %s\n' "$what" "$(fmt "${s%s}")" "$rest"; done
       # the slowest top-level tests, from the packages' verbose output (deploy/local/scripts/e2e.sh)
       ls bin/e2e-tests/*.out >/dev/null 2>&1 && echo "    slowest tests:"
       grep -H -E '^--- (PASS|FAIL): [^ ]+ \([0-9.]+s\)' bin/e2e-tests/*.out 2>/dev/null |
