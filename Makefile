@@ -118,15 +118,19 @@ unit:
 
 # Every e2e package appends its history sizes here (go test shows nothing of a package that passes).
 HISTORY_REPORT := $(BIN)/history-sizes.txt
+# The replay corpus of workflows/ (make e2e and make histories add to it).
+HISTORIES := $(CURDIR)/workflows/testdata/histories
 ## e2e: the end-to-end packages against the real local stack (make run's samples removed first), their
-## history sizes, then `down` proven clean (tests/teardown)
+## history sizes, the runs they add to the replay corpus, then `down` proven clean (tests/teardown)
 e2e: up
 	@# make run's samples use the same hosts and cloud: removed first, as a user would (their teardown runs)
 	@bash deploy/local/scripts/delete-samples.sh
 	@rm -f $(HISTORY_REPORT)
 	@# go test shows a package's time only in its summary line: kept in bin/e2e.log for make test's table
 	@# the phases and their lanes; each package's test binary linked ahead (e2e.sh)
-	set -o pipefail; STACKFLOW_HISTORY_REPORT=$(HISTORY_REPORT) E2E_ONLY="$(E2E_PACKAGES)" bash deploy/local/scripts/e2e.sh \
+	@# and each package adds to the replay corpus the runs of paths and changes it holds no run of yet:
+	@# commit what appears under workflows/testdata/histories with the change that made it
+	set -o pipefail; STACKFLOW_HISTORY_REPORT=$(HISTORY_REPORT) STACKFLOW_RECORD_HISTORIES=$(HISTORIES) E2E_ONLY="$(E2E_PACKAGES)" bash deploy/local/scripts/e2e.sh \
 	  $(E2E_TIMEOUT) "$(E2E_PHASE_1)" "$(E2E_PHASE_2)" "$(E2E_PHASE_3)" 2>&1 | tee $(BIN)/e2e.log
 	@echo "history sizes per e2e package, the suite's largest run first (every payload under 256 KiB, checked):"
 	@sort -rn $(HISTORY_REPORT)
@@ -137,7 +141,6 @@ e2e: up
 ## are added to what is recorded (a shape recorded already is skipped), so the runs of older code keep
 ## being replayed: workflows in flight outlive a release. HISTORY_PACKAGES=nova records one package;
 ## HISTORIES_FRESH=1 drops the packages' recorded runs first.
-HISTORIES := $(CURDIR)/workflows/testdata/histories
 HISTORY_PACKAGES ?= samples servers edpm rollout bridge nova
 histories: up
 	$(if $(HISTORIES_FRESH),rm -rf $(addprefix $(HISTORIES)/,$(HISTORY_PACKAGES)))

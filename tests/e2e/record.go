@@ -115,8 +115,41 @@ func Not(m func([]*historypb.HistoryEvent) bool) func([]*historypb.HistoryEvent)
 type candidate struct {
 	kind, shape string
 	tags        []string
-	data        []byte
+	// changes are the GetVersion changes the run recorded, as changeKey names them.
+	changes []string
+	data    []byte
 }
+
+// changeKey names a GetVersion change at one version, among the keys pick counts as covered.
+func changeKey(id string, version int) string { return fmt.Sprintf("change:%s@%d", id, version) }
+
+// changesOf lists the GetVersion changes a run recorded (its Version markers, payloads decoded).
+func changesOf(events []*historypb.HistoryEvent) []string {
+	dc := converter.GetDefaultDataConverter()
+	var out []string
+	for _, ev := range events {
+		m := ev.GetMarkerRecordedEventAttributes()
+		if m.GetMarkerName() != versionMarker {
+			continue
+		}
+		var id string
+		var version int
+		if dc.FromPayloads(m.GetDetails()["change-id"], &id) != nil || dc.FromPayloads(m.GetDetails()["version"], &version) != nil {
+			continue
+		}
+		if k := changeKey(id, version); !slices.Contains(out, k) {
+			out = append(out, k)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// versionMarker is the name of the marker workflow.GetVersion records.
+const versionMarker = "Version"
+
+// keys are what a candidate covers: its path tags and its changes.
+func (c candidate) keys() []string { return append(slices.Clone(c.tags), c.changes...) }
 
 // Add considers one run's history (as read from the server, payloads still encoded). A run in which a
 // workflow task failed for a cause not in HarmlessTaskFailures (a panic, non-determinism) is refused
@@ -148,10 +181,11 @@ func (r *Recorder) Add(ctx context.Context, events []*historypb.HistoryEvent) er
 	}
 	start := events[0].GetWorkflowExecutionStartedEventAttributes()
 	c := candidate{
-		kind:  start.GetWorkflowType().GetName(),
-		shape: shapeOf(events),
-		tags:  pathTags(events),
-		data:  data,
+		kind:    start.GetWorkflowType().GetName(),
+		shape:   shapeOf(events),
+		tags:    pathTags(events),
+		changes: changesOf(h.Events),
+		data:    data,
 	}
 	for _, p := range r.Paths {
 		if p.WorkflowID == start.GetWorkflowId() && p.Match(events) && !slices.Contains(c.tags, p.Label) {
@@ -178,26 +212,41 @@ func (r *Recorder) Write() (files int, size int64, err error) {
 	if perKind <= 0 {
 		perKind = DefaultPerKind
 	}
+	// The changes any recorded run holds: a run that adds a change at a version no run recorded is kept
+	// (the branch that objects started on this code take).
+	changes, err := recordedChanges(r.Dir)
+	if err != nil {
+		return 0, 0, err
+	}
 	for _, kind := range slices.Sorted(maps.Keys(r.best)) {
 		known, covered, err := recordedPaths(filepath.Join(r.Dir, "*", safeName(kind)))
 		if err != nil {
 			return files, size, err
 		}
+		maps.Copy(covered, changes)
 		var cands []candidate
 		for _, c := range r.best[kind] {
 			// A shape recorded already replays the same code, unless the run is of a path not recorded
-			// yet (a label a test named).
-			if !known[c.shape[:shapeLen]] || slices.ContainsFunc(c.tags, func(t string) bool { return !covered[t] }) {
+			// yet (a label a test named) or of a change at a version not recorded yet.
+			if !known[c.shape[:shapeLen]] || slices.ContainsFunc(c.keys(), func(t string) bool { return !covered[t] }) {
 				cands = append(cands, c)
 			}
 		}
 		for _, c := range pick(cands, covered, len(known) > 0, perKind) {
+			for _, k := range c.changes {
+				changes[k] = true
+			}
 			dir := filepath.Join(r.Dir, safeName(r.Package), safeName(kind))
 			if err := os.MkdirAll(dir, 0o755); err != nil {
 				return files, size, err
 			}
 			name := strings.Join(c.tags, "+") + "-" + c.shape[:shapeLen] + ".json"
-			if err := os.WriteFile(filepath.Join(dir, name), c.data, 0o644); err != nil {
+			// Written whole, then renamed: packages side by side read each other's files (recordedChanges).
+			tmp := filepath.Join(dir, "."+name+".tmp")
+			if err := os.WriteFile(tmp, c.data, 0o644); err != nil {
+				return files, size, err
+			}
+			if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
 				return files, size, err
 			}
 			files++
@@ -210,8 +259,9 @@ func (r *Recorder) Write() (files int, size int64, err error) {
 // shapeLen is how many hex digits of a shape name a file.
 const shapeLen = 10
 
-// pick chooses, greedily, the candidates that add the most paths not yet covered (the smallest first on
-// a tie), at most n, and one when nothing of the type is recorded yet (recorded is false).
+// pick chooses, greedily, the candidates that add the most paths and changes not yet covered (the
+// smallest first on a tie), at most n, and one when nothing of the type is recorded yet (recorded is
+// false).
 func pick(cands []candidate, covered map[string]bool, recorded bool, n int) []candidate {
 	slices.SortFunc(cands, func(a, b candidate) int {
 		if d := len(a.data) - len(b.data); d != 0 {
@@ -225,7 +275,7 @@ func pick(cands []candidate, covered map[string]bool, recorded bool, n int) []ca
 		best, gain := -1, 0
 		for i, c := range cands {
 			g := 0
-			for _, t := range c.tags {
+			for _, t := range c.keys() {
 				if !covered[t] {
 					g++
 				}
@@ -242,7 +292,7 @@ func pick(cands []candidate, covered map[string]bool, recorded bool, n int) []ca
 		}
 		c := cands[best]
 		out = append(out, c)
-		for _, t := range c.tags {
+		for _, t := range c.keys() {
 			covered[t] = true
 		}
 		cands = slices.Delete(cands, best, best+1)
@@ -270,6 +320,29 @@ func recordedPaths(pattern string) (shapes, tags map[string]bool, err error) {
 		}
 	}
 	return shapes, tags, nil
+}
+
+// recordedChanges reads the changes (changeKey) of every run recorded under dir, by any package.
+func recordedChanges(dir string) (map[string]bool, error) {
+	out := map[string]bool{}
+	files, err := filepath.Glob(filepath.Join(dir, "*", "*", "*.json"))
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return nil, err
+		}
+		var h historypb.History
+		if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(b, &h); err != nil {
+			return nil, fmt.Errorf("read %s: %w", f, err)
+		}
+		for _, k := range changesOf(h.GetEvents()) {
+			out[k] = true
+		}
+	}
+	return out, nil
 }
 
 // pathTags names what a run went through, in a fixed order: how it started (resumed: continued from a

@@ -13,6 +13,7 @@ import (
 	failurepb "go.temporal.io/api/failure/v1"
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 
 	"github.com/stackflow/stackflow/api/lifecycle"
 	"github.com/stackflow/stackflow/api/temporalconn"
@@ -212,4 +213,49 @@ func TestRetried(t *testing.T) {
 	require.True(t, Retried("EnsureServer")([]*historypb.HistoryEvent{sched, started(2)}))
 	require.False(t, Retried("EnsureServer")([]*historypb.HistoryEvent{sched, started(1)}))
 	require.False(t, Retried("WaitServer")([]*historypb.HistoryEvent{sched, started(2)}))
+}
+
+func versionEvent(t *testing.T, id string, version int) *historypb.HistoryEvent {
+	t.Helper()
+	dc := converter.GetDefaultDataConverter()
+	return &historypb.HistoryEvent{EventType: enumspb.EVENT_TYPE_MARKER_RECORDED,
+		Attributes: &historypb.HistoryEvent_MarkerRecordedEventAttributes{MarkerRecordedEventAttributes: &historypb.MarkerRecordedEventAttributes{
+			MarkerName: "Version",
+			Details:    map[string]*commonpb.Payloads{"change-id": must(dc.ToPayloads(id)), "version": must(dc.ToPayloads(version))}}}}
+}
+
+// A run that adds a GetVersion change at a version no recorded run holds is kept though its path tags
+// are all recorded (the branch objects started on this code take); a run of a change recorded already,
+// by any package, is not.
+func TestRecorderKeepsRunsOfChangesNotRecorded(t *testing.T) {
+	ctx := context.Background()
+	codec := temporalconn.NewCodec(must(temporalconn.NewKeyring(map[string][]byte{"k": make([]byte, 32)})))
+	enc := must(codec.Encode([]*commonpb.Payload{{Metadata: map[string][]byte{"encoding": []byte("json/plain")}, Data: []byte(`{}`)}}))[0]
+	dir := t.TempDir()
+	old := run("Nova", enc, activity("EnsureDatabase"), ev(enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW))
+	first := &Recorder{Dir: dir, Package: "nova", Codec: codec}
+	require.NoError(t, first.Add(ctx, old))
+	files, _, err := first.Write()
+	require.NoError(t, err)
+	require.Equal(t, 1, files)
+
+	// The same tags, a new change: kept. Recorded again by another package: skipped.
+	changed := func() []*historypb.HistoryEvent {
+		return run("Nova", enc, versionEvent(t, "nova-wait-admin-secret", 1), activity("EnsureDatabase"),
+			ev(enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW))
+	}
+	second := &Recorder{Dir: dir, Package: "samples", Codec: codec}
+	require.NoError(t, second.Add(ctx, changed()))
+	files, _, err = second.Write()
+	require.NoError(t, err)
+	require.Equal(t, 1, files, "the run of a change not recorded yet is kept")
+	got, err := recordedChanges(dir)
+	require.NoError(t, err)
+	require.Equal(t, map[string]bool{"change:nova-wait-admin-secret@1": true}, got)
+
+	third := &Recorder{Dir: dir, Package: "edpm", Codec: codec}
+	require.NoError(t, third.Add(ctx, changed()))
+	files, _, err = third.Write()
+	require.NoError(t, err)
+	require.Zero(t, files, "a change recorded by another package is not recorded twice")
 }
