@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -16,11 +17,14 @@ import (
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/cli"
+	helmkube "helm.sh/helm/v3/pkg/kube"
+	"helm.sh/helm/v3/pkg/release"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/stackflow/stackflow/deploy/local"
 	"github.com/stackflow/stackflow/tests/e2e"
@@ -282,7 +286,7 @@ func runRolloutBench(b *testing.B, rb rolloutBench) {
 		_ = kube.CoreV1().Namespaces().Delete(ctx, name, metav1.DeleteOptions{})
 
 		after, afterEach := plain(fmt.Sprintf("%s-%d-plain-b", run, i))
-		fmt.Printf("  plain script (helm upgrade --install --wait per component, in the order %s): %.1fs before, %.1fs after stackflow's rollout\n",
+		fmt.Printf("  plain script (helm upgrade --install per component and its wait as stackflow waits: ready checker every 1 s, in the order %s): %.1fs before, %.1fs after stackflow's rollout\n",
 			strings.Join(sequence, ", "), before.Seconds(), after.Seconds())
 		fmt.Printf("  plain script per component: %s before; %s after\n", beforeEach, afterEach)
 		fmt.Printf("  makespan/plain script %.2f (script first) and %.2f (script after); goal ≤ 0.8\n", ms/before.Seconds(), ms/after.Seconds())
@@ -371,9 +375,10 @@ func rolloutBenchChildSpans(ctx context.Context, tc client.Client, parentID stri
 // plainHelmRollout is the script an operator would write without stackflow: for each component in a fixed
 // topological order, `helm upgrade --install --wait` of its chart from the repository (a fresh namespace,
 // so an install) with its values, one after the other, done through Helm's library as the helm command
-// does it. It returns the time from the first install's start to the last one's Ready and each install's
-// time, then uninstalls the releases in reverse order (`helm uninstall --wait`, their hooks included),
-// untimed.
+// does it. Its wait is stackflow's (waitReleaseReady: Helm's ready checker every second), not Helm's
+// waiter, which polls every 2 s: both sides wait alike, so the ratio measures the orchestration alone.
+// It returns the time from the first install's start to the last one's Ready and each install's time,
+// then uninstalls the releases in reverse order (`helm uninstall --wait`, their hooks included), untimed.
 func plainHelmRollout(ctx context.Context, kubeconfig, namespace, repoURL string, sequence []string, values func(string) map[string]any,
 	waitJobs bool, cacheDir string) (time.Duration, []time.Duration, error) {
 	settings := cli.New()
@@ -384,6 +389,14 @@ func plainHelmRollout(ctx context.Context, kubeconfig, namespace, repoURL string
 	cfg := new(action.Configuration)
 	if err := cfg.Init(settings.RESTClientGetter(), namespace, "secret", func(string, ...any) {}); err != nil {
 		return 0, nil, fmt.Errorf("helm configuration: %w", err)
+	}
+	rc, err := settings.RESTClientGetter().ToRESTConfig()
+	if err != nil {
+		return 0, nil, err
+	}
+	kube, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return 0, nil, err
 	}
 	var installed []string
 	defer func() {
@@ -398,7 +411,7 @@ func plainHelmRollout(ctx context.Context, kubeconfig, namespace, repoURL string
 	for _, c := range sequence {
 		t0 := time.Now()
 		inst := action.NewInstall(cfg)
-		inst.ReleaseName, inst.Namespace, inst.Wait, inst.WaitForJobs, inst.Timeout = c, namespace, true, waitJobs, 5*time.Minute
+		inst.ReleaseName, inst.Namespace, inst.Timeout = c, namespace, 5*time.Minute
 		inst.RepoURL, inst.Version = repoURL, "0.1.0"
 		path, err := inst.LocateChart(c, settings)
 		if err != nil {
@@ -409,10 +422,47 @@ func plainHelmRollout(ctx context.Context, kubeconfig, namespace, repoURL string
 			return 0, nil, fmt.Errorf("load chart %s: %w", c, err)
 		}
 		installed = append(installed, c)
-		if _, err := inst.RunWithContext(ctx, ch, values(c)); err != nil {
+		rel, err := inst.RunWithContext(ctx, ch, values(c))
+		if err != nil {
+			return 0, nil, fmt.Errorf("helm upgrade --install %s: %w", c, err)
+		}
+		if err := waitReleaseReady(ctx, cfg, kube, rel, waitJobs, inst.Timeout); err != nil {
 			return 0, nil, fmt.Errorf("helm upgrade --install --wait %s: %w", c, err)
 		}
 		each = append(each, time.Since(t0))
 	}
 	return time.Since(start), each, nil
+}
+
+// waitReleaseReady waits as stackflow's Helm activity does (WaitReady in activities/helm): Helm's ready
+// checker over the release's objects (paused Deployments as ready, Jobs when checkJobs), every second,
+// until all are ready or timeout.
+func waitReleaseReady(ctx context.Context, cfg *action.Configuration, core kubernetes.Interface, rel *release.Release, checkJobs bool,
+	timeout time.Duration) error {
+	resources, err := cfg.KubeClient.Build(bytes.NewBufferString(rel.Manifest), false)
+	if err != nil {
+		return fmt.Errorf("objects of release %s: %w", rel.Name, err)
+	}
+	checker := helmkube.NewReadyChecker(core, func(string, ...any) {}, helmkube.PausedAsReady(true), helmkube.CheckJobs(checkJobs))
+	deadline := time.Now().Add(timeout)
+	for {
+		waiting := ""
+		for _, r := range resources {
+			if ok, err := checker.IsReady(ctx, r); err != nil || !ok {
+				waiting = r.ObjectName()
+				break
+			}
+		}
+		if waiting == "" {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("not ready after %s: %s", timeout, waiting)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
 }
