@@ -42,11 +42,15 @@ help:
 packages:
 	@bash deploy/local/scripts/install-packages.sh
 
-## tools: pinned Kubernetes, etcd, kwok, Temporal CLI, tctl, controller-gen and workflowcheck binaries,
-## cached by version in ~/.cache/stackflow
+## tools: pinned Kubernetes, etcd, kwok, Temporal CLI, tctl, controller-gen, workflowcheck and crd-ref-docs
+## binaries, cached by version in ~/.cache/stackflow
 # TOOLS: some of them only (make test leaves controller-gen to make generate)
 tools:
 	@bash deploy/local/tools/build.sh $(TOOLS)
+
+# The tools the stack runs: what up builds (controller-gen, workflowcheck and crd-ref-docs serve make
+# generate and make lint only, and a fresh machine would build them for minutes before make run).
+STACK_TOOLS := etcd kube kwok temporal tctl
 
 ## build: stackflow's binaries into ./bin: the local stack's command, the bridge, the worker and the
 ## kubectl plugin kubectl-stackflow (linked into .stackflow/bin by `up`)
@@ -69,7 +73,8 @@ images:
 	cd deploy/images && $(GO) run -trimpath . -repo $(CURDIR) -out $(BIN)/images
 
 ## up: bring the local real stack up (idempotent); the images go onto its real node
-up: packages tools build images
+up: packages build images
+	@bash deploy/local/tools/build.sh $(STACK_TOOLS)
 	$(LOCAL) up
 
 ## run: stack up, worker and bridge running, samples applied; stays in the foreground until Ctrl-C
