@@ -88,6 +88,22 @@ type Scan struct {
 	TaskFailures []string
 	// Harmless counts the workflow task failures of HarmlessTaskFailures, by cause.
 	Harmless map[string]int
+	// ActivityPanics are the activity attempts that panicked (the SDK's PanicError): retried or not, a
+	// panic is a defect of an activity, never an answer of the system it drives.
+	ActivityPanics []string
+}
+
+// panicType is the failure type the Go SDK gives a panic (its PanicError).
+const panicType = "PanicError"
+
+// panicIn is the message of the first panic in a failure's chain, or "".
+func panicIn(f *failurepb.Failure) string {
+	for ; f != nil; f = f.GetCause() {
+		if f.GetApplicationFailureInfo().GetType() == panicType {
+			return f.GetMessage()
+		}
+	}
+	return ""
 }
 
 // HarmlessTaskFailures are the causes of a failed workflow task that are harmless by construction:
@@ -145,6 +161,9 @@ func (s Scan) Check() error {
 	for _, n := range s.TaskFailures {
 		errs = append(errs, fmt.Errorf("workflow task failed: %s", n))
 	}
+	for _, n := range s.ActivityPanics {
+		errs = append(errs, fmt.Errorf("activity panicked: %s", n))
+	}
 	return errors.Join(errs...)
 }
 
@@ -166,6 +185,13 @@ func (s *Scan) add(wid, rid string, events []*historypb.HistoryEvent, values []s
 				s.Oversized = append(s.Oversized, ps)
 			}
 		}, nil)
+		// An attempt's failure is in the ActivityTaskFailed event of the last one, and in the
+		// ActivityTaskStarted event (LastFailure) of the attempt after it.
+		for _, f := range []*failurepb.Failure{ev.GetActivityTaskFailedEventAttributes().GetFailure(), ev.GetActivityTaskStartedEventAttributes().GetLastFailure()} {
+			if msg := panicIn(f); msg != "" {
+				s.ActivityPanics = append(s.ActivityPanics, fmt.Sprintf("%s (run %s) event %d %s: %s", wid, rid, ev.GetEventId(), ev.GetEventType(), msg))
+			}
+		}
 		if f := ev.GetWorkflowTaskFailedEventAttributes(); f != nil {
 			switch _, harmless := HarmlessTaskFailures[f.GetCause()]; {
 			case f.GetCause() == enumspb.WORKFLOW_TASK_FAILED_CAUSE_NON_DETERMINISTIC_ERROR:

@@ -108,3 +108,45 @@ func TestScanMeasuresRunsAndFindsWhatBreaksUpgrades(t *testing.T) {
 		})
 	}
 }
+
+// An activity that panicked fails the scan, whether the panic ended the activity (ActivityTaskFailed)
+// or a later attempt succeeded (the panic is then its ActivityTaskStarted's LastFailure); an activity's
+// ordinary error does not.
+func TestScanFindsActivityPanics(t *testing.T) {
+	panicked := &failurepb.Failure{Message: "runtime error: index out of range", FailureInfo: &failurepb.Failure_ApplicationFailureInfo{
+		ApplicationFailureInfo: &failurepb.ApplicationFailureInfo{Type: "PanicError"}}}
+	ordinary := &failurepb.Failure{Message: "409 conflict", FailureInfo: &failurepb.Failure_ApplicationFailureInfo{
+		ApplicationFailureInfo: &failurepb.ApplicationFailureInfo{Type: "ErrUnexpectedResponseCode"}}}
+	wrapped := &failurepb.Failure{Message: "activity error", Cause: panicked}
+	failed := func(f *failurepb.Failure) *historypb.HistoryEvent {
+		return &historypb.HistoryEvent{EventId: 9, EventType: enumspb.EVENT_TYPE_ACTIVITY_TASK_FAILED, Attributes: &historypb.HistoryEvent_ActivityTaskFailedEventAttributes{
+			ActivityTaskFailedEventAttributes: &historypb.ActivityTaskFailedEventAttributes{Failure: f}}}
+	}
+	startedAfter := func(f *failurepb.Failure) *historypb.HistoryEvent {
+		return &historypb.HistoryEvent{EventId: 6, EventType: enumspb.EVENT_TYPE_ACTIVITY_TASK_STARTED, Attributes: &historypb.HistoryEvent_ActivityTaskStartedEventAttributes{
+			ActivityTaskStartedEventAttributes: &historypb.ActivityTaskStartedEventAttributes{Attempt: 2, LastFailure: f}}}
+	}
+	for _, tc := range []struct {
+		name   string
+		event  *historypb.HistoryEvent
+		panics int
+	}{
+		{"failed with a panic", failed(panicked), 1},
+		{"failed with a panic as the cause", failed(wrapped), 1},
+		{"retried after a panic", startedAfter(panicked), 1},
+		{"failed with an error", failed(ordinary), 0},
+		{"retried after an error", startedAfter(ordinary), 0},
+		{"started the first time", startedAfter(nil), 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var s Scan
+			s.add("wf", "run", []*historypb.HistoryEvent{tc.event}, nil)
+			require.Len(t, s.ActivityPanics, tc.panics)
+			if tc.panics > 0 {
+				require.ErrorContains(t, s.Check(), "activity panicked")
+			} else {
+				require.NoError(t, s.Check())
+			}
+		})
+	}
+}
