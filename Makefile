@@ -59,10 +59,11 @@ build:
 	$(GO) build -o $(BIN)/ ./deploy/local/cmd/stackflow-local ./bridge/cmd/stackflow-bridge ./worker/cmd/stackflow-worker ./deploy/describe/cmd/kubectl-stackflow
 
 ## generate: deepcopy and CRD YAML from api/ (controller-gen), the chart's RBAC rules from the code (deploy/rbac),
-## the kinds reference docs/reference/kinds.md (crd-ref-docs)
+## the kinds reference docs/reference/kinds.md (crd-ref-docs), the OpenStack clients' mocks (mockgen)
 generate: tools
 	$(GO) generate ./api/... ./deploy/rbac/...
 	@bash deploy/local/scripts/kinds-docs.sh
+	@bash deploy/local/scripts/mocks.sh
 
 ## images: the bridge, worker, Nova, Keystone, Placement and Glance images as OCI layouts in bin/images, built from Debian packages and
 ## this tree without a container engine, each again only when its inputs changed; prints their digests
@@ -100,7 +101,7 @@ test:
 	@bash deploy/local/scripts/test.sh
 
 ## lint: gofmt, go vet (the module and deploy/images), workflowcheck over workflows and worker, and the kinds
-## reference current with api/
+## reference and the OpenStack clients' mocks current with the code
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed: $$out"; exit 1; fi
 	$(GO) vet ./...
@@ -113,6 +114,11 @@ lint:
 	@tmp=$$(mktemp) && bash deploy/local/scripts/kinds-docs.sh $$tmp && \
 	  if ! diff -u docs/reference/kinds.md $$tmp >/dev/null; then rm -f $$tmp; \
 	    echo "docs/reference/kinds.md is stale: run make generate"; exit 1; fi; rm -f $$tmp
+	@# the OpenStack clients' mocks are generated from their interfaces (mockgen): a changed interface
+	@# comes with its regenerated mock
+	@tmp=$$(mktemp -d) && bash deploy/local/scripts/mocks.sh $$tmp && \
+	  if ! diff -r activities/openstack/mock $$tmp >/dev/null; then rm -rf $$tmp; \
+	    echo "activities/openstack/mock is stale: run make generate"; exit 1; fi; rm -rf $$tmp
 
 ## unit: every test that needs no stack (the code's own, and the pure helpers of the e2e harness)
 unit:

@@ -64,13 +64,13 @@ func (o *OpenStack) ResolveServer(ctx context.Context, in ResolveServerInput) (*
 			}
 		}
 		if in.FloatingIP {
-			if out.FloatingNetworkID, err = resolveExternalNetwork(ctx, c.network, in.FloatingNetwork); err != nil {
+			if out.FloatingNetworkID, err = resolveExternalNetwork(ctx, gopherNetwork{c.network}, in.FloatingNetwork); err != nil {
 				return nil, err
 			}
 		}
 		var commonSGs []string
 		for _, sg := range in.Spec.SecurityGroups {
-			id, err := resolveSecurityGroup(ctx, c.network, sg)
+			id, err := resolveSecurityGroup(ctx, gopherNetwork{c.network}, sg)
 			if err != nil {
 				return nil, err
 			}
@@ -97,14 +97,14 @@ func (o *OpenStack) ResolveServer(ctx context.Context, in ResolveServerInput) (*
 			key := fmt.Sprintf("%v/%v", deref(np.ID), np.Filter)
 			if id, ok := networkIDs[key]; ok {
 				rp.NetworkID = id
-			} else if rp.NetworkID, err = resolveNetwork(ctx, c.network, *np); err != nil {
+			} else if rp.NetworkID, err = resolveNetwork(ctx, gopherNetwork{c.network}, *np); err != nil {
 				return nil, err
 			}
 			networkIDs[key] = rp.NetworkID
 			for _, f := range p.FixedIPs {
 				rf := ResolvedFixedIP{IPAddress: f.IPAddress}
 				if f.Subnet != nil {
-					id, err := resolveSubnet(ctx, c.network, rp.NetworkID, *f.Subnet)
+					id, err := resolveSubnet(ctx, gopherNetwork{c.network}, rp.NetworkID, *f.Subnet)
 					if err != nil {
 						return nil, err
 					}
@@ -114,7 +114,7 @@ func (o *OpenStack) ResolveServer(ctx context.Context, in ResolveServerInput) (*
 			}
 			rp.SecurityGroups = slices.Clone(commonSGs)
 			for _, sg := range p.SecurityGroups {
-				id, err := resolveSecurityGroup(ctx, c.network, sg)
+				id, err := resolveSecurityGroup(ctx, gopherNetwork{c.network}, sg)
 				if err != nil {
 					return nil, err
 				}

@@ -20,6 +20,8 @@ import (
 // and lands where it was asked (or on the scheduler's choice), fails when told to, and Nova answers 409
 // while a task runs; deletes take a poll before the resource is gone.
 type fakeCloud struct {
+	// NetworkClient's calls the sweep does not make are not faked: calling one panics.
+	NetworkClient
 	mu      sync.Mutex
 	servers map[string]*servers.Server
 	// failMigrations names servers whose live migrations end back on their host (task state cleared).
@@ -136,7 +138,7 @@ func (f *fakeCloud) LastMigration(_ context.Context, id string) (*migrations.Mig
 	return &migrations.Migration{SourceCompute: f.servers[id].Host, DestCompute: f.movingTo[id], Status: "error"}, nil
 }
 
-func (f *fakeCloud) ListFloatingIPs(context.Context) ([]floatingips.FloatingIP, error) {
+func (f *fakeCloud) ListFloatingIPs(context.Context, floatingips.ListOpts) ([]floatingips.FloatingIP, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return slices.Clone(f.fips), nil

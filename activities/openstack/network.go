@@ -8,8 +8,6 @@ import (
 
 	"github.com/stackflow/stackflow/activities/internal/heartbeat"
 
-	"github.com/gophercloud/gophercloud/v2"
-	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/extensions/attributestags"
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/extensions/external"
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/extensions/layer3/floatingips"
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/extensions/portsecurity"
@@ -25,9 +23,9 @@ import (
 func joinTags(t []infrav1.NeutronTag) string { return strings.Join(tagStrings(t), ",") }
 
 // resolveNetwork finds exactly one network.
-func resolveNetwork(ctx context.Context, c *gophercloud.ServiceClient, p infrav1.NetworkParam) (string, error) {
+func resolveNetwork(ctx context.Context, neutron NetworkClient, p infrav1.NetworkParam) (string, error) {
 	if p.ID != nil {
-		n, err := networks.Get(ctx, c, *p.ID).Extract()
+		n, err := neutron.GetNetwork(ctx, *p.ID)
 		if err != nil {
 			return "", classifyOS("network "+*p.ID, err)
 		}
@@ -37,12 +35,8 @@ func resolveNetwork(ctx context.Context, c *gophercloud.ServiceClient, p infrav1
 		return "", notFound("network reference has neither id nor filter")
 	}
 	f := p.Filter
-	pages, err := networks.List(c, networks.ListOpts{Name: f.Name, Description: f.Description, ProjectID: f.ProjectID,
-		Tags: joinTags(f.Tags), TagsAny: joinTags(f.TagsAny), NotTags: joinTags(f.NotTags), NotTagsAny: joinTags(f.NotTagsAny)}).AllPages(ctx)
-	if err != nil {
-		return "", classifyOS("list networks", err)
-	}
-	all, err := networks.ExtractNetworks(pages)
+	all, err := neutron.ListNetworks(ctx, networks.ListOpts{Name: f.Name, Description: f.Description, ProjectID: f.ProjectID,
+		Tags: joinTags(f.Tags), TagsAny: joinTags(f.TagsAny), NotTags: joinTags(f.NotTags), NotTagsAny: joinTags(f.NotTagsAny)})
 	if err != nil {
 		return "", classifyOS("list networks", err)
 	}
@@ -57,16 +51,12 @@ func resolveNetwork(ctx context.Context, c *gophercloud.ServiceClient, p infrav1
 
 // ExternalNetwork finds the external network floating IPs come from: the one named by p, or the only
 // network with router:external.
-func resolveExternalNetwork(ctx context.Context, c *gophercloud.ServiceClient, p *infrav1.NetworkParam) (string, error) {
+func resolveExternalNetwork(ctx context.Context, neutron NetworkClient, p *infrav1.NetworkParam) (string, error) {
 	if p != nil {
-		return resolveNetwork(ctx, c, *p)
+		return resolveNetwork(ctx, neutron, *p)
 	}
 	yes := true
-	pages, err := networks.List(c, external.ListOptsExt{ListOptsBuilder: networks.ListOpts{}, External: &yes}).AllPages(ctx)
-	if err != nil {
-		return "", classifyOS("list external networks", err)
-	}
-	all, err := networks.ExtractNetworks(pages)
+	all, err := neutron.ListNetworks(ctx, external.ListOptsExt{ListOptsBuilder: networks.ListOpts{}, External: &yes})
 	if err != nil {
 		return "", classifyOS("list external networks", err)
 	}
@@ -79,9 +69,9 @@ func resolveExternalNetwork(ctx context.Context, c *gophercloud.ServiceClient, p
 	return "", ambiguous("%d external networks; name one in the spec", len(all))
 }
 
-func resolveSubnet(ctx context.Context, c *gophercloud.ServiceClient, networkID string, p infrav1.SubnetParam) (string, error) {
+func resolveSubnet(ctx context.Context, neutron NetworkClient, networkID string, p infrav1.SubnetParam) (string, error) {
 	if p.ID != nil {
-		s, err := subnets.Get(ctx, c, *p.ID).Extract()
+		s, err := neutron.GetSubnet(ctx, *p.ID)
 		if err != nil {
 			return "", classifyOS("subnet "+*p.ID, err)
 		}
@@ -91,13 +81,9 @@ func resolveSubnet(ctx context.Context, c *gophercloud.ServiceClient, networkID 
 		return "", notFound("subnet reference has neither id nor filter")
 	}
 	f := p.Filter
-	pages, err := subnets.List(c, subnets.ListOpts{NetworkID: networkID, Name: f.Name, Description: f.Description, ProjectID: f.ProjectID,
+	all, err := neutron.ListSubnets(ctx, subnets.ListOpts{NetworkID: networkID, Name: f.Name, Description: f.Description, ProjectID: f.ProjectID,
 		IPVersion: int(f.IPVersion), GatewayIP: f.GatewayIP, CIDR: f.CIDR,
-		Tags: joinTags(f.Tags), TagsAny: joinTags(f.TagsAny), NotTags: joinTags(f.NotTags), NotTagsAny: joinTags(f.NotTagsAny)}).AllPages(ctx)
-	if err != nil {
-		return "", classifyOS("list subnets", err)
-	}
-	all, err := subnets.ExtractSubnets(pages)
+		Tags: joinTags(f.Tags), TagsAny: joinTags(f.TagsAny), NotTags: joinTags(f.NotTags), NotTagsAny: joinTags(f.NotTagsAny)})
 	if err != nil {
 		return "", classifyOS("list subnets", err)
 	}
@@ -110,9 +96,9 @@ func resolveSubnet(ctx context.Context, c *gophercloud.ServiceClient, networkID 
 	return "", ambiguous("%d subnets of network %s match %+v", len(all), networkID, *f)
 }
 
-func resolveSecurityGroup(ctx context.Context, c *gophercloud.ServiceClient, p infrav1.SecurityGroupParam) (string, error) {
+func resolveSecurityGroup(ctx context.Context, neutron NetworkClient, p infrav1.SecurityGroupParam) (string, error) {
 	if p.ID != nil {
-		g, err := groups.Get(ctx, c, *p.ID).Extract()
+		g, err := neutron.GetSecurityGroup(ctx, *p.ID)
 		if err != nil {
 			return "", classifyOS("security group "+*p.ID, err)
 		}
@@ -122,12 +108,8 @@ func resolveSecurityGroup(ctx context.Context, c *gophercloud.ServiceClient, p i
 		return "", notFound("security group reference has neither id nor filter")
 	}
 	f := p.Filter
-	pages, err := groups.List(c, groups.ListOpts{Name: f.Name, Description: f.Description, ProjectID: f.ProjectID,
-		Tags: joinTags(f.Tags), TagsAny: joinTags(f.TagsAny), NotTags: joinTags(f.NotTags), NotTagsAny: joinTags(f.NotTagsAny)}).AllPages(ctx)
-	if err != nil {
-		return "", classifyOS("list security groups", err)
-	}
-	all, err := groups.ExtractGroups(pages)
+	all, err := neutron.ListSecurityGroups(ctx, groups.ListOpts{Name: f.Name, Description: f.Description, ProjectID: f.ProjectID,
+		Tags: joinTags(f.Tags), TagsAny: joinTags(f.TagsAny), NotTags: joinTags(f.NotTags), NotTagsAny: joinTags(f.NotTagsAny)})
 	if err != nil {
 		return "", classifyOS("list security groups", err)
 	}
@@ -174,12 +156,12 @@ func (p portCreate) ToPortCreateMap() (map[string]any, error) {
 // (a retry after a lost response or a crash), and makes sure it carries the marker tags.
 func (o *OpenStack) EnsurePort(ctx context.Context, in PortInput) (*PortInfo, error) {
 	return heartbeat.While(ctx, func(ctx context.Context) (*PortInfo, error) {
-		c, err := o.clientsFor(ctx, in.Identity)
+		neutron, err := o.networkFor(ctx, in.Identity)
 		if err != nil {
 			return nil, err
 		}
 		p := in.Port
-		existing, err := findPort(ctx, gopherNetwork{c.network}, p)
+		existing, err := findPort(ctx, neutron, p)
 		if err != nil {
 			return nil, err
 		}
@@ -230,7 +212,7 @@ func (o *OpenStack) EnsurePort(ctx context.Context, in PortInput) (*PortInfo, er
 				enabled := !*p.DisablePortSecurity
 				ps = &enabled
 			}
-			port, err = ports.Create(ctx, c.network, portCreate{CreateOpts: opts, portSecurity: ps}).Extract()
+			port, err = neutron.CreatePort(ctx, portCreate{CreateOpts: opts, portSecurity: ps})
 			if err != nil {
 				return nil, classifyOS(fmt.Sprintf("create port %s", p.Name), err)
 			}
@@ -239,7 +221,7 @@ func (o *OpenStack) EnsurePort(ctx context.Context, in PortInput) (*PortInfo, er
 		// between the two is repaired by the retry that adopts it.
 		want := append(in.Marker.Tags(), p.Tags...)
 		if !containsAll(port.Tags, want) {
-			if _, err := attributestags.ReplaceAll(ctx, c.network, "ports", port.ID, attributestags.ReplaceAllOpts{Tags: union(port.Tags, want)}).Extract(); err != nil {
+			if err := neutron.ReplaceTags(ctx, "ports", port.ID, union(port.Tags, want)); err != nil {
 				return nil, classifyOS(fmt.Sprintf("tag port %s", p.Name), err)
 			}
 		}
@@ -251,7 +233,7 @@ func (o *OpenStack) EnsurePort(ctx context.Context, in PortInput) (*PortInfo, er
 	})
 }
 
-func findPort(ctx context.Context, neutron networkAPI, p ResolvedPort) (*ports.Port, error) {
+func findPort(ctx context.Context, neutron NetworkClient, p ResolvedPort) (*ports.Port, error) {
 	all, err := neutron.ListPorts(ctx, ports.ListOpts{Name: p.Name, Description: p.Description, NetworkID: p.NetworkID})
 	if err != nil {
 		return nil, classifyOS("list ports named "+p.Name, err)
@@ -292,11 +274,11 @@ type ResourceRef struct {
 // DeletePort deletes a port; a port already gone is not an error.
 func (o *OpenStack) DeletePort(ctx context.Context, in ResourceRef) error {
 	_, err := heartbeat.While(ctx, func(ctx context.Context) (struct{}, error) {
-		c, err := o.clientsFor(ctx, in.Identity)
+		neutron, err := o.networkFor(ctx, in.Identity)
 		if err != nil {
 			return struct{}{}, err
 		}
-		if err := ports.Delete(ctx, c.network, in.ID).ExtractErr(); err != nil && !isNotFound(err) {
+		if err := neutron.DeletePort(ctx, in.ID); err != nil && !isNotFound(err) {
 			return struct{}{}, classifyOS("delete port "+in.ID, err)
 		}
 		return struct{}{}, nil
@@ -327,7 +309,7 @@ type FloatingIPInfo struct {
 // EnsureFloatingIP finds or allocates the floating IP and associates it with the port.
 func (o *OpenStack) EnsureFloatingIP(ctx context.Context, in FloatingIPInput) (*FloatingIPInfo, error) {
 	return heartbeat.While(ctx, func(ctx context.Context) (*FloatingIPInfo, error) {
-		c, err := o.clientsFor(ctx, in.Identity)
+		neutron, err := o.networkFor(ctx, in.Identity)
 		if err != nil {
 			return nil, err
 		}
@@ -337,11 +319,7 @@ func (o *OpenStack) EnsureFloatingIP(ctx context.Context, in FloatingIPInput) (*
 		} else {
 			opts.Description = in.Marker.Description()
 		}
-		pages, err := floatingips.List(c.network, opts).AllPages(ctx)
-		if err != nil {
-			return nil, classifyOS("list floating IPs", err)
-		}
-		all, err := floatingips.ExtractFloatingIPs(pages)
+		all, err := neutron.ListFloatingIPs(ctx, opts)
 		if err != nil {
 			return nil, classifyOS("list floating IPs", err)
 		}
@@ -349,8 +327,8 @@ func (o *OpenStack) EnsureFloatingIP(ctx context.Context, in FloatingIPInput) (*
 		if len(all) > 0 {
 			fip = &all[0]
 		} else {
-			fip, err = floatingips.Create(ctx, c.network, floatingips.CreateOpts{FloatingNetworkID: in.NetworkID, FloatingIP: in.Address,
-				Description: in.Marker.Description(), PortID: in.PortID}).Extract()
+			fip, err = neutron.CreateFloatingIP(ctx, floatingips.CreateOpts{FloatingNetworkID: in.NetworkID, FloatingIP: in.Address,
+				Description: in.Marker.Description(), PortID: in.PortID})
 			if err != nil {
 				return nil, classifyOS("allocate floating IP "+in.Address, err)
 			}
@@ -359,7 +337,7 @@ func (o *OpenStack) EnsureFloatingIP(ctx context.Context, in FloatingIPInput) (*
 		if fip.PortID != "" && fip.PortID != in.PortID {
 			// Taking the address over is fine from a port of the same owner (the previous bastion during
 			// a create-before-delete replacement), never from anyone else's.
-			cur, err := ports.Get(ctx, c.network, fip.PortID).Extract()
+			cur, err := neutron.GetPort(ctx, fip.PortID)
 			if err != nil && !isNotFound(err) {
 				return nil, classifyOS("port of floating IP "+fip.FloatingIP, err)
 			}
@@ -369,13 +347,12 @@ func (o *OpenStack) EnsureFloatingIP(ctx context.Context, in FloatingIPInput) (*
 			}
 		}
 		if owned && !containsAll(fip.Tags, in.Marker.Tags()) {
-			if _, err := attributestags.ReplaceAll(ctx, c.network, "floatingips", fip.ID, attributestags.ReplaceAllOpts{Tags: union(fip.Tags, in.Marker.Tags())}).Extract(); err != nil {
+			if err := neutron.ReplaceTags(ctx, "floatingips", fip.ID, union(fip.Tags, in.Marker.Tags())); err != nil {
 				return nil, classifyOS("tag floating IP "+fip.FloatingIP, err)
 			}
 		}
 		if fip.PortID != in.PortID {
-			port := in.PortID
-			if _, err := floatingips.Update(ctx, c.network, fip.ID, floatingips.UpdateOpts{PortID: &port}).Extract(); err != nil {
+			if err := neutron.AssociateFloatingIP(ctx, fip.ID, in.PortID); err != nil {
 				return nil, classifyOS("associate floating IP "+fip.FloatingIP, err)
 			}
 		}
@@ -394,14 +371,14 @@ type FloatingIPRelease struct {
 // ReleaseFloatingIP deletes or disassociates a floating IP; one already gone is not an error.
 func (o *OpenStack) ReleaseFloatingIP(ctx context.Context, in FloatingIPRelease) error {
 	_, err := heartbeat.While(ctx, func(ctx context.Context) (struct{}, error) {
-		c, err := o.clientsFor(ctx, in.Identity)
+		neutron, err := o.networkFor(ctx, in.Identity)
 		if err != nil {
 			return struct{}{}, err
 		}
 		if in.Delete {
-			err = floatingips.Delete(ctx, c.network, in.ID).ExtractErr()
+			err = neutron.DeleteFloatingIP(ctx, in.ID)
 		} else {
-			_, err = floatingips.Update(ctx, c.network, in.ID, floatingips.UpdateOpts{PortID: new(string)}).Extract()
+			err = neutron.AssociateFloatingIP(ctx, in.ID, "")
 		}
 		if err != nil && !isNotFound(err) {
 			return struct{}{}, classifyOS("release floating IP "+in.ID, err)

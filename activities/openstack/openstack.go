@@ -35,6 +35,8 @@ type OpenStack struct {
 
 	mu      sync.Mutex
 	clients map[string]*osClients
+	// network, when set (unit tests), makes the Neutron clients instead of networkFor's gophercloud.
+	network func(ctx context.Context, id Identity) (NetworkClient, error)
 }
 
 // NewOpenStack builds the OpenStack activities from a Kubernetes REST config (for the identity Secrets).

@@ -8,13 +8,11 @@ import (
 	"github.com/gophercloud/gophercloud/v2/openstack/blockstorage/v3/volumes"
 	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/migrations"
 	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/servers"
-	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/extensions/layer3/floatingips"
-	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/ports"
 )
 
 // The narrow clients the activities' decisions are written against (which instance moves where, what a
 // sweep deletes), each one OpenStack service's calls they make, with the gophercloud client behind it
-// (gopherCompute, gopherNetwork, gopherVolume). Unit tests give fakes. Errors come back as gophercloud's
+// (gopherCompute, gopherVolume; Neutron's is NetworkClient). Unit tests give fakes. Errors come back as gophercloud's
 // (a 404 is gophercloud.ErrUnexpectedResponseCode): the callers classify them.
 
 // computeAPI is what the drain and the sweep ask Nova.
@@ -26,14 +24,6 @@ type computeAPI interface {
 	LiveMigrate(ctx context.Context, id, host string) error
 	// LastMigration is the server's latest migration (nil when it has none).
 	LastMigration(ctx context.Context, id string) (*migrations.Migration, error)
-}
-
-// networkAPI is what the sweep asks Neutron.
-type networkAPI interface {
-	ListFloatingIPs(ctx context.Context) ([]floatingips.FloatingIP, error)
-	DeleteFloatingIP(ctx context.Context, id string) error
-	ListPorts(ctx context.Context, opts ports.ListOpts) ([]ports.Port, error)
-	DeletePort(ctx context.Context, id string) error
 }
 
 // volumeAPI is what the sweep asks Cinder.
@@ -83,32 +73,6 @@ func (g gopherCompute) LastMigration(ctx context.Context, id string) (*migration
 	}
 	slices.SortFunc(list, func(a, b migrations.Migration) int { return a.CreatedAt.Compare(b.CreatedAt) })
 	return &list[len(list)-1], nil
-}
-
-type gopherNetwork struct{ c *gophercloud.ServiceClient }
-
-func (g gopherNetwork) ListFloatingIPs(ctx context.Context) ([]floatingips.FloatingIP, error) {
-	pages, err := floatingips.List(g.c, floatingips.ListOpts{}).AllPages(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return floatingips.ExtractFloatingIPs(pages)
-}
-
-func (g gopherNetwork) DeleteFloatingIP(ctx context.Context, id string) error {
-	return floatingips.Delete(ctx, g.c, id).ExtractErr()
-}
-
-func (g gopherNetwork) ListPorts(ctx context.Context, opts ports.ListOpts) ([]ports.Port, error) {
-	pages, err := ports.List(g.c, opts).AllPages(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return ports.ExtractPorts(pages)
-}
-
-func (g gopherNetwork) DeletePort(ctx context.Context, id string) error {
-	return ports.Delete(ctx, g.c, id).ExtractErr()
 }
 
 type gopherVolume struct{ c *gophercloud.ServiceClient }

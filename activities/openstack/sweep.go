@@ -10,6 +10,7 @@ import (
 
 	"github.com/gophercloud/gophercloud/v2/openstack/blockstorage/v3/volumes"
 	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/servers"
+	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/extensions/layer3/floatingips"
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/ports"
 )
 
@@ -66,7 +67,7 @@ func (o *OpenStack) SweepOwned(ctx context.Context, in SweepInput) (*SweepResult
 // person kept (KeepFloatingIPs) or another owner's stays; nova is nil when the region has no compute API
 // (no server to sweep), cinder when the cloud has no block storage, and volumes are swept only when in
 // asks for them.
-func sweep(ctx context.Context, nova computeAPI, neutron networkAPI, cinder volumeAPI, in SweepInput, poll time.Duration) (*SweepResult, error) {
+func sweep(ctx context.Context, nova computeAPI, neutron NetworkClient, cinder volumeAPI, in SweepInput, poll time.Duration) (*SweepResult, error) {
 	res := &SweepResult{}
 	tags := strings.Join(in.Marker.Tags(), ",")
 
@@ -84,7 +85,7 @@ func sweep(ctx context.Context, nova computeAPI, neutron networkAPI, cinder volu
 	}
 
 	// Floating IPs get their tags after creation, so the description (set at creation) is checked too.
-	fips, err := neutron.ListFloatingIPs(ctx)
+	fips, err := neutron.ListFloatingIPs(ctx, floatingips.ListOpts{})
 	if err != nil {
 		return nil, classifyOS("list floating IPs", err)
 	}

@@ -93,7 +93,7 @@ kwok_stages() { # the kwok module ships the node and pod stages the stack applie
   done
 }
 
-targets=${*:-etcd kube kwok temporal tctl controller-gen workflowcheck crd-ref-docs}
+targets=${*:-etcd kube kwok temporal tctl controller-gen workflowcheck crd-ref-docs mockgen}
 # Kubernetes, by far the largest, builds beside the others: one go build at a time leaves a core idle
 # during its links and the narrow ends of its package graph (a fresh machine builds for minutes).
 kube=
@@ -112,6 +112,7 @@ for t in $targets; do
     controller-gen) goinstall controller-gen "$CONTROLLER_GEN_VERSION" sigs.k8s.io/controller-tools/cmd/controller-gen ;;
     workflowcheck) goinstall workflowcheck "$WORKFLOWCHECK_VERSION" go.temporal.io/sdk/contrib/tools/workflowcheck ;;
     crd-ref-docs) goinstall crd-ref-docs "$CRD_REF_DOCS_VERSION" github.com/elastic/crd-ref-docs ;;
+    mockgen) goinstall mockgen "$MOCKGEN_VERSION" go.uber.org/mock/mockgen ;;
     *) echo "unknown tool $t" >&2; exit 2 ;;
   esac
 done

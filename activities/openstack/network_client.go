@@ -1,0 +1,138 @@
+package openstack
+
+import (
+	"context"
+
+	"github.com/gophercloud/gophercloud/v2"
+	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/extensions/attributestags"
+	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/extensions/layer3/floatingips"
+	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/extensions/security/groups"
+	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/networks"
+	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/ports"
+	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/subnets"
+)
+
+// NetworkClient is every call the activities make to Neutron, and nothing more: the activities decide
+// (which port to adopt, what a conflict means, what to delete) against it, unit tests give them a
+// generated mock (activities/openstack/mock, make generate), and gopherNetwork is the one
+// implementation that talks to Neutron. Errors are gophercloud's (a 404 is
+// gophercloud.ErrUnexpectedResponseCode): the callers classify them.
+type NetworkClient interface {
+	GetNetwork(ctx context.Context, id string) (*networks.Network, error)
+	ListNetworks(ctx context.Context, opts networks.ListOptsBuilder) ([]networks.Network, error)
+	GetSubnet(ctx context.Context, id string) (*subnets.Subnet, error)
+	ListSubnets(ctx context.Context, opts subnets.ListOpts) ([]subnets.Subnet, error)
+	GetSecurityGroup(ctx context.Context, id string) (*groups.SecGroup, error)
+	ListSecurityGroups(ctx context.Context, opts groups.ListOpts) ([]groups.SecGroup, error)
+
+	GetPort(ctx context.Context, id string) (*ports.Port, error)
+	ListPorts(ctx context.Context, opts ports.ListOpts) ([]ports.Port, error)
+	CreatePort(ctx context.Context, opts ports.CreateOptsBuilder) (*ports.Port, error)
+	DeletePort(ctx context.Context, id string) error
+	// ReplaceTags sets the tags of a resource of resourceType ("ports", "floatingips").
+	ReplaceTags(ctx context.Context, resourceType, id string, tags []string) error
+
+	ListFloatingIPs(ctx context.Context, opts floatingips.ListOpts) ([]floatingips.FloatingIP, error)
+	CreateFloatingIP(ctx context.Context, opts floatingips.CreateOpts) (*floatingips.FloatingIP, error)
+	// AssociateFloatingIP points the floating IP at portID; "" disassociates it.
+	AssociateFloatingIP(ctx context.Context, id, portID string) error
+	DeleteFloatingIP(ctx context.Context, id string) error
+}
+
+// networkFor is the Neutron client of an identity: the cached gophercloud client (clientsFor), or what
+// a unit test set in o.network.
+func (o *OpenStack) networkFor(ctx context.Context, id Identity) (NetworkClient, error) {
+	if o.network != nil {
+		return o.network(ctx, id)
+	}
+	c, err := o.clientsFor(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return gopherNetwork{c.network}, nil
+}
+
+// gopherNetwork is NetworkClient on gophercloud.
+type gopherNetwork struct{ c *gophercloud.ServiceClient }
+
+func (g gopherNetwork) GetNetwork(ctx context.Context, id string) (*networks.Network, error) {
+	return networks.Get(ctx, g.c, id).Extract()
+}
+
+func (g gopherNetwork) ListNetworks(ctx context.Context, opts networks.ListOptsBuilder) ([]networks.Network, error) {
+	pages, err := networks.List(g.c, opts).AllPages(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return networks.ExtractNetworks(pages)
+}
+
+func (g gopherNetwork) GetSubnet(ctx context.Context, id string) (*subnets.Subnet, error) {
+	return subnets.Get(ctx, g.c, id).Extract()
+}
+
+func (g gopherNetwork) ListSubnets(ctx context.Context, opts subnets.ListOpts) ([]subnets.Subnet, error) {
+	pages, err := subnets.List(g.c, opts).AllPages(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return subnets.ExtractSubnets(pages)
+}
+
+func (g gopherNetwork) GetSecurityGroup(ctx context.Context, id string) (*groups.SecGroup, error) {
+	return groups.Get(ctx, g.c, id).Extract()
+}
+
+func (g gopherNetwork) ListSecurityGroups(ctx context.Context, opts groups.ListOpts) ([]groups.SecGroup, error) {
+	pages, err := groups.List(g.c, opts).AllPages(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return groups.ExtractGroups(pages)
+}
+
+func (g gopherNetwork) GetPort(ctx context.Context, id string) (*ports.Port, error) {
+	return ports.Get(ctx, g.c, id).Extract()
+}
+
+func (g gopherNetwork) ListPorts(ctx context.Context, opts ports.ListOpts) ([]ports.Port, error) {
+	pages, err := ports.List(g.c, opts).AllPages(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return ports.ExtractPorts(pages)
+}
+
+func (g gopherNetwork) CreatePort(ctx context.Context, opts ports.CreateOptsBuilder) (*ports.Port, error) {
+	return ports.Create(ctx, g.c, opts).Extract()
+}
+
+func (g gopherNetwork) DeletePort(ctx context.Context, id string) error {
+	return ports.Delete(ctx, g.c, id).ExtractErr()
+}
+
+func (g gopherNetwork) ReplaceTags(ctx context.Context, resourceType, id string, tags []string) error {
+	_, err := attributestags.ReplaceAll(ctx, g.c, resourceType, id, attributestags.ReplaceAllOpts{Tags: tags}).Extract()
+	return err
+}
+
+func (g gopherNetwork) ListFloatingIPs(ctx context.Context, opts floatingips.ListOpts) ([]floatingips.FloatingIP, error) {
+	pages, err := floatingips.List(g.c, opts).AllPages(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return floatingips.ExtractFloatingIPs(pages)
+}
+
+func (g gopherNetwork) CreateFloatingIP(ctx context.Context, opts floatingips.CreateOpts) (*floatingips.FloatingIP, error) {
+	return floatingips.Create(ctx, g.c, opts).Extract()
+}
+
+func (g gopherNetwork) AssociateFloatingIP(ctx context.Context, id, portID string) error {
+	_, err := floatingips.Update(ctx, g.c, id, floatingips.UpdateOpts{PortID: &portID}).Extract()
+	return err
+}
+
+func (g gopherNetwork) DeleteFloatingIP(ctx context.Context, id string) error {
+	return floatingips.Delete(ctx, g.c, id).ExtractErr()
+}
