@@ -70,7 +70,7 @@ t0=$(date +%s)
 make --no-print-directory packages >bin/packages.log 2>&1 &
 packages=$!
 trap 'kill $packages 2>/dev/null' EXIT
-step tools make --no-print-directory tools TOOLS="etcd kube kwok temporal tctl workflowcheck crd-ref-docs"
+step tools make --no-print-directory tools TOOLS="etcd kube kwok temporal tctl workflowcheck crd-ref-docs mockgen"
 wait "$packages"
 rc=$?
 trap - EXIT
