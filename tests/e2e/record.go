@@ -260,8 +260,8 @@ func (r *Recorder) Write() (files int, size int64, err error) {
 const shapeLen = 10
 
 // pick chooses, greedily, the candidates that add the most paths and changes not yet covered (the
-// smallest first on a tie), at most n, and one when nothing of the type is recorded yet (recorded is
-// false).
+// smallest first on a tie), at most n (and past n those that still add a change), and one when nothing
+// of the type is recorded yet (recorded is false).
 func pick(cands []candidate, covered map[string]bool, recorded bool, n int) []candidate {
 	slices.SortFunc(cands, func(a, b candidate) int {
 		if d := len(a.data) - len(b.data); d != 0 {
@@ -296,6 +296,16 @@ func pick(cands []candidate, covered map[string]bool, recorded bool, n int) []ca
 			covered[t] = true
 		}
 		cands = slices.Delete(cands, best, best+1)
+	}
+	// Past n, a run still holding a change at a version no kept run holds is kept too: the corpus must
+	// replay every change's newest branch (TestReplayCorpusCoversEveryChange), and changes are few.
+	for _, c := range cands {
+		if slices.ContainsFunc(c.changes, func(k string) bool { return !covered[k] }) {
+			out = append(out, c)
+			for _, t := range c.keys() {
+				covered[t] = true
+			}
+		}
 	}
 	return out
 }

@@ -94,6 +94,11 @@ func TestShapeOf(t *testing.T) {
 	}
 }
 
+func withChanges(c candidate, changes ...string) candidate {
+	c.changes = changes
+	return c
+}
+
 func TestPick(t *testing.T) {
 	c := func(shape string, size int, tags ...string) candidate {
 		return candidate{shape: shape, tags: tags, data: make([]byte, size)}
@@ -122,6 +127,9 @@ func TestPick(t *testing.T) {
 		{"nothing new and something recorded: none", []candidate{c("a", 1, "completed")}, map[string]bool{"completed": true}, true, 4, nil},
 		{"nothing recorded of the type: its smallest run", []candidate{c("big", 9, "open"), c("small", 2, "open")},
 			map[string]bool{"open": true}, false, 4, []string{"small"}},
+		{"past n, the runs that still add a change", []candidate{c("a", 1, "canceled"), c("b", 2, "timedout"),
+			withChanges(c("c", 3, "completed"), "change:x@1"), withChanges(c("d", 1, "completed"), "change:y@1")},
+			map[string]bool{"completed": true, "change:y@1": true}, true, 1, []string{"a", "c"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			require.Equal(t, tc.want, shapes(pick(tc.cands, tc.covered, tc.recorded, tc.n)))
