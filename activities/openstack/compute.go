@@ -14,9 +14,7 @@ import (
 	"github.com/stackflow/stackflow/activities/kube"
 
 	"github.com/gophercloud/gophercloud/v2"
-	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/flavors"
 	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/keypairs"
-	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/servergroups"
 	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/servers"
 	"go.temporal.io/sdk/activity"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -51,15 +49,19 @@ func (o *OpenStack) ResolveServer(ctx context.Context, in ResolveServerInput) (*
 		if err != nil {
 			return nil, err
 		}
+		nova, err := o.computeFor(ctx, in.Identity)
+		if err != nil {
+			return nil, err
+		}
 		out := &ResolvedServer{}
-		if out.FlavorID, err = resolveFlavor(ctx, c.compute, in.Spec.Flavor, in.Spec.FlavorID); err != nil {
+		if out.FlavorID, err = resolveFlavor(ctx, nova, in.Spec.Flavor, in.Spec.FlavorID); err != nil {
 			return nil, err
 		}
 		if out.ImageID, err = resolveImage(ctx, c.image, in.Spec.Image); err != nil {
 			return nil, err
 		}
 		if in.Spec.ServerGroup != nil {
-			if out.ServerGroupID, err = resolveServerGroup(ctx, c.compute, *in.Spec.ServerGroup); err != nil {
+			if out.ServerGroupID, err = resolveServerGroup(ctx, nova, *in.Spec.ServerGroup); err != nil {
 				return nil, err
 			}
 		}
@@ -144,9 +146,9 @@ func deref(s *string) string {
 
 // resolveFlavor finds a flavor by ID, or by name (falling back to the name as an ID, so an unknown
 // flavor fails with Nova's own message).
-func resolveFlavor(ctx context.Context, c *gophercloud.ServiceClient, name, id *string) (string, error) {
+func resolveFlavor(ctx context.Context, nova ComputeClient, name, id *string) (string, error) {
 	if id != nil && *id != "" {
-		f, err := flavors.Get(ctx, c, *id).Extract()
+		f, err := nova.GetFlavor(ctx, *id)
 		if err != nil {
 			return "", classifyOS("flavor "+*id, err)
 		}
@@ -155,11 +157,7 @@ func resolveFlavor(ctx context.Context, c *gophercloud.ServiceClient, name, id *
 	if name == nil || *name == "" {
 		return "", temporal.NewNonRetryableApplicationError("the spec names no flavor", ErrOSInvalid, nil)
 	}
-	pages, err := flavors.ListDetail(c, flavors.ListOpts{AccessType: flavors.AllAccess}).AllPages(ctx)
-	if err != nil {
-		return "", classifyOS("list flavors", err)
-	}
-	all, err := flavors.ExtractFlavors(pages)
+	all, err := nova.ListFlavors(ctx)
 	if err != nil {
 		return "", classifyOS("list flavors", err)
 	}
@@ -173,7 +171,7 @@ func resolveFlavor(ctx context.Context, c *gophercloud.ServiceClient, name, id *
 	case 1:
 		return match[0], nil
 	case 0:
-		f, err := flavors.Get(ctx, c, *name).Extract()
+		f, err := nova.GetFlavor(ctx, *name)
 		if err != nil {
 			return "", classifyOS("flavor "+*name, err)
 		}
@@ -182,9 +180,9 @@ func resolveFlavor(ctx context.Context, c *gophercloud.ServiceClient, name, id *
 	return "", ambiguous("%d flavors are named %s", len(match), *name)
 }
 
-func resolveServerGroup(ctx context.Context, c *gophercloud.ServiceClient, p infrav1.ServerGroupParam) (string, error) {
+func resolveServerGroup(ctx context.Context, nova ComputeClient, p infrav1.ServerGroupParam) (string, error) {
 	if p.ID != nil {
-		g, err := servergroups.Get(ctx, c, *p.ID).Extract()
+		g, err := nova.GetServerGroup(ctx, *p.ID)
 		if err != nil {
 			return "", classifyOS("server group "+*p.ID, err)
 		}
@@ -193,11 +191,7 @@ func resolveServerGroup(ctx context.Context, c *gophercloud.ServiceClient, p inf
 	if p.Filter == nil || p.Filter.Name == nil {
 		return "", notFound("server group reference has neither id nor name")
 	}
-	pages, err := servergroups.List(c, servergroups.ListOpts{}).AllPages(ctx)
-	if err != nil {
-		return "", classifyOS("list server groups", err)
-	}
-	all, err := servergroups.ExtractServerGroups(pages)
+	all, err := nova.ListServerGroups(ctx)
 	if err != nil {
 		return "", classifyOS("list server groups", err)
 	}
@@ -269,7 +263,7 @@ const (
 // response or a crash); it does not wait for it to become active.
 func (o *OpenStack) EnsureServer(ctx context.Context, in ServerInput) (*ServerInfo, error) {
 	return heartbeat.While(ctx, func(ctx context.Context) (*ServerInfo, error) {
-		c, err := o.clientsFor(ctx, in.Identity)
+		nova, err := o.computeFor(ctx, in.Identity)
 		if err != nil {
 			return nil, err
 		}
@@ -277,9 +271,9 @@ func (o *OpenStack) EnsureServer(ctx context.Context, in ServerInput) (*ServerIn
 		// or was thought dead, mid-request): give that create time to show before making another.
 		wait := time.Duration(0)
 		if activity.IsActivity(ctx) && activity.GetInfo(ctx).Attempt > 1 {
-			wait = retryAdoptWindow
+			wait = o.adoptWindow()
 		}
-		if s, err := o.adoptServer(ctx, c, in, wait); err != nil || s != nil {
+		if s, err := o.adoptServer(ctx, nova, in, wait); err != nil || s != nil {
 			return s, err
 		}
 		opts := servers.CreateOpts{Name: in.Name, FlavorRef: in.FlavorID, AvailabilityZone: in.AZ, ConfigDrive: in.ConfigDrive,
@@ -331,11 +325,11 @@ func (o *OpenStack) EnsureServer(ctx context.Context, in ServerInput) (*ServerIn
 		if in.ServerGroupID != "" {
 			hints = servers.SchedulerHintOpts{Group: in.ServerGroupID}
 		}
-		s, err := servers.Create(ctx, c.compute, builder, hints).Extract()
+		s, err := nova.CreateServer(ctx, builder, hints)
 		if err != nil {
 			// Nova refuses a port another create of ours already holds: adopt that server instead.
 			if gophercloud.ResponseCodeIs(err, 400) || gophercloud.ResponseCodeIs(err, 409) {
-				if found, ferr := o.adoptServer(ctx, c, in, retryAdoptWindow); ferr == nil && found != nil {
+				if found, ferr := o.adoptServer(ctx, nova, in, o.adoptWindow()); ferr == nil && found != nil {
 					return found, nil
 				}
 			}
@@ -348,11 +342,18 @@ func (o *OpenStack) EnsureServer(ctx context.Context, in ServerInput) (*ServerIn
 // retryAdoptWindow is how long a retried create looks for the server of an earlier attempt.
 const retryAdoptWindow = 15 * time.Second
 
+func (o *OpenStack) adoptWindow() time.Duration {
+	if o.AdoptWindow > 0 {
+		return o.AdoptWindow
+	}
+	return retryAdoptWindow
+}
+
 // adoptServer looks for the server (for up to wait) and reports it as adopted.
-func (o *OpenStack) adoptServer(ctx context.Context, c *osClients, in ServerInput, wait time.Duration) (*ServerInfo, error) {
+func (o *OpenStack) adoptServer(ctx context.Context, nova ComputeClient, in ServerInput, wait time.Duration) (*ServerInfo, error) {
 	deadline := time.Now().Add(wait)
 	for {
-		s, err := findServer(ctx, c.compute, in.Name, in.Marker)
+		s, err := findServer(ctx, nova, in.Name, in.Marker)
 		if err != nil {
 			return nil, err
 		}
@@ -371,12 +372,8 @@ func (o *OpenStack) adoptServer(ctx context.Context, c *osClients, in ServerInpu
 }
 
 // findServer finds the live server with this name carrying the marker's tags.
-func findServer(ctx context.Context, c *gophercloud.ServiceClient, name string, m Marker) (*servers.Server, error) {
-	pages, err := servers.List(c, servers.ListOpts{Name: "^" + regexp.QuoteMeta(name) + "$", Tags: strings.Join(m.Tags(), ",")}).AllPages(ctx)
-	if err != nil {
-		return nil, classifyOS("list servers named "+name, err)
-	}
-	all, err := servers.ExtractServers(pages)
+func findServer(ctx context.Context, nova ComputeClient, name string, m Marker) (*servers.Server, error) {
+	all, err := nova.ListServers(ctx, servers.ListOpts{Name: "^" + regexp.QuoteMeta(name) + "$", Tags: strings.Join(m.Tags(), ",")})
 	if err != nil {
 		return nil, classifyOS("list servers named "+name, err)
 	}
@@ -429,12 +426,12 @@ func serverAddresses(s *servers.Server) []Address {
 // reports it. ERROR is not an error here: what to do about it is the workflow's policy.
 func (o *OpenStack) WaitServer(ctx context.Context, in ResourceRef) (*ServerInfo, error) {
 	return heartbeat.While(ctx, func(ctx context.Context) (*ServerInfo, error) {
-		c, err := o.clientsFor(ctx, in.Identity)
+		nova, err := o.computeFor(ctx, in.Identity)
 		if err != nil {
 			return nil, err
 		}
 		for {
-			s, err := servers.Get(ctx, c.compute, in.ID).Extract()
+			s, err := nova.GetServer(ctx, in.ID)
 			if isNotFound(err) {
 				return &ServerInfo{ID: in.ID, Status: ServerDeleted}, nil
 			}
@@ -455,11 +452,11 @@ func (o *OpenStack) WaitServer(ctx context.Context, in ResourceRef) (*ServerInfo
 // GetServer reports a server as it is now (DELETED when gone).
 func (o *OpenStack) GetServer(ctx context.Context, in ResourceRef) (*ServerInfo, error) {
 	return heartbeat.While(ctx, func(ctx context.Context) (*ServerInfo, error) {
-		c, err := o.clientsFor(ctx, in.Identity)
+		nova, err := o.computeFor(ctx, in.Identity)
 		if err != nil {
 			return nil, err
 		}
-		s, err := servers.Get(ctx, c.compute, in.ID).Extract()
+		s, err := nova.GetServer(ctx, in.ID)
 		if isNotFound(err) {
 			return &ServerInfo{ID: in.ID, Status: ServerDeleted}, nil
 		}
@@ -474,16 +471,16 @@ func (o *OpenStack) GetServer(ctx context.Context, in ResourceRef) (*ServerInfo,
 // is not an error. The delete is sent again now and then, in case Nova lost it.
 func (o *OpenStack) DeleteServer(ctx context.Context, in ResourceRef) error {
 	_, err := heartbeat.While(ctx, func(ctx context.Context) (struct{}, error) {
-		c, err := o.clientsFor(ctx, in.Identity)
+		nova, err := o.computeFor(ctx, in.Identity)
 		if err != nil {
 			return struct{}{}, err
 		}
-		return struct{}{}, deleteServerAndWait(ctx, gopherCompute{c.compute}, in.ID, o.poll())
+		return struct{}{}, deleteServerAndWait(ctx, nova, in.ID, o.poll())
 	})
 	return err
 }
 
-func deleteServerAndWait(ctx context.Context, nova computeAPI, id string, poll time.Duration) error {
+func deleteServerAndWait(ctx context.Context, nova ComputeClient, id string, poll time.Duration) error {
 	var sent time.Time
 	for {
 		if time.Since(sent) > 30*time.Second {

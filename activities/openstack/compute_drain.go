@@ -12,7 +12,6 @@ import (
 	"github.com/stackflow/stackflow/activities/internal/heartbeat"
 
 	"github.com/gophercloud/gophercloud/v2"
-	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/hypervisors"
 	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/servers"
 	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/services"
 	"github.com/gophercloud/gophercloud/v2/openstack/placement/v1/resourceproviders"
@@ -61,11 +60,15 @@ func (o *OpenStack) ComputeNodeState(ctx context.Context, in ComputeHostInput) (
 	if err != nil {
 		return nil, err
 	}
-	st, err := readComputeNode(ctx, c, in.Host)
+	nova, err := o.computeFor(ctx, in.Cloud.Identity())
 	if err != nil {
 		return nil, err
 	}
-	list, err := serversOn(ctx, gopherCompute{c.compute}, in.Host)
+	st, err := readComputeNode(ctx, nova, c, in.Host)
+	if err != nil {
+		return nil, err
+	}
+	list, err := serversOn(ctx, nova, in.Host)
 	if err != nil {
 		return nil, err
 	}
@@ -92,14 +95,14 @@ type ServiceStateInput struct {
 // state is left alone) and returns the instances on the host afterwards, sorted: once it is disabled,
 // the ones a drain must move.
 func (o *OpenStack) SetComputeService(ctx context.Context, in ServiceStateInput) ([]string, error) {
-	c, err := o.clientsFor(ctx, in.Cloud.Identity())
+	nova, err := o.computeFor(ctx, in.Cloud.Identity())
 	if in.IfRegistered && errors.Is(err, errNoComputeAPI) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	svc, err := computeService(ctx, c.compute, in.Host)
+	svc, err := computeService(ctx, nova, in.Host)
 	if (in.Enabled || in.IfRegistered) && isPermanentNotFound(err) {
 		// A host Nova does not know (any more) is not disabled, and has no instance to move.
 		return nil, nil
@@ -116,11 +119,11 @@ func (o *OpenStack) SetComputeService(ctx context.Context, in ServiceStateInput)
 		if !in.Enabled {
 			opts.DisabledReason = in.Reason
 		}
-		if _, err := services.Update(ctx, c.compute, svc.ID, opts).Extract(); err != nil {
+		if err := nova.UpdateService(ctx, svc.ID, opts); err != nil {
 			return nil, classifyOS(fmt.Sprintf("set compute service of %s %s", in.Host, want), err)
 		}
 	}
-	list, err := serversOn(ctx, gopherCompute{c.compute}, in.Host)
+	list, err := serversOn(ctx, nova, in.Host)
 	if err != nil {
 		return nil, err
 	}
@@ -158,12 +161,12 @@ type MigrateResult struct {
 // An instance that cannot be live-migrated (not ACTIVE), a migration that fails twice, or the deadline
 // passing fail permanently with ErrDrainFailed, naming the instances and why.
 func (o *OpenStack) MigrateServers(ctx context.Context, in MigrateInput) (*MigrateResult, error) {
-	c, err := o.clientsFor(ctx, in.Cloud.Identity())
+	nova, err := o.computeFor(ctx, in.Cloud.Identity())
 	if err != nil {
 		return nil, err
 	}
 	return heartbeat.While(ctx, func(ctx context.Context) (*MigrateResult, error) {
-		return o.migrate(ctx, gopherCompute{c.compute}, in)
+		return o.migrate(ctx, nova, in)
 	})
 }
 
@@ -175,8 +178,8 @@ type migration struct {
 }
 
 // migrate moves in's instances through nova and decides, round after round, what each needs next (see
-// MigrateServers); it is the drain's logic, written against the narrow computeAPI.
-func (o *OpenStack) migrate(ctx context.Context, nova computeAPI, in MigrateInput) (*MigrateResult, error) {
+// MigrateServers); it is the drain's logic, written against the narrow ComputeClient.
+func (o *OpenStack) migrate(ctx context.Context, nova ComputeClient, in MigrateInput) (*MigrateResult, error) {
 	res := &MigrateResult{Moved: map[string]string{}}
 	moves := map[string]*migration{}
 	next := 0
@@ -295,7 +298,7 @@ func drainWhat(in MigrateInput) string {
 }
 
 // lastMigrationStatus is the status of the server's latest migration, for messages.
-func lastMigrationStatus(ctx context.Context, nova computeAPI, id string) string {
+func lastMigrationStatus(ctx context.Context, nova ComputeClient, id string) string {
 	m, err := nova.LastMigration(ctx, id)
 	switch {
 	case err != nil:
@@ -325,7 +328,11 @@ func (o *OpenStack) WaitComputeVersion(ctx context.Context, in VersionCheckInput
 	if err != nil {
 		return nil, err
 	}
-	st, err := readComputeNode(ctx, c, in.Host)
+	nova, err := o.computeFor(ctx, in.Cloud.Identity())
+	if err != nil {
+		return nil, err
+	}
+	st, err := readComputeNode(ctx, nova, c, in.Host)
 	if err != nil {
 		return nil, err
 	}
@@ -367,13 +374,13 @@ func isPermanentNotFound(err error) bool {
 // stateOf is what a compute service record says.
 // readComputeNode reads what Nova and Placement say of a host's compute: its service, its hypervisor
 // and, once it has one, the version classes its provider reports.
-func readComputeNode(ctx context.Context, c *osClients, host string) (*ComputeNodeState, error) {
-	svc, err := computeService(ctx, c.compute, host)
+func readComputeNode(ctx context.Context, nova ComputeClient, c *osClients, host string) (*ComputeNodeState, error) {
+	svc, err := computeService(ctx, nova, host)
 	if err != nil {
 		return nil, err
 	}
 	st := stateOf(svc)
-	if st.HypervisorID, err = hypervisorOf(ctx, c.compute, host); err != nil || st.HypervisorID == "" {
+	if st.HypervisorID, err = hypervisorOf(ctx, nova, host); err != nil || st.HypervisorID == "" {
 		return st, err
 	}
 	pl, err := c.placementAPI()
@@ -391,12 +398,8 @@ func stateOf(svc *services.Service) *ComputeNodeState {
 }
 
 // computeService is the host's nova-compute service record.
-func computeService(ctx context.Context, compute *gophercloud.ServiceClient, host string) (*services.Service, error) {
-	pages, err := services.List(compute, services.ListOpts{Binary: "nova-compute", Host: host}).AllPages(ctx)
-	if err != nil {
-		return nil, classifyOS("list compute services of "+host, err)
-	}
-	svcs, err := services.ExtractServices(pages)
+func computeService(ctx context.Context, nova ComputeClient, host string) (*services.Service, error) {
+	svcs, err := nova.ComputeServices(ctx, host)
 	if err != nil {
 		return nil, classifyOS("list compute services of "+host, err)
 	}
@@ -407,16 +410,11 @@ func computeService(ctx context.Context, compute *gophercloud.ServiceClient, hos
 }
 
 // hypervisorOf is the ID of the host's hypervisor ("" when Nova lists none).
-func hypervisorOf(ctx context.Context, compute *gophercloud.ServiceClient, host string) (string, error) {
-	pattern := host
-	pages, err := hypervisors.List(compute, hypervisors.ListOpts{HypervisorHostnamePattern: &pattern}).AllPages(ctx)
+func hypervisorOf(ctx context.Context, nova ComputeClient, host string) (string, error) {
+	hvs, err := nova.Hypervisors(ctx, host)
 	if isNotFound(err) {
 		return "", nil
 	}
-	if err != nil {
-		return "", classifyOS("list hypervisors of "+host, err)
-	}
-	hvs, err := hypervisors.ExtractHypervisors(pages)
 	if err != nil {
 		return "", classifyOS("list hypervisors of "+host, err)
 	}
@@ -445,7 +443,7 @@ func versionClasses(ctx context.Context, placement *gophercloud.ServiceClient, p
 }
 
 // serversOn lists the instances on host, of every project.
-func serversOn(ctx context.Context, nova computeAPI, host string) ([]servers.Server, error) {
+func serversOn(ctx context.Context, nova ComputeClient, host string) ([]servers.Server, error) {
 	list, err := nova.ListServers(ctx, servers.ListOpts{AllTenants: true, Host: host})
 	if err != nil {
 		return nil, classifyOS("list instances on "+host, err)

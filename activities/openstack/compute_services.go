@@ -8,8 +8,6 @@ import (
 	"strings"
 
 	"github.com/gophercloud/gophercloud/v2"
-	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/hypervisors"
-	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/services"
 	"github.com/gophercloud/gophercloud/v2/openstack/placement/v1/resourceproviders"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
@@ -41,11 +39,11 @@ func (o *OpenStack) WaitComputeRegistered(ctx context.Context, in ComputeHostInp
 	if err != nil {
 		return nil, err
 	}
-	pages, err := services.List(c.compute, services.ListOpts{Binary: "nova-compute", Host: in.Host}).AllPages(ctx)
+	nova, err := o.computeFor(ctx, in.Cloud.Identity())
 	if err != nil {
-		return nil, classifyOS("list compute services of "+in.Host, err)
+		return nil, err
 	}
-	svcs, err := services.ExtractServices(pages)
+	svcs, err := nova.ComputeServices(ctx, in.Host)
 	if err != nil {
 		return nil, classifyOS("list compute services of "+in.Host, err)
 	}
@@ -56,20 +54,15 @@ func (o *OpenStack) WaitComputeRegistered(ctx context.Context, in ComputeHostInp
 	if reg.State != "up" {
 		return nil, temporal.NewApplicationError(fmt.Sprintf("nova-compute service on host %s is %s", in.Host, reg.State), ErrComputeNotRegistered)
 	}
-	pattern := in.Host
-	hpages, err := hypervisors.List(c.compute, hypervisors.ListOpts{HypervisorHostnamePattern: &pattern}).AllPages(ctx)
+	hvs, err := nova.Hypervisors(ctx, in.Host)
 	if err != nil && !isNotFound(err) {
 		return nil, classifyOS("list hypervisors of "+in.Host, err)
 	}
 	if err == nil {
-		hvs, err := hypervisors.ExtractHypervisors(hpages)
-		if err != nil {
-			return nil, classifyOS("list hypervisors of "+in.Host, err)
-		}
 		for _, h := range hvs {
 			if h.HypervisorHostname == in.Host || h.Service.Host == in.Host {
 				reg.HypervisorID, reg.HypervisorHostname = h.ID, h.HypervisorHostname
-				if err := mappingCheck(ctx, c, reg, in.Host); err != nil {
+				if err := mappingCheck(ctx, nova, reg, in.Host); err != nil {
 					return nil, err
 				}
 				return reg, providerCheck(ctx, c, reg)
@@ -83,9 +76,8 @@ func (o *OpenStack) WaitComputeRegistered(ctx context.Context, in ComputeHostInp
 // until then the scheduler may pick it from Placement and the boot fails with "Host … is not mapped to
 // any cell". The compute API says so only through a hypervisor shown with its servers (2.53+), which
 // looks the host's mapping up and answers 404 without one.
-func mappingCheck(ctx context.Context, c *osClients, reg *ComputeRegistration, host string) error {
-	var body map[string]any
-	_, err := c.compute.Get(ctx, c.compute.ServiceURL("os-hypervisors", reg.HypervisorID)+"?with_servers=true", &body, nil)
+func mappingCheck(ctx context.Context, nova ComputeClient, reg *ComputeRegistration, host string) error {
+	err := nova.ShowHypervisorServers(ctx, reg.HypervisorID)
 	if isNotFound(err) {
 		return temporal.NewApplicationError(fmt.Sprintf("nova-compute on host %s is up but not mapped to a cell yet (waiting for host discovery)", host), ErrComputeNotRegistered)
 	}
@@ -162,16 +154,13 @@ func (o *OpenStack) DeleteComputeService(ctx context.Context, in ComputeHostInpu
 		}
 		return removeProvider(ctx, gopherPlacement{pl: pl}, in.Host)
 	}
-	pages, err := services.List(c.compute, services.ListOpts{Binary: "nova-compute", Host: in.Host}).AllPages(ctx)
-	if err != nil {
-		return classifyOS("list compute services of "+in.Host, err)
-	}
-	svcs, err := services.ExtractServices(pages)
+	nova := gopherCompute{c.compute}
+	svcs, err := nova.ComputeServices(ctx, in.Host)
 	if err != nil {
 		return classifyOS("list compute services of "+in.Host, err)
 	}
 	for _, s := range svcs {
-		if err := services.Delete(ctx, c.compute, s.ID).ExtractErr(); err != nil && !isNotFound(err) {
+		if err := nova.DeleteService(ctx, s.ID); err != nil && !isNotFound(err) {
 			return classifyOS("delete compute service of "+in.Host, err)
 		}
 	}
@@ -255,7 +244,7 @@ type gopherPlacement struct {
 	pl *gophercloud.ServiceClient
 	// nova is nil in a region with no compute API: no instance can be asked about there, so each
 	// consumer counts as an instance (its allocations stay, and removeProvider names it).
-	nova computeAPI
+	nova ComputeClient
 }
 
 func (g gopherPlacement) Providers(ctx context.Context, name string) ([]string, error) {
@@ -312,18 +301,17 @@ func (g gopherPlacement) ServerExists(ctx context.Context, id string) (bool, err
 // IDs, sorted; instances already gone are not an error. A compute being removed under an approved (or
 // Skip) drain failure uses it: its instances go with it. It does not wait: WaitHostEmpty does.
 func (o *OpenStack) DeleteServersOnHost(ctx context.Context, in ComputeHostInput) ([]string, error) {
-	c, err := o.clientsFor(ctx, in.Cloud.Identity())
+	nova, err := o.computeFor(ctx, in.Cloud.Identity())
 	if errors.Is(err, errNoComputeAPI) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	nova := gopherCompute{c.compute}
 	return deleteServersOn(ctx, nova, in.Host)
 }
 
-func deleteServersOn(ctx context.Context, nova computeAPI, host string) ([]string, error) {
+func deleteServersOn(ctx context.Context, nova ComputeClient, host string) ([]string, error) {
 	list, err := serversOn(ctx, nova, host)
 	if err != nil {
 		return nil, err
@@ -348,14 +336,14 @@ const ErrInstancesOnHost = "InstancesOnHost"
 // that never comes back, and Nova refuses to delete a compute service that hosts instances). A region
 // with no compute API has no instance anywhere.
 func (o *OpenStack) WaitHostEmpty(ctx context.Context, in ComputeHostInput) error {
-	c, err := o.clientsFor(ctx, in.Cloud.Identity())
+	nova, err := o.computeFor(ctx, in.Cloud.Identity())
 	if errors.Is(err, errNoComputeAPI) {
 		return nil
 	}
 	if err != nil {
 		return err
 	}
-	list, err := serversOn(ctx, gopherCompute{c.compute}, in.Host)
+	list, err := serversOn(ctx, nova, in.Host)
 	if err != nil {
 		return err
 	}

@@ -54,11 +54,12 @@ func (o *OpenStack) EnsureFlavors(ctx context.Context, in FlavorsInput) (*Flavor
 		}
 		return nil, classifyOS("compute API of region "+in.Region, err)
 	}
-	pages, err := flavors.ListDetail(c, flavors.ListOpts{AccessType: flavors.AllAccess}).AllPages(ctx)
-	if err != nil {
-		return nil, classifyOS("list flavors in "+in.Region, err)
-	}
-	have, err := flavors.ExtractFlavors(pages)
+	return ensureFlavors(ctx, gopherCompute{c}, in)
+}
+
+// ensureFlavors is EnsureFlavors against the Nova of in.Region.
+func ensureFlavors(ctx context.Context, nova ComputeClient, in FlavorsInput) (*FlavorsResult, error) {
+	have, err := nova.ListFlavors(ctx)
 	if err != nil {
 		return nil, classifyOS("list flavors in "+in.Region, err)
 	}
@@ -77,7 +78,7 @@ func (o *OpenStack) EnsureFlavors(ctx context.Context, in FlavorsInput) (*Flavor
 		}
 		public := true
 		disk := want.Disk
-		_, err := flavors.Create(ctx, c, flavors.CreateOpts{Name: want.Name, ID: id, VCPUs: want.VCPUs, RAM: want.RAM, Disk: &disk, IsPublic: &public}).Extract()
+		_, err := nova.CreateFlavor(ctx, flavors.CreateOpts{Name: want.Name, ID: id, VCPUs: want.VCPUs, RAM: want.RAM, Disk: &disk, IsPublic: &public})
 		if err != nil && !isConflict(err) {
 			return nil, classifyOS(fmt.Sprintf("create flavor %s in %s", want.Name, in.Region), err)
 		}

@@ -32,11 +32,16 @@ type OpenStack struct {
 	Core kubernetes.Interface
 	// PollInterval paces the waits for servers and volumes inside heartbeating activities (default 1s).
 	PollInterval time.Duration
+	// AdoptWindow is how long a retried or refused server create looks for the server of an earlier
+	// attempt before making another (default 15s).
+	AdoptWindow time.Duration
 
 	mu      sync.Mutex
 	clients map[string]*osClients
 	// network, when set (unit tests), makes the Neutron clients instead of networkFor's gophercloud.
 	network func(ctx context.Context, id Identity) (NetworkClient, error)
+	// compute, when set (unit tests), makes the Nova clients instead of computeFor's gophercloud.
+	compute func(ctx context.Context, id Identity) (ComputeClient, error)
 }
 
 // NewOpenStack builds the OpenStack activities from a Kubernetes REST config (for the identity Secrets).

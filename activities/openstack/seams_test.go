@@ -192,7 +192,7 @@ func TestSweepByMarker(t *testing.T) {
 			if tc.noCinder {
 				cinder = nil
 			}
-			var nova computeAPI = f
+			var nova ComputeClient = f
 			if tc.noNova {
 				nova = nil
 			}

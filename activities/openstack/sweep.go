@@ -55,7 +55,7 @@ func (o *OpenStack) SweepOwned(ctx context.Context, in SweepInput) (*SweepResult
 			cinder = gopherVolume{bs}
 		}
 		// A region with no compute API holds no server, but may hold the ports and addresses made for one.
-		var nova computeAPI
+		var nova ComputeClient
 		if c.compute != nil {
 			nova = gopherCompute{c.compute}
 		}
@@ -67,7 +67,7 @@ func (o *OpenStack) SweepOwned(ctx context.Context, in SweepInput) (*SweepResult
 // person kept (KeepFloatingIPs) or another owner's stays; nova is nil when the region has no compute API
 // (no server to sweep), cinder when the cloud has no block storage, and volumes are swept only when in
 // asks for them.
-func sweep(ctx context.Context, nova computeAPI, neutron NetworkClient, cinder volumeAPI, in SweepInput, poll time.Duration) (*SweepResult, error) {
+func sweep(ctx context.Context, nova ComputeClient, neutron NetworkClient, cinder volumeAPI, in SweepInput, poll time.Duration) (*SweepResult, error) {
 	res := &SweepResult{}
 	tags := strings.Join(in.Marker.Tags(), ",")
 
