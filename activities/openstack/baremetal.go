@@ -110,7 +110,7 @@ func (o *OpenStack) ProvisionBaremetal(ctx context.Context, in BaremetalInput) (
 			return nil, classifyOS("get Ironic node "+in.Name, err)
 		}
 		res.UUID = node.UUID
-		imageID, err := resolveImageID(ctx, c.image, in.Image)
+		imageID, err := resolveImageID(ctx, gopherImage{c.image}, in.Image)
 		if err != nil {
 			return nil, err
 		}
@@ -238,18 +238,14 @@ func setImage(ctx context.Context, c *gophercloud.ServiceClient, node *nodes.Nod
 }
 
 // resolveImageID finds a Glance image by ID or by its unique name.
-func resolveImageID(ctx context.Context, c *gophercloud.ServiceClient, ref string) (string, error) {
+func resolveImageID(ctx context.Context, glance ImageClient, ref string) (string, error) {
 	if ref == "" {
 		return "", temporal.NewNonRetryableApplicationError("no image to deploy: set bareMetal.image or the role's baremetalSetTemplate.image", ErrOSInvalid, nil)
 	}
-	if img, err := images.Get(ctx, c, ref).Extract(); err == nil {
+	if img, err := glance.GetImage(ctx, ref); err == nil {
 		return img.ID, nil
 	}
-	pages, err := images.List(c, images.ListOpts{Name: ref}).AllPages(ctx)
-	if err != nil {
-		return "", classifyOS("list images named "+ref, err)
-	}
-	found, err := images.ExtractImages(pages)
+	found, err := glance.ListImages(ctx, images.ListOpts{Name: ref})
 	if err != nil {
 		return "", classifyOS("list images named "+ref, err)
 	}

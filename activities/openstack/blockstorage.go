@@ -35,19 +35,11 @@ type VolumeInfo struct {
 // until it is available. A volume in error is a permanent failure; the workflow deletes it.
 func (o *OpenStack) EnsureVolume(ctx context.Context, in VolumeInput) (*VolumeInfo, error) {
 	return heartbeat.While(ctx, func(ctx context.Context) (*VolumeInfo, error) {
-		c, err := o.clientsFor(ctx, in.Identity)
+		cinder, err := o.volumeFor(ctx, in.Identity)
 		if err != nil {
 			return nil, err
 		}
-		bs, err := c.blockStorage()
-		if err != nil {
-			return nil, err
-		}
-		pages, err := volumes.List(bs, volumes.ListOpts{Name: in.Name, Metadata: in.Marker.Metadata()}).AllPages(ctx)
-		if err != nil {
-			return nil, classifyOS("list volumes named "+in.Name, err)
-		}
-		all, err := volumes.ExtractVolumes(pages)
+		all, err := cinder.ListVolumes(ctx, volumes.ListOpts{Name: in.Name, Metadata: in.Marker.Metadata()})
 		if err != nil {
 			return nil, classifyOS("list volumes named "+in.Name, err)
 		}
@@ -55,16 +47,16 @@ func (o *OpenStack) EnsureVolume(ctx context.Context, in VolumeInput) (*VolumeIn
 		if len(all) > 0 {
 			info.ID, info.Adopted = all[0].ID, true
 		} else {
-			v, err := volumes.Create(ctx, bs, volumes.CreateOpts{Name: in.Name, Size: in.SizeGiB, VolumeType: in.Type,
+			v, err := cinder.CreateVolume(ctx, volumes.CreateOpts{Name: in.Name, Size: in.SizeGiB, VolumeType: in.Type,
 				AvailabilityZone: in.AvailabilityZone, ImageID: in.ImageID, Metadata: in.Marker.Metadata(),
-				Description: in.Marker.Description()}, nil).Extract()
+				Description: in.Marker.Description()})
 			if err != nil {
 				return nil, classifyOS("create volume "+in.Name, err)
 			}
 			info.ID = v.ID
 		}
 		for {
-			v, err := volumes.Get(ctx, bs, info.ID).Extract()
+			v, err := cinder.GetVolume(ctx, info.ID)
 			if err != nil {
 				return nil, classifyOS("volume "+in.Name, err)
 			}
@@ -86,26 +78,18 @@ func (o *OpenStack) EnsureVolume(ctx context.Context, in VolumeInput) (*VolumeIn
 // an error.
 func (o *OpenStack) DeleteVolume(ctx context.Context, in ResourceRef) error {
 	_, err := heartbeat.While(ctx, func(ctx context.Context) (struct{}, error) {
-		c, err := o.clientsFor(ctx, in.Identity)
+		cinder, err := o.volumeFor(ctx, in.Identity)
 		if err != nil {
 			return struct{}{}, err
 		}
-		return o.deleteVolume(ctx, c, in.ID)
+		return struct{}{}, deleteVolumeAndWait(ctx, cinder, in.ID, o.poll())
 	})
 	return err
 }
 
-func (o *OpenStack) deleteVolume(ctx context.Context, c *osClients, id string) (struct{}, error) {
-	bs, err := c.blockStorage()
-	if err != nil {
-		return struct{}{}, err
-	}
-	return struct{}{}, deleteVolumeAndWait(ctx, gopherVolume{bs}, id, o.poll())
-}
-
 // deleteVolumeAndWait deletes the volume once it can go (available or in error; attached, detaching,
 // creating or deleting: Cinder gets it there first) and waits until it is gone.
-func deleteVolumeAndWait(ctx context.Context, cinder volumeAPI, id string, poll time.Duration) error {
+func deleteVolumeAndWait(ctx context.Context, cinder VolumeClient, id string, poll time.Duration) error {
 	var sent time.Time
 	for {
 		v, err := cinder.GetVolume(ctx, id)

@@ -45,11 +45,15 @@ type ResolveServerInput struct {
 // failure carrying OpenStack's message; nothing is created here.
 func (o *OpenStack) ResolveServer(ctx context.Context, in ResolveServerInput) (*ResolvedServer, error) {
 	return heartbeat.While(ctx, func(ctx context.Context) (*ResolvedServer, error) {
-		c, err := o.clientsFor(ctx, in.Identity)
+		nova, err := o.computeFor(ctx, in.Identity)
 		if err != nil {
 			return nil, err
 		}
-		nova, err := o.computeFor(ctx, in.Identity)
+		glance, err := o.imageFor(ctx, in.Identity)
+		if err != nil {
+			return nil, err
+		}
+		neutron, err := o.networkFor(ctx, in.Identity)
 		if err != nil {
 			return nil, err
 		}
@@ -57,7 +61,7 @@ func (o *OpenStack) ResolveServer(ctx context.Context, in ResolveServerInput) (*
 		if out.FlavorID, err = resolveFlavor(ctx, nova, in.Spec.Flavor, in.Spec.FlavorID); err != nil {
 			return nil, err
 		}
-		if out.ImageID, err = resolveImage(ctx, c.image, in.Spec.Image); err != nil {
+		if out.ImageID, err = resolveImage(ctx, glance, in.Spec.Image); err != nil {
 			return nil, err
 		}
 		if in.Spec.ServerGroup != nil {
@@ -66,13 +70,13 @@ func (o *OpenStack) ResolveServer(ctx context.Context, in ResolveServerInput) (*
 			}
 		}
 		if in.FloatingIP {
-			if out.FloatingNetworkID, err = resolveExternalNetwork(ctx, gopherNetwork{c.network}, in.FloatingNetwork); err != nil {
+			if out.FloatingNetworkID, err = resolveExternalNetwork(ctx, neutron, in.FloatingNetwork); err != nil {
 				return nil, err
 			}
 		}
 		var commonSGs []string
 		for _, sg := range in.Spec.SecurityGroups {
-			id, err := resolveSecurityGroup(ctx, gopherNetwork{c.network}, sg)
+			id, err := resolveSecurityGroup(ctx, neutron, sg)
 			if err != nil {
 				return nil, err
 			}
@@ -99,14 +103,14 @@ func (o *OpenStack) ResolveServer(ctx context.Context, in ResolveServerInput) (*
 			key := fmt.Sprintf("%v/%v", deref(np.ID), np.Filter)
 			if id, ok := networkIDs[key]; ok {
 				rp.NetworkID = id
-			} else if rp.NetworkID, err = resolveNetwork(ctx, gopherNetwork{c.network}, *np); err != nil {
+			} else if rp.NetworkID, err = resolveNetwork(ctx, neutron, *np); err != nil {
 				return nil, err
 			}
 			networkIDs[key] = rp.NetworkID
 			for _, f := range p.FixedIPs {
 				rf := ResolvedFixedIP{IPAddress: f.IPAddress}
 				if f.Subnet != nil {
-					id, err := resolveSubnet(ctx, gopherNetwork{c.network}, rp.NetworkID, *f.Subnet)
+					id, err := resolveSubnet(ctx, neutron, rp.NetworkID, *f.Subnet)
 					if err != nil {
 						return nil, err
 					}
@@ -116,7 +120,7 @@ func (o *OpenStack) ResolveServer(ctx context.Context, in ResolveServerInput) (*
 			}
 			rp.SecurityGroups = slices.Clone(commonSGs)
 			for _, sg := range p.SecurityGroups {
-				id, err := resolveSecurityGroup(ctx, gopherNetwork{c.network}, sg)
+				id, err := resolveSecurityGroup(ctx, neutron, sg)
 				if err != nil {
 					return nil, err
 				}

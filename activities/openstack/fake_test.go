@@ -20,10 +20,11 @@ import (
 // and lands where it was asked (or on the scheduler's choice), fails when told to, and Nova answers 409
 // while a task runs; deletes take a poll before the resource is gone.
 type fakeCloud struct {
-	// The calls of NetworkClient and ComputeClient the drain and the sweep do not make are not faked:
+	// The calls of NetworkClient, ComputeClient and VolumeClient the drain and the sweep do not make are not faked:
 	// calling one panics.
 	NetworkClient
 	ComputeClient
+	VolumeClient
 	mu      sync.Mutex
 	servers map[string]*servers.Server
 	// failMigrations names servers whose live migrations end back on their host (task state cleared).

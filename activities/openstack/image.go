@@ -3,16 +3,15 @@ package openstack
 import (
 	"context"
 
-	"github.com/gophercloud/gophercloud/v2"
 	"github.com/gophercloud/gophercloud/v2/openstack/image/v2/images"
 
 	infrav1 "github.com/stackflow/stackflow/api/infrastructure/v1beta1"
 )
 
 // resolveImage finds exactly one Glance image by ID or by name and tags.
-func resolveImage(ctx context.Context, c *gophercloud.ServiceClient, p infrav1.ImageParam) (string, error) {
+func resolveImage(ctx context.Context, glance ImageClient, p infrav1.ImageParam) (string, error) {
 	if p.ID != nil {
-		img, err := images.Get(ctx, c, *p.ID).Extract()
+		img, err := glance.GetImage(ctx, *p.ID)
 		if err != nil {
 			return "", classifyOS("image "+*p.ID, err)
 		}
@@ -26,11 +25,7 @@ func resolveImage(ctx context.Context, c *gophercloud.ServiceClient, p infrav1.I
 	if p.Filter.Name != nil {
 		opts.Name, name = *p.Filter.Name, *p.Filter.Name
 	}
-	pages, err := images.List(c, opts).AllPages(ctx)
-	if err != nil {
-		return "", classifyOS("list images", err)
-	}
-	all, err := images.ExtractImages(pages)
+	all, err := glance.ListImages(ctx, opts)
 	if err != nil {
 		return "", classifyOS("list images", err)
 	}

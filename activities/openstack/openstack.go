@@ -42,6 +42,9 @@ type OpenStack struct {
 	network func(ctx context.Context, id Identity) (NetworkClient, error)
 	// compute, when set (unit tests), makes the Nova clients instead of computeFor's gophercloud.
 	compute func(ctx context.Context, id Identity) (ComputeClient, error)
+	// volume and image, when set (unit tests), make the Cinder and Glance clients.
+	volume func(ctx context.Context, id Identity) (VolumeClient, error)
+	image  func(ctx context.Context, id Identity) (ImageClient, error)
 }
 
 // NewOpenStack builds the OpenStack activities from a Kubernetes REST config (for the identity Secrets).

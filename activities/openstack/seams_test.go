@@ -188,7 +188,7 @@ func TestSweepByMarker(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := setup()
-			var cinder volumeAPI = f
+			var cinder VolumeClient = f
 			if tc.noCinder {
 				cinder = nil
 			}

@@ -50,7 +50,7 @@ func (o *OpenStack) SweepOwned(ctx context.Context, in SweepInput) (*SweepResult
 		if err != nil {
 			return nil, err
 		}
-		var cinder volumeAPI
+		var cinder VolumeClient
 		if bs, err := c.blockStorage(); err == nil {
 			cinder = gopherVolume{bs}
 		}
@@ -67,7 +67,7 @@ func (o *OpenStack) SweepOwned(ctx context.Context, in SweepInput) (*SweepResult
 // person kept (KeepFloatingIPs) or another owner's stays; nova is nil when the region has no compute API
 // (no server to sweep), cinder when the cloud has no block storage, and volumes are swept only when in
 // asks for them.
-func sweep(ctx context.Context, nova ComputeClient, neutron NetworkClient, cinder volumeAPI, in SweepInput, poll time.Duration) (*SweepResult, error) {
+func sweep(ctx context.Context, nova ComputeClient, neutron NetworkClient, cinder VolumeClient, in SweepInput, poll time.Duration) (*SweepResult, error) {
 	res := &SweepResult{}
 	tags := strings.Join(in.Marker.Tags(), ",")
 

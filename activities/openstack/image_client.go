@@ -1,0 +1,42 @@
+package openstack
+
+import (
+	"context"
+
+	"github.com/gophercloud/gophercloud/v2"
+	"github.com/gophercloud/gophercloud/v2/openstack/image/v2/images"
+)
+
+// ImageClient is every call the activities make to Glance: the activities decide against it, unit tests
+// give them a generated mock, and gopherImage is the one implementation. Errors are gophercloud's.
+type ImageClient interface {
+	GetImage(ctx context.Context, id string) (*images.Image, error)
+	ListImages(ctx context.Context, opts images.ListOpts) ([]images.Image, error)
+}
+
+// imageFor is the Glance client of an identity, or what a unit test set in o.image.
+func (o *OpenStack) imageFor(ctx context.Context, id Identity) (ImageClient, error) {
+	if o.image != nil {
+		return o.image(ctx, id)
+	}
+	c, err := o.clientsFor(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return gopherImage{c.image}, nil
+}
+
+// gopherImage is ImageClient on gophercloud.
+type gopherImage struct{ c *gophercloud.ServiceClient }
+
+func (g gopherImage) GetImage(ctx context.Context, id string) (*images.Image, error) {
+	return images.Get(ctx, g.c, id).Extract()
+}
+
+func (g gopherImage) ListImages(ctx context.Context, opts images.ListOpts) ([]images.Image, error) {
+	pages, err := images.List(g.c, opts).AllPages(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return images.ExtractImages(pages)
+}
