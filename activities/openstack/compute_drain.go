@@ -14,7 +14,6 @@ import (
 	"github.com/gophercloud/gophercloud/v2"
 	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/servers"
 	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/services"
-	"github.com/gophercloud/gophercloud/v2/openstack/placement/v1/resourceproviders"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 )
@@ -56,15 +55,11 @@ type ComputeNodeState struct {
 
 // ComputeNodeState reads the host's compute service, hypervisor, version class and instances.
 func (o *OpenStack) ComputeNodeState(ctx context.Context, in ComputeHostInput) (*ComputeNodeState, error) {
-	c, err := o.clientsFor(ctx, in.Cloud.Identity())
+	st, err := o.readComputeNode(ctx, in.Cloud.Identity(), in.Host)
 	if err != nil {
 		return nil, err
 	}
 	nova, err := o.computeFor(ctx, in.Cloud.Identity())
-	if err != nil {
-		return nil, err
-	}
-	st, err := readComputeNode(ctx, nova, c, in.Host)
 	if err != nil {
 		return nil, err
 	}
@@ -324,15 +319,7 @@ type VersionCheckInput struct {
 // its hypervisor is listed, and its provider reports exactly the expected version class. Before, it
 // fails retryably (ErrVersionNotReported) saying which is missing; the retry policy paces it.
 func (o *OpenStack) WaitComputeVersion(ctx context.Context, in VersionCheckInput) (*ComputeNodeState, error) {
-	c, err := o.clientsFor(ctx, in.Cloud.Identity())
-	if err != nil {
-		return nil, err
-	}
-	nova, err := o.computeFor(ctx, in.Cloud.Identity())
-	if err != nil {
-		return nil, err
-	}
-	st, err := readComputeNode(ctx, nova, c, in.Host)
+	st, err := o.readComputeNode(ctx, in.Cloud.Identity(), in.Host)
 	if err != nil {
 		return nil, err
 	}
@@ -374,7 +361,11 @@ func isPermanentNotFound(err error) bool {
 // stateOf is what a compute service record says.
 // readComputeNode reads what Nova and Placement say of a host's compute: its service, its hypervisor
 // and, once it has one, the version classes its provider reports.
-func readComputeNode(ctx context.Context, nova ComputeClient, c *osClients, host string) (*ComputeNodeState, error) {
+func (o *OpenStack) readComputeNode(ctx context.Context, id Identity, host string) (*ComputeNodeState, error) {
+	nova, err := o.computeFor(ctx, id)
+	if err != nil {
+		return nil, err
+	}
 	svc, err := computeService(ctx, nova, host)
 	if err != nil {
 		return nil, err
@@ -383,11 +374,11 @@ func readComputeNode(ctx context.Context, nova ComputeClient, c *osClients, host
 	if st.HypervisorID, err = hypervisorOf(ctx, nova, host); err != nil || st.HypervisorID == "" {
 		return st, err
 	}
-	pl, err := c.placementAPI()
+	placement, err := o.placementFor(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	if st.VersionClasses, err = versionClasses(ctx, pl, st.HypervisorID); err != nil {
+	if st.VersionClasses, err = versionClasses(ctx, placement, st.HypervisorID); err != nil {
 		return nil, err
 	}
 	return st, nil
@@ -427,13 +418,13 @@ func hypervisorOf(ctx context.Context, nova ComputeClient, host string) (string,
 }
 
 // versionClasses lists the version resource classes in the provider's inventory, sorted.
-func versionClasses(ctx context.Context, placement *gophercloud.ServiceClient, provider string) ([]string, error) {
-	inv, err := resourceproviders.GetInventories(ctx, placement, provider).Extract()
+func versionClasses(ctx context.Context, placement PlacementClient, provider string) ([]string, error) {
+	classes, err := placement.ResourceClasses(ctx, provider)
 	if err != nil {
 		return nil, classifyOS("inventory of resource provider "+provider, err)
 	}
 	var out []string
-	for rc := range inv.Inventories {
+	for _, rc := range classes {
 		if strings.HasPrefix(rc, VersionClassPrefix) {
 			out = append(out, rc)
 		}

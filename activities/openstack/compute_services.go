@@ -7,8 +7,6 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/gophercloud/gophercloud/v2"
-	"github.com/gophercloud/gophercloud/v2/openstack/placement/v1/resourceproviders"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 )
@@ -35,10 +33,6 @@ const ErrComputeNotRegistered = "ComputeNotRegistered"
 // hypervisor, the host is mapped to its cell and its resource provider exists, and fails retryably before
 // (saying which is missing).
 func (o *OpenStack) WaitComputeRegistered(ctx context.Context, in ComputeHostInput) (*ComputeRegistration, error) {
-	c, err := o.clientsFor(ctx, in.Cloud.Identity())
-	if err != nil {
-		return nil, err
-	}
 	nova, err := o.computeFor(ctx, in.Cloud.Identity())
 	if err != nil {
 		return nil, err
@@ -65,7 +59,11 @@ func (o *OpenStack) WaitComputeRegistered(ctx context.Context, in ComputeHostInp
 				if err := mappingCheck(ctx, nova, reg, in.Host); err != nil {
 					return nil, err
 				}
-				return reg, providerCheck(ctx, c, reg)
+				placement, err := o.placementFor(ctx, in.Cloud.Identity())
+				if err != nil {
+					return nil, err
+				}
+				return reg, providerCheck(ctx, placement, reg)
 			}
 		}
 	}
@@ -91,25 +89,17 @@ func mappingCheck(ctx context.Context, nova ComputeClient, reg *ComputeRegistrat
 // placement: without it the scheduler can never use the host. A provider of the same name with another
 // UUID (a stale record of an earlier compute of that name) keeps nova-compute from creating its own; the
 // error says so.
-func providerCheck(ctx context.Context, c *osClients, reg *ComputeRegistration) error {
-	pl, err := c.placementAPI()
-	if err != nil {
-		return err
-	}
-	pages, err := resourceproviders.List(pl, resourceproviders.ListOpts{Name: reg.HypervisorHostname}).AllPages(ctx)
-	if err != nil {
-		return classifyOS("list resource providers named "+reg.HypervisorHostname, err)
-	}
-	rps, err := resourceproviders.ExtractResourceProviders(pages)
+func providerCheck(ctx context.Context, placement PlacementClient, reg *ComputeRegistration) error {
+	rps, err := placement.Providers(ctx, reg.HypervisorHostname)
 	if err != nil {
 		return classifyOS("list resource providers named "+reg.HypervisorHostname, err)
 	}
 	for _, rp := range rps {
-		if rp.UUID == reg.HypervisorID {
+		if rp == reg.HypervisorID {
 			return nil
 		}
 		return temporal.NewApplicationError(fmt.Sprintf("placement holds a resource provider named %s with UUID %s, not the compute node's %s: a stale record of an earlier compute of that name blocks this one (delete it)",
-			reg.HypervisorHostname, rp.UUID, reg.HypervisorID), ErrComputeNotRegistered)
+			reg.HypervisorHostname, rp, reg.HypervisorID), ErrComputeNotRegistered)
 	}
 	return temporal.NewApplicationError(fmt.Sprintf("nova-compute on %s has no resource provider in placement yet", reg.HypervisorHostname), ErrComputeNotRegistered)
 }
@@ -152,7 +142,7 @@ func (o *OpenStack) DeleteComputeService(ctx context.Context, in ComputeHostInpu
 		if err != nil {
 			return nil // no Placement either: nothing of the compute can be left
 		}
-		return removeProvider(ctx, gopherPlacement{pl: pl}, in.Host)
+		return removeProvider(ctx, gopherPlacement{pl}, nil, in.Host)
 	}
 	nova := gopherCompute{c.compute}
 	svcs, err := nova.ComputeServices(ctx, in.Host)
@@ -175,39 +165,26 @@ func deleteProvider(ctx context.Context, c *osClients, name string) error {
 	if err != nil {
 		return err
 	}
-	return removeProvider(ctx, gopherPlacement{pl: pl, nova: gopherCompute{c.compute}}, name)
-}
-
-// providerAPI is what removing a compute's resource provider asks Placement, and Nova of the consumers.
-type providerAPI interface {
-	// Providers are the UUIDs of the providers named name.
-	Providers(ctx context.Context, name string) ([]string, error)
-	// Consumers are the consumers holding allocations against the provider.
-	Consumers(ctx context.Context, provider string) ([]string, error)
-	DeleteProvider(ctx context.Context, provider string) error
-	// DeleteAllocations deletes every allocation of the consumer.
-	DeleteAllocations(ctx context.Context, consumer string) error
-	// ServerExists says whether Nova has an instance of that ID.
-	ServerExists(ctx context.Context, id string) (bool, error)
+	return removeProvider(ctx, gopherPlacement{pl}, gopherCompute{c.compute}, name)
 }
 
 // removeProvider deletes the providers named name. Once the host's compute service is gone and no
 // instance is on it, allocations still held against its provider are stale (an instance deleted, or a
 // migration that ended, while its allocations stayed): those of consumers Nova knows no instance of are
 // deleted first. An existing instance's are not touched: the error names it and a retry decides later.
-func removeProvider(ctx context.Context, api providerAPI, name string) error {
-	rps, err := api.Providers(ctx, name)
+func removeProvider(ctx context.Context, placement PlacementClient, nova ComputeClient, name string) error {
+	rps, err := placement.Providers(ctx, name)
 	if err != nil {
 		return classifyOS("list resource providers named "+name, err)
 	}
 	for _, rp := range rps {
-		consumers, err := api.Consumers(ctx, rp)
+		consumers, err := placement.Consumers(ctx, rp)
 		if err != nil && !isNotFound(err) {
 			return classifyOS("allocations of resource provider "+name, err)
 		}
 		var live []string
 		for _, c := range consumers {
-			exists, err := api.ServerExists(ctx, c)
+			exists, err := serverExists(ctx, nova, c)
 			if err != nil {
 				return classifyOS("instance "+c, err)
 			}
@@ -215,7 +192,7 @@ func removeProvider(ctx context.Context, api providerAPI, name string) error {
 				live = append(live, c)
 				continue
 			}
-			if err := api.DeleteAllocations(ctx, c); err != nil && !isNotFound(err) {
+			if err := placement.DeleteAllocations(ctx, c); err != nil && !isNotFound(err) {
 				return classifyOS("delete stale allocations of consumer "+c, err)
 			}
 			logInfo(ctx, "deleted stale allocations on a removed compute's provider", "provider", name, "consumer", c)
@@ -224,7 +201,7 @@ func removeProvider(ctx context.Context, api providerAPI, name string) error {
 			sort.Strings(live)
 			return temporal.NewApplicationError(fmt.Sprintf("resource provider %s (%s) still holds allocations of instances %s", name, rp, strings.Join(live, ", ")), ErrInstancesOnHost)
 		}
-		if err := api.DeleteProvider(ctx, rp); err != nil && !isNotFound(err) {
+		if err := placement.DeleteProvider(ctx, rp); err != nil && !isNotFound(err) {
 			return classifyOS("delete resource provider "+name, err)
 		}
 		logInfo(ctx, "deleted the resource provider Nova left", "provider", name, "uuid", rp)
@@ -232,69 +209,25 @@ func removeProvider(ctx context.Context, api providerAPI, name string) error {
 	return nil
 }
 
+// serverExists says whether Nova has an instance of that ID. With no Nova (a region with no compute
+// API) no instance can be asked about, so each consumer counts as one: its allocations stay, and
+// removeProvider names it.
+func serverExists(ctx context.Context, nova ComputeClient, id string) (bool, error) {
+	if nova == nil {
+		return true, nil
+	}
+	_, err := nova.GetServer(ctx, id)
+	if isNotFound(err) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
 // logInfo logs through the activity's logger when called in an activity (not in a unit test).
 func logInfo(ctx context.Context, msg string, kv ...any) {
 	if activity.IsActivity(ctx) {
 		activity.GetLogger(ctx).Info(msg, kv...)
 	}
-}
-
-// gopherPlacement is providerAPI with gophercloud.
-type gopherPlacement struct {
-	pl *gophercloud.ServiceClient
-	// nova is nil in a region with no compute API: no instance can be asked about there, so each
-	// consumer counts as an instance (its allocations stay, and removeProvider names it).
-	nova ComputeClient
-}
-
-func (g gopherPlacement) Providers(ctx context.Context, name string) ([]string, error) {
-	pages, err := resourceproviders.List(g.pl, resourceproviders.ListOpts{Name: name}).AllPages(ctx)
-	if err != nil {
-		return nil, err
-	}
-	rps, err := resourceproviders.ExtractResourceProviders(pages)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]string, 0, len(rps))
-	for _, rp := range rps {
-		out = append(out, rp.UUID)
-	}
-	return out, nil
-}
-
-func (g gopherPlacement) Consumers(ctx context.Context, provider string) ([]string, error) {
-	a, err := resourceproviders.GetAllocations(ctx, g.pl, provider).Extract()
-	if err != nil {
-		return nil, err
-	}
-	out := make([]string, 0, len(a.Allocations))
-	for c := range a.Allocations {
-		out = append(out, c)
-	}
-	sort.Strings(out)
-	return out, nil
-}
-
-func (g gopherPlacement) DeleteProvider(ctx context.Context, provider string) error {
-	return resourceproviders.Delete(ctx, g.pl, provider).ExtractErr()
-}
-
-func (g gopherPlacement) DeleteAllocations(ctx context.Context, consumer string) error {
-	resp, err := g.pl.Delete(ctx, g.pl.ServiceURL("allocations", consumer), &gophercloud.RequestOpts{OkCodes: []int{204}})
-	_, _, err = gophercloud.ParseResponse(resp, err)
-	return err
-}
-
-func (g gopherPlacement) ServerExists(ctx context.Context, id string) (bool, error) {
-	if g.nova == nil {
-		return true, nil
-	}
-	_, err := g.nova.GetServer(ctx, id)
-	if isNotFound(err) {
-		return false, nil
-	}
-	return err == nil, err
 }
 
 // DeleteServersOnHost deletes every instance Nova lists on the host (every project) and returns their

@@ -45,6 +45,8 @@ type OpenStack struct {
 	// volume and image, when set (unit tests), make the Cinder and Glance clients.
 	volume func(ctx context.Context, id Identity) (VolumeClient, error)
 	image  func(ctx context.Context, id Identity) (ImageClient, error)
+	// placement, when set (unit tests), makes the Placement clients.
+	placement func(ctx context.Context, id Identity) (PlacementClient, error)
 }
 
 // NewOpenStack builds the OpenStack activities from a Kubernetes REST config (for the identity Secrets).

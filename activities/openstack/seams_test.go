@@ -9,6 +9,7 @@ import (
 
 	"github.com/gophercloud/gophercloud/v2"
 	"github.com/gophercloud/gophercloud/v2/openstack/blockstorage/v3/volumes"
+	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/servers"
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/extensions/layer3/floatingips"
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/ports"
 	"github.com/stretchr/testify/require"
@@ -231,9 +232,10 @@ func TestDeleteServersOnHost(t *testing.T) {
 	require.Contains(t, f.servers, "vm-c", "another host's instance stays")
 }
 
-// fakePlacement is providerAPI in memory: providers by name with their consumers, and the instances
-// Nova has.
+// fakePlacement is PlacementClient in memory: providers by name with their consumers, and (as a
+// ComputeClient answering GetServer only) the instances Nova has.
 type fakePlacement struct {
+	ComputeClient
 	providers map[string][]string // name → UUIDs
 	consumers map[string][]string // provider UUID → consumers
 	servers   map[string]bool
@@ -267,8 +269,13 @@ func (f *fakePlacement) DeleteAllocations(_ context.Context, c string) error {
 	return nil
 }
 
-func (f *fakePlacement) ServerExists(_ context.Context, id string) (bool, error) {
-	return f.servers[id], nil
+func (f *fakePlacement) ResourceClasses(context.Context, string) ([]string, error) { return nil, nil }
+
+func (f *fakePlacement) GetServer(_ context.Context, id string) (*servers.Server, error) {
+	if !f.servers[id] {
+		return nil, notFoundErr()
+	}
+	return &servers.Server{ID: id}, nil
 }
 
 // A removed compute's resource provider goes, with the allocations of consumers Nova knows no instance
@@ -295,13 +302,13 @@ func TestRemoveProvider(t *testing.T) {
 				f.consumers["rp-1"] = tc.consumers
 			}
 			f.providers["h2"] = []string{"rp-2"}
-			err := removeProvider(context.Background(), f, "h1")
+			err := removeProvider(context.Background(), f, f, "h1")
 			if tc.wantErr != "" {
 				require.ErrorContains(t, err, tc.wantErr)
 			} else {
 				require.NoError(t, err)
 				require.Empty(t, f.providers["h1"])
-				require.NoError(t, removeProvider(context.Background(), f, "h1"), "a second removal finds nothing")
+				require.NoError(t, removeProvider(context.Background(), f, f, "h1"), "a second removal finds nothing")
 			}
 			require.Equal(t, tc.wantCalls, f.calls)
 			require.Equal(t, []string{"rp-2"}, f.providers["h2"], "another host's provider stays")
