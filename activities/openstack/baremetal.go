@@ -79,19 +79,19 @@ const ErrBaremetalFailed = "BaremetalFailed"
 
 // ProvisionBaremetal takes the Ironic node named in.Name to active: enroll (or adopt) → manage →
 // provide → deploy with the image → wait for active, heartbeat.While all along. It is idempotent: it
-// resumes from whatever state an earlier attempt left the node in.
+// resumes from whatever state an earlier attempt left the node in (provisionStep decides each move).
 func (o *OpenStack) ProvisionBaremetal(ctx context.Context, in BaremetalInput) (*BaremetalResult, error) {
 	return heartbeat.While(ctx, func(ctx context.Context) (*BaremetalResult, error) {
-		c, err := o.clientsFor(ctx, in.Cloud.Identity())
+		ironic, err := o.baremetalFor(ctx, in.Cloud.Identity())
 		if err != nil {
 			return nil, err
 		}
-		bm, err := c.bareMetal()
+		glance, err := o.imageFor(ctx, in.Cloud.Identity())
 		if err != nil {
 			return nil, err
 		}
 		res := &BaremetalResult{}
-		node, err := nodes.Get(ctx, bm, in.Name).Extract()
+		node, err := ironic.GetNode(ctx, in.Name)
 		if isNotFound(err) {
 			props := map[string]any{}
 			for k, v := range in.Properties {
@@ -101,7 +101,7 @@ func (o *OpenStack) ProvisionBaremetal(ctx context.Context, in BaremetalInput) (
 					props[k] = v
 				}
 			}
-			node, err = nodes.Create(ctx, bm, nodes.CreateOpts{Name: in.Name, Driver: in.Driver, Properties: props}).Extract()
+			node, err = ironic.CreateNode(ctx, nodes.CreateOpts{Name: in.Name, Driver: in.Driver, Properties: props})
 			if err != nil {
 				return nil, classifyOS("enroll Ironic node "+in.Name, err)
 			}
@@ -110,12 +110,12 @@ func (o *OpenStack) ProvisionBaremetal(ctx context.Context, in BaremetalInput) (
 			return nil, classifyOS("get Ironic node "+in.Name, err)
 		}
 		res.UUID = node.UUID
-		imageID, err := resolveImageID(ctx, gopherImage{c.image}, in.Image)
+		imageID, err := resolveImageID(ctx, glance, in.Image)
 		if err != nil {
 			return nil, err
 		}
 		for {
-			node, err = nodes.Get(ctx, bm, res.UUID).Extract()
+			node, err = ironic.GetNode(ctx, res.UUID)
 			if err != nil {
 				return nil, classifyOS("get Ironic node "+in.Name, err)
 			}
@@ -123,40 +123,76 @@ func (o *OpenStack) ProvisionBaremetal(ctx context.Context, in BaremetalInput) (
 			if activity.IsActivity(ctx) {
 				activity.RecordHeartbeat(ctx, res)
 			}
-			if node.TargetProvisionState != "" {
-				// A transition is under way (verifying, cleaning, deploying, wait call-back): wait.
-				if err := sleep(ctx, o.poll()); err != nil {
-					return nil, err
-				}
-				continue
-			}
-			var target nodes.TargetProvisionState
-			switch nodes.ProvisionState(node.ProvisionState) {
-			case nodes.Active:
+			step := provisionStep(node.ProvisionState, node.TargetProvisionState)
+			switch {
+			case step.done:
 				return res, nil
-			case nodes.Enroll:
-				target = nodes.TargetManage
-			case nodes.Manageable:
-				target = nodes.TargetProvide
-			case nodes.Available:
-				if err := setImage(ctx, bm, node, imageID); err != nil {
-					return nil, err
-				}
-				target = nodes.TargetActive
-			case nodes.DeployFail, nodes.CleanFail, nodes.Error, nodes.InspectFail, nodes.AdoptFail:
+			case step.failed:
 				return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("Ironic node %s is in state %q: %s", in.Name, node.ProvisionState, node.LastError), ErrBaremetalFailed, nil)
-			default:
+			case step.target == "":
 				if err := sleep(ctx, o.poll()); err != nil {
 					return nil, err
 				}
 				continue
 			}
-			err = nodes.ChangeProvisionState(ctx, bm, res.UUID, nodes.ProvisionStateOpts{Target: target}).ExtractErr()
-			if err != nil && !isConflict(err) {
-				return nil, classifyOS(fmt.Sprintf("move Ironic node %s to %s", in.Name, target), err)
+			if step.target == nodes.TargetActive {
+				if err := setImage(ctx, ironic, node, imageID); err != nil {
+					return nil, err
+				}
+			}
+			// A conflict is a node another call moved meanwhile: the next read sees where it went.
+			if err := ironic.ChangeProvisionState(ctx, res.UUID, step.target); err != nil && !isConflict(err) {
+				return nil, classifyOS(fmt.Sprintf("move Ironic node %s to %s", in.Name, step.target), err)
 			}
 		}
 	})
+}
+
+// ironicStep is what a provisioning or deprovisioning does next with a node: it is done, it failed, it
+// asks Ironic for a target (deploying sets the image first), it deletes the node, or (none of these)
+// it waits for Ironic to move the node on.
+type ironicStep struct {
+	done, failed, delete bool
+	target               nodes.TargetProvisionState
+}
+
+// provisionStep is Ironic's provisioning state machine as stackflow walks it to active: enroll →
+// manage, manageable → provide (cleaning, when Ironic is set to), available → deploy, active is done;
+// a failed state is final; a node with a transition under way (verifying, cleaning, deploying, wait
+// call-back), or in a state of no move of ours, is waited for.
+func provisionStep(state, transition string) ironicStep {
+	if transition != "" {
+		return ironicStep{}
+	}
+	switch nodes.ProvisionState(state) {
+	case nodes.Active:
+		return ironicStep{done: true}
+	case nodes.Enroll:
+		return ironicStep{target: nodes.TargetManage}
+	case nodes.Manageable:
+		return ironicStep{target: nodes.TargetProvide}
+	case nodes.Available:
+		return ironicStep{target: nodes.TargetActive}
+	case nodes.DeployFail, nodes.CleanFail, nodes.Error, nodes.InspectFail, nodes.AdoptFail:
+		return ironicStep{failed: true}
+	}
+	return ironicStep{}
+}
+
+// deprovisionStep walks a node back: a deployed (or failed) node is undeployed (Ironic cleans it on the
+// way to available); an available, manageable or enrolled node is done, or deleted when del (stackflow
+// enrolled it); a node in transition is waited for.
+func deprovisionStep(state, transition string, del bool) ironicStep {
+	if transition != "" {
+		return ironicStep{}
+	}
+	switch nodes.ProvisionState(state) {
+	case nodes.Active, nodes.DeployFail, nodes.Error:
+		return ironicStep{target: nodes.TargetDeleted}
+	case nodes.Available, nodes.Manageable, nodes.Enroll:
+		return ironicStep{done: !del, delete: del}
+	}
+	return ironicStep{}
 }
 
 // DeprovisionInput undeploys (and, when stackflow enrolled it, deletes) an Ironic node.
@@ -170,46 +206,42 @@ type DeprovisionInput struct {
 // is not an error.
 func (o *OpenStack) DeprovisionBaremetal(ctx context.Context, in DeprovisionInput) error {
 	_, err := heartbeat.While(ctx, func(ctx context.Context) (struct{}, error) {
-		c, err := o.clientsFor(ctx, in.Cloud.Identity())
-		if err != nil {
-			return struct{}{}, err
-		}
-		bm, err := c.bareMetal()
+		ironic, err := o.baremetalFor(ctx, in.Cloud.Identity())
 		if err != nil {
 			return struct{}{}, err
 		}
 		for {
-			node, err := nodes.Get(ctx, bm, in.UUID).Extract()
+			node, err := ironic.GetNode(ctx, in.UUID)
 			if isNotFound(err) {
 				return struct{}{}, nil
 			}
 			if err != nil {
 				return struct{}{}, classifyOS("get Ironic node "+in.UUID, err)
 			}
-			if node.TargetProvisionState != "" {
-				if err := sleep(ctx, o.poll()); err != nil {
-					return struct{}{}, err
-				}
-				continue
-			}
-			switch nodes.ProvisionState(node.ProvisionState) {
-			case nodes.Active, nodes.DeployFail, nodes.Error:
-				err = nodes.ChangeProvisionState(ctx, bm, in.UUID, nodes.ProvisionStateOpts{Target: nodes.TargetDeleted}).ExtractErr()
-			case nodes.Available, nodes.Manageable, nodes.Enroll:
-				if !in.Delete {
-					return struct{}{}, nil
-				}
-				err = nodes.Delete(ctx, bm, in.UUID).ExtractErr()
+			step := deprovisionStep(node.ProvisionState, node.TargetProvisionState, in.Delete)
+			switch {
+			case step.done:
+				return struct{}{}, nil
+			case step.delete:
+				err := ironic.DeleteNode(ctx, in.UUID)
 				if err == nil || isNotFound(err) {
 					return struct{}{}, nil
 				}
-			default:
+				if !isConflict(err) {
+					return struct{}{}, classifyOS("delete Ironic node "+in.UUID, err)
+				}
+				// Locked by a task of Ironic's own: asked again once it is done.
+				if err := sleep(ctx, o.poll()); err != nil {
+					return struct{}{}, err
+				}
+				continue
+			case step.target == "":
 				if err := sleep(ctx, o.poll()); err != nil {
 					return struct{}{}, err
 				}
 				continue
 			}
-			if err != nil && !isConflict(err) {
+			if err := ironic.ChangeProvisionState(ctx, in.UUID, step.target); err != nil && !isConflict(err) {
 				return struct{}{}, classifyOS("deprovision Ironic node "+in.UUID, err)
 			}
 		}
@@ -217,7 +249,7 @@ func (o *OpenStack) DeprovisionBaremetal(ctx context.Context, in DeprovisionInpu
 	return err
 }
 
-func setImage(ctx context.Context, c *gophercloud.ServiceClient, node *nodes.Node, imageID string) error {
+func setImage(ctx context.Context, ironic BaremetalClient, node *nodes.Node, imageID string) error {
 	if node.InstanceInfo["image_source"] == imageID {
 		return nil
 	}
@@ -227,10 +259,10 @@ func setImage(ctx context.Context, c *gophercloud.ServiceClient, node *nodes.Nod
 			rootGB = n
 		}
 	}
-	_, err := nodes.Update(ctx, c, node.UUID, nodes.UpdateOpts{
+	err := ironic.UpdateNode(ctx, node.UUID, nodes.UpdateOpts{
 		nodes.UpdateOperation{Op: nodes.AddOp, Path: "/instance_info/image_source", Value: imageID},
 		nodes.UpdateOperation{Op: nodes.AddOp, Path: "/instance_info/root_gb", Value: rootGB},
-	}).Extract()
+	})
 	if err != nil {
 		return classifyOS("set the image of Ironic node "+node.Name, err)
 	}

@@ -47,6 +47,8 @@ type OpenStack struct {
 	image  func(ctx context.Context, id Identity) (ImageClient, error)
 	// placement, when set (unit tests), makes the Placement clients.
 	placement func(ctx context.Context, id Identity) (PlacementClient, error)
+	// baremetal, when set (unit tests), makes the Ironic clients.
+	baremetal func(ctx context.Context, id Identity) (BaremetalClient, error)
 }
 
 // NewOpenStack builds the OpenStack activities from a Kubernetes REST config (for the identity Secrets).

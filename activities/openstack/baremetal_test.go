@@ -1,0 +1,209 @@
+package openstack
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/gophercloud/gophercloud/v2/openstack/baremetal/v1/nodes"
+	"github.com/gophercloud/gophercloud/v2/openstack/image/v2/images"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/mock/gomock"
+
+	"github.com/stackflow/stackflow/activities/openstack/mock"
+)
+
+func TestProvisionStep(t *testing.T) {
+	for _, tc := range []struct {
+		state, transition string
+		want              ironicStep
+	}{
+		{"enroll", "", ironicStep{target: nodes.TargetManage}},
+		{"verifying", "manageable", ironicStep{}},
+		{"manageable", "", ironicStep{target: nodes.TargetProvide}},
+		{"cleaning", "available", ironicStep{}},
+		{"clean wait", "available", ironicStep{}},
+		{"available", "", ironicStep{target: nodes.TargetActive}},
+		{"deploying", "active", ironicStep{}},
+		{"wait call-back", "active", ironicStep{}},
+		{"active", "", ironicStep{done: true}},
+		{"deploy failed", "", ironicStep{failed: true}},
+		{"clean failed", "", ironicStep{failed: true}},
+		{"error", "", ironicStep{failed: true}},
+		{"inspect failed", "", ironicStep{failed: true}},
+		{"adopt failed", "", ironicStep{failed: true}},
+		{"rescue", "", ironicStep{}},
+	} {
+		t.Run(tc.state+"→"+tc.transition, func(t *testing.T) {
+			require.Equal(t, tc.want, provisionStep(tc.state, tc.transition))
+		})
+	}
+}
+
+func TestDeprovisionStep(t *testing.T) {
+	for _, tc := range []struct {
+		state, transition string
+		del               bool
+		want              ironicStep
+	}{
+		{"active", "", false, ironicStep{target: nodes.TargetDeleted}},
+		{"deploy failed", "", true, ironicStep{target: nodes.TargetDeleted}},
+		{"error", "", false, ironicStep{target: nodes.TargetDeleted}},
+		{"deleting", "available", true, ironicStep{}},
+		{"cleaning", "available", true, ironicStep{}},
+		{"available", "", false, ironicStep{done: true}},
+		{"available", "", true, ironicStep{delete: true}},
+		{"manageable", "", true, ironicStep{delete: true}},
+		{"enroll", "", false, ironicStep{done: true}},
+		{"clean failed", "", true, ironicStep{}},
+	} {
+		t.Run(tc.state+"→"+tc.transition, func(t *testing.T) {
+			require.Equal(t, tc.want, deprovisionStep(tc.state, tc.transition, tc.del))
+		})
+	}
+}
+
+// ironicNode is a node as Ironic shows it.
+func ironicNode(state, target string) *nodes.Node {
+	return &nodes.Node{UUID: "n-1", Name: "edpm-0", ProvisionState: state, TargetProvisionState: target,
+		Properties: map[string]any{"local_gb": 10}, InstanceInfo: map[string]any{}}
+}
+
+// withIronic is the activities on a mock Ironic and Glance, polling quickly.
+func withIronic(t *testing.T, id Identity) (*OpenStack, *mock.MockBaremetalClient, *mock.MockImageClient) {
+	ctl := gomock.NewController(t)
+	ironic, glance := mock.NewMockBaremetalClient(ctl), mock.NewMockImageClient(ctl)
+	check := func(got Identity) { require.Equal(t, id, got, "the activity asks for the identity of its input") }
+	return &OpenStack{PollInterval: time.Millisecond,
+		baremetal: func(_ context.Context, got Identity) (BaremetalClient, error) { check(got); return ironic, nil },
+		image:     func(_ context.Context, got Identity) (ImageClient, error) { check(got); return glance, nil },
+	}, ironic, glance
+}
+
+func TestProvisionBaremetal(t *testing.T) {
+	cloud := CloudSecret{Namespace: "ns", Name: "cloud"}
+	in := BaremetalInput{Cloud: cloud, Name: "edpm-0", Driver: "fake-hardware", Image: "debian", Properties: map[string]string{"local_gb": "10", "cpu_arch": "x86_64"}}
+	gone := httpErr(404, `{"error_message": "{\"faultstring\": \"Node edpm-0 could not be found.\"}"}`)
+	imageSet := nodes.UpdateOpts{
+		nodes.UpdateOperation{Op: nodes.AddOp, Path: "/instance_info/image_source", Value: "img-1"},
+		nodes.UpdateOperation{Op: nodes.AddOp, Path: "/instance_info/root_gb", Value: 10},
+	}
+	for _, tc := range []struct {
+		name     string
+		expect   func(i *mock.MockBaremetalClientMockRecorder)
+		outcome  string
+		errType  string
+		enrolled bool
+	}{
+		{"enrolled and walked to active", func(i *mock.MockBaremetalClientMockRecorder) {
+			i.GetNode(gomock.Any(), "edpm-0").Return(nil, gone)
+			i.CreateNode(gomock.Any(), nodes.CreateOpts{Name: "edpm-0", Driver: "fake-hardware", Properties: map[string]any{"local_gb": 10, "cpu_arch": "x86_64"}}).
+				Return(ironicNode("enroll", ""), nil)
+			gomock.InOrder(
+				i.GetNode(gomock.Any(), "n-1").Return(ironicNode("enroll", ""), nil),
+				i.ChangeProvisionState(gomock.Any(), "n-1", nodes.TargetManage).Return(nil),
+				i.GetNode(gomock.Any(), "n-1").Return(ironicNode("verifying", "manageable"), nil),
+				i.GetNode(gomock.Any(), "n-1").Return(ironicNode("manageable", ""), nil),
+				i.ChangeProvisionState(gomock.Any(), "n-1", nodes.TargetProvide).Return(nil),
+				i.GetNode(gomock.Any(), "n-1").Return(ironicNode("cleaning", "available"), nil),
+				i.GetNode(gomock.Any(), "n-1").Return(ironicNode("available", ""), nil),
+				i.UpdateNode(gomock.Any(), "n-1", imageSet).Return(nil),
+				i.ChangeProvisionState(gomock.Any(), "n-1", nodes.TargetActive).Return(nil),
+				i.GetNode(gomock.Any(), "n-1").Return(ironicNode("deploying", "active"), nil),
+				i.GetNode(gomock.Any(), "n-1").Return(ironicNode("active", ""), nil),
+			)
+		}, "ok", "", true},
+		{"adopted where an earlier attempt left it (deploying)", func(i *mock.MockBaremetalClientMockRecorder) {
+			i.GetNode(gomock.Any(), "edpm-0").Return(ironicNode("deploying", "active"), nil)
+			gomock.InOrder(
+				i.GetNode(gomock.Any(), "n-1").Return(ironicNode("wait call-back", "active"), nil),
+				i.GetNode(gomock.Any(), "n-1").Return(ironicNode("active", ""), nil),
+			)
+		}, "ok", "", false},
+		{"moved meanwhile (409): read again", func(i *mock.MockBaremetalClientMockRecorder) {
+			i.GetNode(gomock.Any(), "edpm-0").Return(ironicNode("manageable", ""), nil)
+			gomock.InOrder(
+				i.GetNode(gomock.Any(), "n-1").Return(ironicNode("manageable", ""), nil),
+				i.ChangeProvisionState(gomock.Any(), "n-1", nodes.TargetProvide).Return(httpErr(409, `{"error_message": "Node n-1 is locked by host conductor-0"}`)),
+				i.GetNode(gomock.Any(), "n-1").Return(ironicNode("active", ""), nil),
+			)
+		}, "ok", "", false},
+		{"deploy failed: permanent, with Ironic's last error", func(i *mock.MockBaremetalClientMockRecorder) {
+			i.GetNode(gomock.Any(), "edpm-0").Return(ironicNode("available", ""), nil)
+			n := ironicNode("deploy failed", "")
+			n.LastError = "Timeout reached while waiting for callback"
+			i.GetNode(gomock.Any(), "n-1").Return(n, nil)
+		}, "permanent", ErrBaremetalFailed, false},
+		{"Ironic down: retried", func(i *mock.MockBaremetalClientMockRecorder) {
+			i.GetNode(gomock.Any(), "edpm-0").Return(nil, httpErr(503, "Service Unavailable"))
+		}, "retryable", "", false},
+		{"enroll refused (unknown driver): permanent", func(i *mock.MockBaremetalClientMockRecorder) {
+			i.GetNode(gomock.Any(), "edpm-0").Return(nil, gone)
+			i.CreateNode(gomock.Any(), gomock.Any()).Return(nil, httpErr(400, `{"error_message": "No valid host was found. Reason: No conductor service registered which supports driver fake-hardware"}`))
+		}, "permanent", ErrOSInvalid, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o, ironic, glance := withIronic(t, cloud.Identity())
+			glance.EXPECT().GetImage(gomock.Any(), "debian").Return(nil, httpErr(404, "404 Not Found")).AnyTimes()
+			glance.EXPECT().ListImages(gomock.Any(), images.ListOpts{Name: "debian"}).Return([]images.Image{{ID: "img-1"}}, nil).AnyTimes()
+			tc.expect(ironic.EXPECT())
+			res, err := o.ProvisionBaremetal(context.Background(), in)
+			requireOutcome(t, err, tc.outcome, tc.errType)
+			if tc.outcome == "ok" {
+				require.Equal(t, &BaremetalResult{UUID: "n-1", ProvisionState: "active", Enrolled: tc.enrolled}, res)
+			}
+			if tc.errType == ErrBaremetalFailed {
+				require.ErrorContains(t, err, "Timeout reached while waiting for callback")
+			}
+		})
+	}
+}
+
+func TestDeprovisionBaremetal(t *testing.T) {
+	cloud := CloudSecret{Namespace: "ns", Name: "cloud"}
+	gone := httpErr(404, `{"error_message": "Node n-1 could not be found."}`)
+	for _, tc := range []struct {
+		name    string
+		del     bool
+		expect  func(i *mock.MockBaremetalClientMockRecorder)
+		outcome string
+	}{
+		{"undeployed, then deleted (stackflow enrolled it)", true, func(i *mock.MockBaremetalClientMockRecorder) {
+			gomock.InOrder(
+				i.GetNode(gomock.Any(), "n-1").Return(ironicNode("active", ""), nil),
+				i.ChangeProvisionState(gomock.Any(), "n-1", nodes.TargetDeleted).Return(nil),
+				i.GetNode(gomock.Any(), "n-1").Return(ironicNode("cleaning", "available"), nil),
+				i.GetNode(gomock.Any(), "n-1").Return(ironicNode("available", ""), nil),
+				i.DeleteNode(gomock.Any(), "n-1").Return(nil),
+			)
+		}, "ok"},
+		{"undeployed and kept (adopted, not ours to delete)", false, func(i *mock.MockBaremetalClientMockRecorder) {
+			gomock.InOrder(
+				i.GetNode(gomock.Any(), "n-1").Return(ironicNode("active", ""), nil),
+				i.ChangeProvisionState(gomock.Any(), "n-1", nodes.TargetDeleted).Return(nil),
+				i.GetNode(gomock.Any(), "n-1").Return(ironicNode("available", ""), nil),
+			)
+		}, "ok"},
+		{"locked while deleting (409): asked again", true, func(i *mock.MockBaremetalClientMockRecorder) {
+			gomock.InOrder(
+				i.GetNode(gomock.Any(), "n-1").Return(ironicNode("available", ""), nil),
+				i.DeleteNode(gomock.Any(), "n-1").Return(httpErr(409, `{"error_message": "Node n-1 is locked by host conductor-0"}`)),
+				i.GetNode(gomock.Any(), "n-1").Return(ironicNode("available", ""), nil),
+				i.DeleteNode(gomock.Any(), "n-1").Return(nil),
+			)
+		}, "ok"},
+		{"already gone", true, func(i *mock.MockBaremetalClientMockRecorder) {
+			i.GetNode(gomock.Any(), "n-1").Return(nil, gone)
+		}, "ok"},
+		{"Ironic down: retried", true, func(i *mock.MockBaremetalClientMockRecorder) {
+			i.GetNode(gomock.Any(), "n-1").Return(nil, httpErr(503, "Service Unavailable"))
+		}, "retryable"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o, ironic, _ := withIronic(t, cloud.Identity())
+			tc.expect(ironic.EXPECT())
+			err := o.DeprovisionBaremetal(context.Background(), DeprovisionInput{Cloud: cloud, UUID: "n-1", Delete: tc.del})
+			requireOutcome(t, err, tc.outcome, "")
+		})
+	}
+}
