@@ -8,7 +8,6 @@ import (
 	"go/token"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,23 +20,12 @@ import (
 // (openstack) and the service packages under it.
 const gophercloudServices = "github.com/gophercloud/gophercloud/v2/openstack"
 
-// callsNotBehindAClientYet are the files of activities/ that still call gophercloud's service
-// packages outside a client implementation, each with the client it waits for. The list only
-// shrinks: a file that no longer calls them fails the test until it is taken off.
-var callsNotBehindAClientYet = map[string]string{
-	"openstack/flavors.go":        "the factory making the service user's ComputeClient",
-	"openstack/identity.go":       "an IdentityClient",
-	"openstack/network_agents.go": "NetworkClient's agent calls",
-	"openstack/service_user.go":   "an IdentityClient",
-}
-
 // TestServiceCallsBehindClients: calls into gophercloud's OpenStack packages are made only by the
 // client implementations (*_client.go) and the factory (clients.go), so every decision an activity takes
 // is made against a narrow client a unit test can give. Types of those packages may appear anywhere (they
 // are the clients' vocabulary); calls may not.
 func TestServiceCallsBehindClients(t *testing.T) {
 	root := ".."
-	var calling []string
 	err := filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
 		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
 			return err
@@ -52,19 +40,11 @@ func TestServiceCallsBehindClients(t *testing.T) {
 			return err
 		}
 		if len(calls) > 0 {
-			calling = append(calling, rel)
-			if _, listed := callsNotBehindAClientYet[rel]; !listed {
-				t.Errorf("%s calls gophercloud outside a client implementation: %s (put the calls behind the service's client)", rel, strings.Join(calls, ", "))
-			}
+			t.Errorf("%s calls gophercloud outside a client implementation: %s (put the calls behind the service's client)", rel, strings.Join(calls, ", "))
 		}
 		return nil
 	})
 	require.NoError(t, err)
-	for f := range callsNotBehindAClientYet {
-		if !slices.Contains(calling, f) {
-			t.Errorf("%s calls gophercloud no more: take it off callsNotBehindAClientYet", f)
-		}
-	}
 }
 
 // serviceCalls lists the calls a file makes into gophercloud's OpenStack packages (pkg.Func); a

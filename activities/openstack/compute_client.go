@@ -2,9 +2,12 @@ package openstack
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"slices"
 
 	"github.com/gophercloud/gophercloud/v2"
+	"github.com/gophercloud/gophercloud/v2/openstack"
 	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/flavors"
 	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/hypervisors"
 	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/migrations"
@@ -60,6 +63,28 @@ func (o *OpenStack) computeFor(ctx context.Context, id Identity) (ComputeClient,
 		return nil, err
 	}
 	return gopherCompute{c.compute}, nil
+}
+
+// serviceCompute is the Nova client of a service user, at the internal compute endpoint of region (or
+// what a unit test set in o.compute, asked for the region).
+func (o *OpenStack) serviceCompute(ctx context.Context, u ServiceUser, region string) (ComputeClient, error) {
+	if o.compute != nil {
+		return o.compute(ctx, Identity{Region: region})
+	}
+	provider, err := o.serviceProvider(ctx, u)
+	if err != nil {
+		return nil, err
+	}
+	c, err := openstack.NewComputeV2(provider, gophercloud.EndpointOpts{Region: region, Availability: gophercloud.AvailabilityInternal})
+	if err != nil {
+		if errors.As(err, new(*gophercloud.ErrEndpointNotFound)) {
+			// The API registers its endpoint before its Nova gets here; a catalog without it is one
+			// being changed, which a retry sees settled.
+			return nil, fmt.Errorf("no compute API in region %s of the catalog: %w", region, err)
+		}
+		return nil, classifyOS("compute API of region "+region, err)
+	}
+	return gopherCompute{c}, nil
 }
 
 // gopherCompute is ComputeClient on gophercloud.

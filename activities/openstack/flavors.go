@@ -2,11 +2,8 @@ package openstack
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
-	"github.com/gophercloud/gophercloud/v2"
-	"github.com/gophercloud/gophercloud/v2/openstack"
 	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/flavors"
 	"go.temporal.io/sdk/temporal"
 )
@@ -41,20 +38,11 @@ const ErrFlavorMismatch = "FlavorMismatch"
 // EnsureFlavors creates the flavors a Nova lacks, through its own compute API; a flavor of the same name
 // and size is adopted, one of another size is refused. Idempotent.
 func (o *OpenStack) EnsureFlavors(ctx context.Context, in FlavorsInput) (*FlavorsResult, error) {
-	provider, err := o.serviceProvider(ctx, in.Auth)
+	nova, err := o.serviceCompute(ctx, in.Auth, in.Region)
 	if err != nil {
 		return nil, err
 	}
-	c, err := openstack.NewComputeV2(provider, gophercloud.EndpointOpts{Region: in.Region, Availability: gophercloud.AvailabilityInternal})
-	if err != nil {
-		if errors.As(err, new(*gophercloud.ErrEndpointNotFound)) {
-			// The API registers its endpoint before its Nova gets here; a catalog without it is one
-			// being changed, which a retry sees settled.
-			return nil, fmt.Errorf("no compute API in region %s of the catalog: %w", in.Region, err)
-		}
-		return nil, classifyOS("compute API of region "+in.Region, err)
-	}
-	return ensureFlavors(ctx, gopherCompute{c}, in)
+	return ensureFlavors(ctx, nova, in)
 }
 
 // ensureFlavors is EnsureFlavors against the Nova of in.Region.

@@ -8,7 +8,6 @@ import (
 	"github.com/stackflow/stackflow/activities/kube"
 
 	"github.com/gophercloud/gophercloud/v2"
-	"github.com/gophercloud/gophercloud/v2/openstack"
 	"github.com/gophercloud/gophercloud/v2/openstack/identity/v3/endpoints"
 	"github.com/gophercloud/gophercloud/v2/openstack/identity/v3/regions"
 	"github.com/gophercloud/gophercloud/v2/openstack/identity/v3/services"
@@ -51,60 +50,32 @@ type EndpointsResult struct {
 // service.
 const ErrEndpointConflict = "EndpointConflict"
 
-// serviceProvider logs in as the service user.
-func (o *OpenStack) serviceProvider(ctx context.Context, u ServiceUser) (*gophercloud.ProviderClient, error) {
-	pw, err := kube.ReadSecretKey(ctx, o.Core, u.Password)
-	if err != nil {
-		return nil, err
-	}
-	provider, err := openstack.AuthenticatedClient(ctx, gophercloud.AuthOptions{
-		IdentityEndpoint: u.AuthURL, Username: u.User, Password: pw, DomainName: "Default",
-		Scope: &gophercloud.AuthScope{ProjectName: "service", DomainName: "Default"},
-	})
-	if err != nil {
-		return nil, classifyOS(fmt.Sprintf("log in to %s as %s", u.AuthURL, u.User), err)
-	}
-	return provider, nil
-}
-
-// identityClient logs in as the service user and returns a Keystone v3 client.
-func (o *OpenStack) identityClient(ctx context.Context, u ServiceUser) (*gophercloud.ServiceClient, error) {
-	provider, err := o.serviceProvider(ctx, u)
-	if err != nil {
-		return nil, err
-	}
-	c, err := openstack.NewIdentityV3(provider, gophercloud.EndpointOpts{})
-	if err != nil {
-		return nil, classifyOS("identity endpoint of "+u.AuthURL, err)
-	}
-	return c, nil
-}
-
 // EnsureEndpoints registers the service's endpoints in the region: an endpoint with the wanted URL is
 // adopted, one this owner registered is moved to the URL, any other is a conflict (the region is served
 // by another deployment). Idempotent.
 func (o *OpenStack) EnsureEndpoints(ctx context.Context, in EndpointsInput) (*EndpointsResult, error) {
-	c, err := o.identityClient(ctx, in.Auth)
+	c, err := o.serviceIdentity(ctx, in.Auth)
 	if err != nil {
 		return nil, err
 	}
+	return ensureEndpoints(ctx, c, in)
+}
+
+// ensureEndpoints is EnsureEndpoints against a service user's Keystone.
+func ensureEndpoints(ctx context.Context, c IdentityClient, in EndpointsInput) (*EndpointsResult, error) {
 	svc, err := ensureCatalogService(ctx, c, in.ServiceType, in.ServiceName)
 	if err != nil {
 		return nil, err
 	}
-	if err := regions.Get(ctx, c, in.Region).Err; err != nil {
+	if err := c.GetRegion(ctx, in.Region); err != nil {
 		if !isNotFound(err) {
 			return nil, classifyOS("get region "+in.Region, err)
 		}
-		if _, err := regions.Create(ctx, c, regions.CreateOpts{ID: in.Region, Description: "created by stackflow"}).Extract(); err != nil && !isConflict(err) {
+		if err := c.CreateRegion(ctx, regions.CreateOpts{ID: in.Region, Description: "created by stackflow"}); err != nil && !isConflict(err) {
 			return nil, classifyOS("create region "+in.Region, err)
 		}
 	}
-	pages, err := endpoints.List(c, endpoints.ListOpts{ServiceID: svc, RegionID: in.Region}).AllPages(ctx)
-	if err != nil {
-		return nil, classifyOS("list endpoints of "+in.ServiceType+" in "+in.Region, err)
-	}
-	existing, err := endpoints.ExtractEndpoints(pages)
+	existing, err := c.ListEndpoints(ctx, endpoints.ListOpts{ServiceID: svc, RegionID: in.Region})
 	if err != nil {
 		return nil, classifyOS("list endpoints of "+in.ServiceType+" in "+in.Region, err)
 	}
@@ -131,13 +102,13 @@ func (o *OpenStack) EnsureEndpoints(ctx context.Context, in EndpointsInput) (*En
 		}
 		switch {
 		case found == nil:
-			e, err := endpoints.Create(ctx, c, endpoints.CreateOpts{Availability: gophercloud.Availability(iface), Region: in.Region, ServiceID: svc, URL: url}).Extract()
+			e, err := c.CreateEndpoint(ctx, endpoints.CreateOpts{Availability: gophercloud.Availability(iface), Region: in.Region, ServiceID: svc, URL: url})
 			if err != nil {
 				return nil, classifyOS(fmt.Sprintf("create %s endpoint %s", iface, url), err)
 			}
 			out.IDs[iface] = e.ID
 		case found.URL != url:
-			if _, err := endpoints.Update(ctx, c, found.ID, endpoints.UpdateOpts{URL: url}).Extract(); err != nil {
+			if err := c.MoveEndpoint(ctx, found.ID, url); err != nil {
 				return nil, classifyOS(fmt.Sprintf("move %s endpoint %s to %s", iface, found.ID, url), err)
 			}
 			out.IDs[iface] = found.ID
@@ -150,12 +121,8 @@ func (o *OpenStack) EnsureEndpoints(ctx context.Context, in EndpointsInput) (*En
 
 // ensureCatalogService returns the ID of the catalog's service of the type (by name when several),
 // creating it when there is none.
-func ensureCatalogService(ctx context.Context, c *gophercloud.ServiceClient, typ, name string) (string, error) {
-	pages, err := services.List(c, services.ListOpts{ServiceType: typ}).AllPages(ctx)
-	if err != nil {
-		return "", classifyOS("list "+typ+" services", err)
-	}
-	all, err := services.ExtractServices(pages)
+func ensureCatalogService(ctx context.Context, c IdentityClient, typ, name string) (string, error) {
+	all, err := c.CatalogServices(ctx, typ)
 	if err != nil {
 		return "", classifyOS("list "+typ+" services", err)
 	}
@@ -164,7 +131,7 @@ func ensureCatalogService(ctx context.Context, c *gophercloud.ServiceClient, typ
 			return s.ID, nil
 		}
 	}
-	s, err := services.Create(ctx, c, services.CreateOpts{Type: typ, Name: name, Description: "created by stackflow"}).Extract()
+	s, err := c.CreateCatalogService(ctx, services.CreateOpts{Type: typ, Name: name, Description: "created by stackflow"})
 	if err != nil {
 		return "", classifyOS("create "+typ+" service "+name, err)
 	}
@@ -182,12 +149,12 @@ func (o *OpenStack) DeleteEndpoints(ctx context.Context, in DeleteEndpointsInput
 	if len(in.IDs) == 0 {
 		return nil
 	}
-	c, err := o.identityClient(ctx, in.Auth)
+	c, err := o.serviceIdentity(ctx, in.Auth)
 	if err != nil {
 		return err
 	}
 	for _, id := range in.IDs {
-		if err := endpoints.Delete(ctx, c, id).ExtractErr(); err != nil && !isNotFound(err) {
+		if err := c.DeleteEndpoint(ctx, id); err != nil && !isNotFound(err) {
 			return classifyOS("delete endpoint "+id, err)
 		}
 	}

@@ -2,12 +2,10 @@ package openstack
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
 
-	"github.com/gophercloud/gophercloud/v2"
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/extensions/agents"
 	"go.temporal.io/sdk/temporal"
 )
@@ -49,18 +47,18 @@ func (a NetworkAgent) String() string {
 const ErrNetworkAgentNotAlive = "NetworkAgentNotAlive"
 
 // hostAgents returns the network client of the input's cloud and the host's agents of in.Binary.
-func (o *OpenStack) hostAgents(ctx context.Context, in NetworkAgentInput) (*gophercloud.ServiceClient, []NetworkAgent, error) {
-	c, err := o.clientsFor(ctx, in.Cloud.Identity())
+func (o *OpenStack) hostAgents(ctx context.Context, in NetworkAgentInput) (NetworkClient, []NetworkAgent, error) {
+	neutron, err := o.networkFor(ctx, in.Cloud.Identity())
 	if err != nil {
 		return nil, nil, err
 	}
-	list, err := listAgents(ctx, c.network, in)
-	return c.network, list, err
+	list, err := listAgents(ctx, neutron, in)
+	return neutron, list, err
 }
 
 // listAgents lists the host's agents of in.Binary (all when empty), sorted by ID.
-func listAgents(ctx context.Context, c *gophercloud.ServiceClient, in NetworkAgentInput) ([]NetworkAgent, error) {
-	all, err := ListAgents(ctx, c, agents.ListOpts{Host: in.Host, Binary: in.Binary})
+func listAgents(ctx context.Context, neutron NetworkClient, in NetworkAgentInput) ([]NetworkAgent, error) {
+	all, err := neutron.ListAgents(ctx, agents.ListOpts{Host: in.Host, Binary: in.Binary})
 	if err != nil {
 		return nil, classifyOS("list network agents of "+in.Host, err)
 	}
@@ -70,41 +68,10 @@ func listAgents(ctx context.Context, c *gophercloud.ServiceClient, in NetworkAge
 		if a.Host != in.Host || (in.Binary != "" && a.Binary != in.Binary) {
 			continue
 		}
-		out = append(out, a)
+		out = append(out, NetworkAgent{ID: a.ID, Type: a.AgentType, Binary: a.Binary, Host: a.Host, Alive: a.Alive})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out, nil
-}
-
-// ListAgents lists Neutron's agents in one request. gophercloud's agents.List cannot be used with
-// ML2/OVN: its pager checks each page with agents.ExtractAgents, which parses the timestamps as
-// "2006-01-02 15:04:05" and fails on OVN's ("2026-11-27 12:35:49.366000+00:00"); stackflow needs none of
-// them. Neutron's agent list is not paginated unless asked (no limit is sent).
-func ListAgents(ctx context.Context, c *gophercloud.ServiceClient, opts agents.ListOpts) ([]NetworkAgent, error) {
-	q, err := opts.ToAgentListQuery()
-	if err != nil {
-		return nil, err
-	}
-	var body map[string]any
-	if _, err := c.Get(ctx, c.ServiceURL("agents")+q, &body, nil); err != nil {
-		return nil, err
-	}
-	return decodeAgents(body)
-}
-
-// decodeAgents reads the agents of a decoded agent list.
-func decodeAgents(body any) ([]NetworkAgent, error) {
-	b, err := json.Marshal(body)
-	if err != nil {
-		return nil, err
-	}
-	var out struct {
-		Agents []NetworkAgent `json:"agents"`
-	}
-	if err := json.Unmarshal(b, &out); err != nil {
-		return nil, fmt.Errorf("agent list: %w", err)
-	}
-	return out.Agents, nil
 }
 
 // WaitNetworkAgentAlive succeeds once Neutron lists an alive agent of in.Binary on the host, and fails
@@ -136,7 +103,7 @@ func (o *OpenStack) DeleteNetworkAgents(ctx context.Context, in NetworkAgentInpu
 		return nil, err
 	}
 	for _, a := range list {
-		if err := agents.Delete(ctx, network, a.ID).ExtractErr(); err != nil && !isNotFound(err) {
+		if err := network.DeleteAgent(ctx, a.ID); err != nil && !isNotFound(err) {
 			return nil, classifyOS("delete network agent "+a.String()+" of "+in.Host, err)
 		}
 	}

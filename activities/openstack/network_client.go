@@ -2,8 +2,11 @@ package openstack
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 
 	"github.com/gophercloud/gophercloud/v2"
+	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/extensions/agents"
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/extensions/attributestags"
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/extensions/layer3/floatingips"
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/extensions/security/groups"
@@ -37,6 +40,11 @@ type NetworkClient interface {
 	// AssociateFloatingIP points the floating IP at portID; "" disassociates it.
 	AssociateFloatingIP(ctx context.Context, id, portID string) error
 	DeleteFloatingIP(ctx context.Context, id string) error
+
+	// ListAgents lists Neutron's agents, with their ID, type, binary, host and liveness (see the
+	// function ListAgents for why not through agents.List).
+	ListAgents(ctx context.Context, opts agents.ListOpts) ([]agents.Agent, error)
+	DeleteAgent(ctx context.Context, id string) error
 }
 
 // networkFor is the Neutron client of an identity: the cached gophercloud client (clientsFor), or what
@@ -135,4 +143,51 @@ func (g gopherNetwork) AssociateFloatingIP(ctx context.Context, id, portID strin
 
 func (g gopherNetwork) DeleteFloatingIP(ctx context.Context, id string) error {
 	return floatingips.Delete(ctx, g.c, id).ExtractErr()
+}
+
+func (g gopherNetwork) ListAgents(ctx context.Context, opts agents.ListOpts) ([]agents.Agent, error) {
+	list, err := ListAgents(ctx, g.c, opts)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]agents.Agent, len(list))
+	for i, a := range list {
+		out[i] = agents.Agent{ID: a.ID, AgentType: a.Type, Binary: a.Binary, Host: a.Host, Alive: a.Alive}
+	}
+	return out, nil
+}
+
+func (g gopherNetwork) DeleteAgent(ctx context.Context, id string) error {
+	return agents.Delete(ctx, g.c, id).ExtractErr()
+}
+
+// ListAgents lists Neutron's agents in one request. gophercloud's agents.List cannot be used with
+// ML2/OVN: its pager checks each page with agents.ExtractAgents, which parses the timestamps as
+// "2006-01-02 15:04:05" and fails on OVN's ("2026-11-27 12:35:49.366000+00:00"); stackflow needs none of
+// them. Neutron's agent list is not paginated unless asked (no limit is sent).
+func ListAgents(ctx context.Context, c *gophercloud.ServiceClient, opts agents.ListOpts) ([]NetworkAgent, error) {
+	q, err := opts.ToAgentListQuery()
+	if err != nil {
+		return nil, err
+	}
+	var body map[string]any
+	if _, err := c.Get(ctx, c.ServiceURL("agents")+q, &body, nil); err != nil {
+		return nil, err
+	}
+	return decodeAgents(body)
+}
+
+// decodeAgents reads the agents of a decoded agent list.
+func decodeAgents(body any) ([]NetworkAgent, error) {
+	b, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	var out struct {
+		Agents []NetworkAgent `json:"agents"`
+	}
+	if err := json.Unmarshal(b, &out); err != nil {
+		return nil, fmt.Errorf("agent list: %w", err)
+	}
+	return out.Agents, nil
 }

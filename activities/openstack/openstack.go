@@ -49,6 +49,9 @@ type OpenStack struct {
 	placement func(ctx context.Context, id Identity) (PlacementClient, error)
 	// baremetal, when set (unit tests), makes the Ironic clients.
 	baremetal func(ctx context.Context, id Identity) (BaremetalClient, error)
+	// identity, when set (unit tests), is the Keystone client (and Keystone's endpoint) of every
+	// service user and administrator.
+	identity func(ctx context.Context) (IdentityClient, string, error)
 }
 
 // NewOpenStack builds the OpenStack activities from a Kubernetes REST config (for the identity Secrets).

@@ -3,10 +3,7 @@ package openstack
 import (
 	"context"
 	"fmt"
-	"strings"
 
-	"github.com/gophercloud/gophercloud/v2"
-	"github.com/gophercloud/gophercloud/v2/openstack"
 	"github.com/gophercloud/gophercloud/v2/openstack/identity/v3/projects"
 	"github.com/gophercloud/gophercloud/v2/openstack/identity/v3/roles"
 	"github.com/gophercloud/gophercloud/v2/openstack/identity/v3/users"
@@ -14,7 +11,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"go.temporal.io/sdk/activity"
-	"go.temporal.io/sdk/temporal"
 
 	"github.com/stackflow/stackflow/activities/kube"
 )
@@ -61,27 +57,6 @@ func (in ServiceUserInput) description() string {
 	return "stackflow " + in.Owner.Kind + "/" + in.Owner.Name + " " + in.Owner.UID
 }
 
-// adminIdentity logs in as the administrator of the Secret and returns a Keystone client and Keystone's
-// endpoint. A Keystone with no other service in its catalog is enough.
-func (o *OpenStack) adminIdentity(ctx context.Context, admin CloudSecret) (*gophercloud.ServiceClient, string, error) {
-	sec, err := o.Core.CoreV1().Secrets(admin.Namespace).Get(ctx, admin.Name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil, "", temporal.NewNonRetryableApplicationError(fmt.Sprintf("Keystone administrator's Secret %s not found", admin), ErrOSCredentials, err)
-	}
-	if err != nil {
-		return nil, "", kube.Classify("get Secret "+admin.String(), err)
-	}
-	provider, eo, err := authenticate(ctx, admin.Identity(), sec.Data)
-	if err != nil {
-		return nil, "", err
-	}
-	c, err := openstack.NewIdentityV3(provider, eo)
-	if err != nil {
-		return nil, "", classifyOS("identity endpoint of "+admin.String(), err)
-	}
-	return c, strings.TrimSuffix(provider.IdentityEndpoint, "/"), nil
-}
-
 // EnsureServiceUser creates the user with the role in project service (creating the project when the
 // Keystone has none), or sets the password of the user that exists, so that the Secret's password is
 // the one Keystone knows. Idempotent: a user this owner created before is found by its description.
@@ -103,17 +78,17 @@ func (o *OpenStack) EnsureServiceUser(ctx context.Context, in ServiceUserInput) 
 		return nil, err
 	}
 	if u == nil {
-		u, err = users.Create(ctx, c, users.CreateOpts{Name: in.User, DomainID: serviceDomain, DefaultProjectID: project,
-			Password: pw, Description: in.description()}).Extract()
+		u, err = c.CreateUser(ctx, users.CreateOpts{Name: in.User, DomainID: serviceDomain, DefaultProjectID: project,
+			Password: pw, Description: in.description()})
 		if isConflict(err) {
 			u, err = findUser(ctx, c, in.User)
 		}
 		if err != nil {
 			return nil, classifyOS("create user "+in.User, err)
 		}
-	} else if !passwordWorks(ctx, authURL, in.User, pw) {
+	} else if !c.PasswordWorks(ctx, in.User, pw) {
 		// Only when it differs: Keystone revokes a user's tokens when its password is set.
-		if _, err := users.Update(ctx, c, u.ID, users.UpdateOpts{Password: pw}).Extract(); err != nil {
+		if err := c.SetPassword(ctx, u.ID, pw); err != nil {
 			return nil, classifyOS("set the password of user "+in.User, err)
 		}
 	}
@@ -126,7 +101,7 @@ func (o *OpenStack) EnsureServiceUser(ctx context.Context, in ServiceUserInput) 
 		if err != nil {
 			return nil, err
 		}
-		if err := roles.Assign(ctx, c, role, roles.AssignOpts{UserID: u.ID, ProjectID: project}).ExtractErr(); err != nil {
+		if err := c.AssignRole(ctx, role, u.ID, project); err != nil {
 			return nil, classifyOS(fmt.Sprintf("grant %s role %s in project service", in.User, name), err)
 		}
 	}
@@ -152,19 +127,15 @@ func (o *OpenStack) DeleteServiceUser(ctx context.Context, in ServiceUserInput) 
 	if err != nil || u == nil || u.Description != in.description() {
 		return err
 	}
-	if err := users.Delete(ctx, c, u.ID).ExtractErr(); err != nil && !isNotFound(err) {
+	if err := c.DeleteUser(ctx, u.ID); err != nil && !isNotFound(err) {
 		return classifyOS("delete user "+in.User, err)
 	}
 	return nil
 }
 
 // findUser returns the user of domain Default with the name, or nil.
-func findUser(ctx context.Context, c *gophercloud.ServiceClient, name string) (*users.User, error) {
-	pages, err := users.List(c, users.ListOpts{Name: name, DomainID: serviceDomain}).AllPages(ctx)
-	if err != nil {
-		return nil, classifyOS("find user "+name, err)
-	}
-	all, err := users.ExtractUsers(pages)
+func findUser(ctx context.Context, c IdentityClient, name string) (*users.User, error) {
+	all, err := c.ListUsers(ctx, users.ListOpts{Name: name, DomainID: serviceDomain})
 	if err != nil {
 		return nil, classifyOS("find user "+name, err)
 	}
@@ -175,13 +146,9 @@ func findUser(ctx context.Context, c *gophercloud.ServiceClient, name string) (*
 }
 
 // ensureServiceProject returns the ID of project service of domain Default, creating it when missing.
-func ensureServiceProject(ctx context.Context, c *gophercloud.ServiceClient) (string, error) {
+func ensureServiceProject(ctx context.Context, c IdentityClient) (string, error) {
 	return findOrCreate("project service", func() (string, error) {
-		pages, err := projects.List(c, projects.ListOpts{Name: "service", DomainID: serviceDomain}).AllPages(ctx)
-		if err != nil {
-			return "", classifyOS("find project service", err)
-		}
-		all, err := projects.ExtractProjects(pages)
+		all, err := c.ListProjects(ctx, projects.ListOpts{Name: "service", DomainID: serviceDomain})
 		if err != nil {
 			return "", classifyOS("find project service", err)
 		}
@@ -190,7 +157,7 @@ func ensureServiceProject(ctx context.Context, c *gophercloud.ServiceClient) (st
 		}
 		return all[0].ID, nil
 	}, func() (string, error) {
-		p, err := projects.Create(ctx, c, projects.CreateOpts{Name: "service", DomainID: serviceDomain, Description: "created by stackflow"}).Extract()
+		p, err := c.CreateProject(ctx, projects.CreateOpts{Name: "service", DomainID: serviceDomain, Description: "created by stackflow"})
 		if err != nil {
 			return "", err
 		}
@@ -199,13 +166,9 @@ func ensureServiceProject(ctx context.Context, c *gophercloud.ServiceClient) (st
 }
 
 // ensureRole returns the ID of the global role with the name, creating it when missing.
-func ensureRole(ctx context.Context, c *gophercloud.ServiceClient, name string) (string, error) {
+func ensureRole(ctx context.Context, c IdentityClient, name string) (string, error) {
 	return findOrCreate("role "+name, func() (string, error) {
-		pages, err := roles.List(c, roles.ListOpts{Name: name}).AllPages(ctx)
-		if err != nil {
-			return "", classifyOS("find role "+name, err)
-		}
-		all, err := roles.ExtractRoles(pages)
+		all, err := c.ListRoles(ctx, roles.ListOpts{Name: name})
 		if err != nil {
 			return "", classifyOS("find role "+name, err)
 		}
@@ -216,7 +179,7 @@ func ensureRole(ctx context.Context, c *gophercloud.ServiceClient, name string) 
 		}
 		return "", nil
 	}, func() (string, error) {
-		r, err := roles.Create(ctx, c, roles.CreateOpts{Name: name}).Extract()
+		r, err := c.CreateRole(ctx, roles.CreateOpts{Name: name})
 		if err != nil {
 			return "", err
 		}
@@ -238,11 +201,4 @@ func findOrCreate(what string, find, create func() (string, error)) (string, err
 		return "", classifyOS("create "+what, err)
 	}
 	return id, nil
-}
-
-// passwordWorks reports whether Keystone issues the user of domain Default an (unscoped) token for the
-// password.
-func passwordWorks(ctx context.Context, authURL, user, pw string) bool {
-	_, err := openstack.AuthenticatedClient(ctx, gophercloud.AuthOptions{IdentityEndpoint: authURL, Username: user, Password: pw, DomainID: serviceDomain})
-	return err == nil
 }

@@ -7,6 +7,7 @@ import (
 	context "context"
 	reflect "reflect"
 
+	agents "github.com/gophercloud/gophercloud/v2/openstack/networking/v2/extensions/agents"
 	floatingips "github.com/gophercloud/gophercloud/v2/openstack/networking/v2/extensions/layer3/floatingips"
 	groups "github.com/gophercloud/gophercloud/v2/openstack/networking/v2/extensions/security/groups"
 	networks "github.com/gophercloud/gophercloud/v2/openstack/networking/v2/networks"
@@ -81,6 +82,20 @@ func (m *MockNetworkClient) CreatePort(ctx context.Context, opts ports.CreateOpt
 func (mr *MockNetworkClientMockRecorder) CreatePort(ctx, opts any) *gomock.Call {
 	mr.mock.ctrl.T.Helper()
 	return mr.mock.ctrl.RecordCallWithMethodType(mr.mock, "CreatePort", reflect.TypeOf((*MockNetworkClient)(nil).CreatePort), ctx, opts)
+}
+
+// DeleteAgent mocks base method.
+func (m *MockNetworkClient) DeleteAgent(ctx context.Context, id string) error {
+	m.ctrl.T.Helper()
+	ret := m.ctrl.Call(m, "DeleteAgent", ctx, id)
+	ret0, _ := ret[0].(error)
+	return ret0
+}
+
+// DeleteAgent indicates an expected call of DeleteAgent.
+func (mr *MockNetworkClientMockRecorder) DeleteAgent(ctx, id any) *gomock.Call {
+	mr.mock.ctrl.T.Helper()
+	return mr.mock.ctrl.RecordCallWithMethodType(mr.mock, "DeleteAgent", reflect.TypeOf((*MockNetworkClient)(nil).DeleteAgent), ctx, id)
 }
 
 // DeleteFloatingIP mocks base method.
@@ -169,6 +184,21 @@ func (m *MockNetworkClient) GetSubnet(ctx context.Context, id string) (*subnets.
 func (mr *MockNetworkClientMockRecorder) GetSubnet(ctx, id any) *gomock.Call {
 	mr.mock.ctrl.T.Helper()
 	return mr.mock.ctrl.RecordCallWithMethodType(mr.mock, "GetSubnet", reflect.TypeOf((*MockNetworkClient)(nil).GetSubnet), ctx, id)
+}
+
+// ListAgents mocks base method.
+func (m *MockNetworkClient) ListAgents(ctx context.Context, opts agents.ListOpts) ([]agents.Agent, error) {
+	m.ctrl.T.Helper()
+	ret := m.ctrl.Call(m, "ListAgents", ctx, opts)
+	ret0, _ := ret[0].([]agents.Agent)
+	ret1, _ := ret[1].(error)
+	return ret0, ret1
+}
+
+// ListAgents indicates an expected call of ListAgents.
+func (mr *MockNetworkClientMockRecorder) ListAgents(ctx, opts any) *gomock.Call {
+	mr.mock.ctrl.T.Helper()
+	return mr.mock.ctrl.RecordCallWithMethodType(mr.mock, "ListAgents", reflect.TypeOf((*MockNetworkClient)(nil).ListAgents), ctx, opts)
 }
 
 // ListFloatingIPs mocks base method.

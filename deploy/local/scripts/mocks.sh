@@ -12,7 +12,7 @@ tool=${STACKFLOW_CACHE:-$HOME/.cache/stackflow}/bin/mockgen-$MOCKGEN_VERSION
 mkdir -p "$out"
 cd "$root"
 # one file per service client: name, interface
-for m in network:NetworkClient compute:ComputeClient volume:VolumeClient image:ImageClient placement:PlacementClient baremetal:BaremetalClient; do
+for m in network:NetworkClient compute:ComputeClient volume:VolumeClient image:ImageClient placement:PlacementClient baremetal:BaremetalClient identity:IdentityClient; do
   file=${m%%:*} iface=${m#*:}
   "$tool" -package mock -self_package github.com/stackflow/stackflow/activities/openstack/mock -destination "$out/$file.go" \
     -write_source_comment=false -write_generate_directive=false -write_command_comment=false \
