@@ -117,8 +117,9 @@ lint:
 	@# the OpenStack clients' mocks are generated from their interfaces (mockgen): a changed interface
 	@# comes with its regenerated mock
 	@tmp=$$(mktemp -d) && bash deploy/local/scripts/mocks.sh $$tmp && \
-	  if ! diff -r activities/openstack/mock $$tmp >/dev/null; then rm -rf $$tmp; \
-	    echo "activities/openstack/mock is stale: run make generate"; exit 1; fi; rm -rf $$tmp
+	  for d in activities/openstack/mock activities/baremetal/mock; do \
+	    if ! diff -r $$d $$tmp/$$d >/dev/null; then rm -rf $$tmp; \
+	      echo "$$d is stale: run make generate"; exit 1; fi; done; rm -rf $$tmp
 
 ## unit: every test that needs no stack (the code's own, and the pure helpers of the e2e harness)
 unit:

@@ -33,6 +33,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/stackflow/stackflow/activities/ansible"
+	"github.com/stackflow/stackflow/activities/baremetal"
 	"github.com/stackflow/stackflow/activities/database"
 	"github.com/stackflow/stackflow/activities/helm"
 	"github.com/stackflow/stackflow/activities/kube"
@@ -295,6 +296,8 @@ func register(queue string, w sdkworker.Worker, cfg Config, sender *signals.Send
 			return 0, fmt.Errorf("openstack activities: %w", err)
 		}
 		w.RegisterActivity(osa)
+		// Ironic's activities (phase -1) share the OpenStack activities' credentials and clients.
+		w.RegisterActivity(baremetal.NewIronic(osa))
 		// The Nova control plane's databases and message buses are OpenStack infrastructure; their
 		// administrators' credentials are in Secrets too.
 		db, err := database.NewDatabase(cfg.Kube)

@@ -219,6 +219,16 @@ func (c *osClients) bareMetal() (*gophercloud.ServiceClient, error) {
 	return optionalService("bare-metal", c.baremetal, c.baremetalErr)
 }
 
+// BaremetalServiceClient is the Ironic service client of an identity (at BaremetalMicroversion), or a
+// permanent error naming why its cloud has none: activities/baremetal makes its client of it.
+func (o *OpenStack) BaremetalServiceClient(ctx context.Context, id Identity) (*gophercloud.ServiceClient, error) {
+	c, err := o.clientsFor(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return c.bareMetal()
+}
+
 // placementAPI returns the Placement client or a permanent error naming why there is none.
 func (c *osClients) placementAPI() (*gophercloud.ServiceClient, error) {
 	return optionalService("placement", c.placement, c.placemErr)

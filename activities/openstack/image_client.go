@@ -26,6 +26,12 @@ func (o *OpenStack) imageFor(ctx context.Context, id Identity) (ImageClient, err
 	return gopherImage{c.image}, nil
 }
 
+// ImageClientFor is the Glance client of an identity: the bare-metal activities find a node's image with
+// it.
+func (o *OpenStack) ImageClientFor(ctx context.Context, id Identity) (ImageClient, error) {
+	return o.imageFor(ctx, id)
+}
+
 // gopherImage is ImageClient on gophercloud.
 type gopherImage struct{ c *gophercloud.ServiceClient }
 

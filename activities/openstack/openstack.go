@@ -47,8 +47,6 @@ type OpenStack struct {
 	image  func(ctx context.Context, id Identity) (ImageClient, error)
 	// placement, when set (unit tests), makes the Placement clients.
 	placement func(ctx context.Context, id Identity) (PlacementClient, error)
-	// baremetal, when set (unit tests), makes the Ironic clients.
-	baremetal func(ctx context.Context, id Identity) (BaremetalClient, error)
 	// identity, when set (unit tests), is the Keystone client (and Keystone's endpoint) of every
 	// service user and administrator.
 	identity func(ctx context.Context) (IdentityClient, string, error)
@@ -175,6 +173,10 @@ func (o *OpenStack) poll() time.Duration {
 	}
 	return time.Second
 }
+
+// Classify turns an OpenStack API error into an activity's error as the OpenStack activities do (see
+// classifyOS): the bare-metal activities share the table.
+func Classify(op string, err error) error { return classifyOS(op, err) }
 
 func sleep(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)

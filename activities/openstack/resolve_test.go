@@ -137,7 +137,7 @@ func TestResolveImageID(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			g := mock.NewMockImageClient(gomock.NewController(t))
 			tc.expect(g.EXPECT())
-			got, err := resolveImageID(context.Background(), g, tc.ref)
+			got, err := ResolveImageID(context.Background(), g, tc.ref)
 			if tc.errType != "" {
 				requireOutcome(t, err, "permanent", tc.errType)
 				return

@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/stackflow/stackflow/activities/ansible"
+	"github.com/stackflow/stackflow/activities/baremetal"
 	"github.com/stackflow/stackflow/activities/kube"
 	"github.com/stackflow/stackflow/activities/openstack"
 	dataplanev1beta1 "github.com/stackflow/stackflow/api/dataplane/v1beta1"
@@ -77,7 +78,7 @@ type edpmNodeRecord struct {
 	// InfraHash is the effective configuration phase 0 last ran with.
 	InfraHash string                     `json:"infraHash,omitempty"`
 	Steps     map[string]*edpmStepRecord `json:"steps,omitempty"`
-	Ironic    *openstack.BaremetalResult `json:"ironic,omitempty"`
+	Ironic    *baremetal.Result          `json:"ironic,omitempty"`
 	Cloud     *openstack.CloudSecret     `json:"cloud,omitempty"`
 	// Services are the service CRs this node created or adopted.
 	Services []lifecycle.ObjectRef `json:"services,omitempty"`
@@ -680,8 +681,8 @@ func (r *edpmNodeReconciler) setStepSearch(ctx workflow.Context, st EDPMStep) {
 // provision runs phase -1 through Ironic.
 func (r *edpmNodeReconciler) provision(ctx workflow.Context, lc *object.Lifecycle, cfg EDPMNodeConfig) error {
 	cloud := openstack.CloudSecret{Namespace: lc.Ref.Namespace, Name: openstack.DefaultCloudsSecret}
-	var res openstack.BaremetalResult
-	err := workflow.ExecuteActivity(BaremetalActivity(ctx), osActs.ProvisionBaremetal, openstack.BaremetalInput{
+	var res baremetal.Result
+	err := workflow.ExecuteActivity(BaremetalActivity(ctx), ironicActs.ProvisionBaremetal, baremetal.ProvisionInput{
 		Cloud: cloud, Name: cfg.BareMetal.IronicNodeName, Driver: cfg.BareMetal.Driver, Image: cfg.BareMetal.Image, Properties: cfg.BareMetal.Properties,
 	}).Get(ctx, &res)
 	if err != nil {
@@ -845,7 +846,7 @@ func (r *edpmNodeReconciler) Teardown(ctx workflow.Context, lc *object.Lifecycle
 		return fmt.Errorf("delete inventory of %s: %w", lc.Ref, err)
 	}
 	if r.rec.Ironic != nil && r.rec.Cloud != nil {
-		err := workflow.ExecuteActivity(BaremetalActivity(ctx), osActs.DeprovisionBaremetal, openstack.DeprovisionInput{
+		err := workflow.ExecuteActivity(BaremetalActivity(ctx), ironicActs.DeprovisionBaremetal, baremetal.DeprovisionInput{
 			Cloud: *r.rec.Cloud, UUID: r.rec.Ironic.UUID, Delete: r.rec.Ironic.Enrolled,
 		}).Get(ctx, nil)
 		if err != nil {

@@ -15,6 +15,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/stackflow/stackflow/activities/ansible"
+	"github.com/stackflow/stackflow/activities/baremetal"
 	"github.com/stackflow/stackflow/activities/kube"
 	"github.com/stackflow/stackflow/activities/openstack"
 	"github.com/stackflow/stackflow/activities/signals"
@@ -26,6 +27,7 @@ var (
 	kubeActs    *kube.Kube
 	ansibleActs *ansible.Ansible
 	osActs      *openstack.OpenStack
+	ironicActs  *baremetal.Ironic
 	// signalActs runs on the workflow worker, as local activities.
 	signalActs *signals.Sender
 )

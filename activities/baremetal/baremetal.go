@@ -1,63 +1,82 @@
-package openstack
+// Package baremetal holds the activities of Ironic: phase -1 of a data-plane node, provisioning a host
+// from enrolled to active and back. Ironic is a system of its own, with its own state machine:
+// provisionStep and deprovisionStep say each move, the activities walk them against a narrow Client.
+package baremetal
 
 import (
 	"context"
 	"fmt"
 	"strconv"
-
-	"github.com/stackflow/stackflow/activities/internal/heartbeat"
+	"time"
 
 	"github.com/gophercloud/gophercloud/v2"
 	"github.com/gophercloud/gophercloud/v2/openstack/baremetal/v1/nodes"
-	"github.com/gophercloud/gophercloud/v2/openstack/image/v2/images"
-
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
+
+	"github.com/stackflow/stackflow/activities/internal/heartbeat"
+	"github.com/stackflow/stackflow/activities/openstack"
 )
 
-// DefaultCloudsSecret is the Secret (in the object's namespace) holding the clouds.yaml the data-plane
-// activities authenticate with (key clouds.yaml; key cloud names the cloud, else the only one).
-const DefaultCloudsSecret = "openstack-clouds"
+// Ironic is the bare-metal activities. They reach Ironic and Glance with the credentials and cached
+// clients of the OpenStack activities (an identity's clouds.yaml Secret).
+type Ironic struct {
+	os *openstack.OpenStack
+	// PollInterval paces the waits for Ironic's transitions (default 1s).
+	PollInterval time.Duration
 
-// CloudSecret names a clouds.yaml Secret. The cloud is the Secret's "cloud" key, or the file's only
-// cloud: the workflow never needs to know it.
-type CloudSecret struct {
-	Namespace string `json:"namespace"`
-	Name      string `json:"name"`
-	// ComputeRegion is the region whose compute endpoint the Nova client uses (a Nova serving its own
-	// region); the cloud's region when empty. Other services are found in the cloud's region.
-	ComputeRegion string `json:"computeRegion,omitempty"`
-	// Fallback is the Secret used instead when Name holds no clouds.yaml (or is gone and no client of
-	// it is kept): see ServiceCloud.
-	Fallback string `json:"fallback,omitempty"`
+	// client and image, when set (unit tests), make the Ironic and Glance clients.
+	client func(ctx context.Context, id openstack.Identity) (Client, error)
+	image  func(ctx context.Context, id openstack.Identity) (openstack.ImageClient, error)
 }
 
-// ServiceCloud is how a data-plane service reaches the cloud of the Nova it belongs to: with the
-// clouds.yaml in secret, the Secret of that Nova's services, where a Nova writes one for its service
-// user; with the namespace's DefaultCloudsSecret when that Secret holds none (a NovaCell made by hand
-// from a Secret of the user's) or when the service belongs to no Nova (secret empty).
-func ServiceCloud(namespace, secret, computeRegion string) CloudSecret {
-	if secret == "" || secret == DefaultCloudsSecret {
-		return CloudSecret{Namespace: namespace, Name: DefaultCloudsSecret, ComputeRegion: computeRegion}
+// NewIronic builds the bare-metal activities on the OpenStack activities' clients.
+func NewIronic(os *openstack.OpenStack) *Ironic {
+	return &Ironic{os: os}
+}
+
+func (i *Ironic) clientFor(ctx context.Context, id openstack.Identity) (Client, error) {
+	if i.client != nil {
+		return i.client(ctx, id)
 	}
-	return CloudSecret{Namespace: namespace, Name: secret, ComputeRegion: computeRegion, Fallback: DefaultCloudsSecret}
-}
-
-func (c CloudSecret) String() string {
-	if c.ComputeRegion != "" {
-		return c.Namespace + "/" + c.Name + " (compute in " + c.ComputeRegion + ")"
+	sc, err := i.os.BaremetalServiceClient(ctx, id)
+	if err != nil {
+		return nil, err
 	}
-	return c.Namespace + "/" + c.Name
+	return gopherClient{sc}, nil
 }
 
-// Identity is the identity of the Secret's cloud (named by the Secret itself), with its compute region.
-func (c CloudSecret) Identity() Identity {
-	return Identity{Namespace: c.Namespace, SecretName: c.Name, ComputeRegion: c.ComputeRegion, Fallback: c.Fallback}
+func (i *Ironic) imageFor(ctx context.Context, id openstack.Identity) (openstack.ImageClient, error) {
+	if i.image != nil {
+		return i.image(ctx, id)
+	}
+	return i.os.ImageClientFor(ctx, id)
 }
 
-// BaremetalInput provisions one host through Ironic.
-type BaremetalInput struct {
-	Cloud CloudSecret `json:"cloud"`
+func (i *Ironic) poll() time.Duration {
+	if i.PollInterval > 0 {
+		return i.PollInterval
+	}
+	return time.Second
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+func notFound(err error) bool   { return gophercloud.ResponseCodeIs(err, 404) }
+func isConflict(err error) bool { return gophercloud.ResponseCodeIs(err, 409) }
+
+// ProvisionInput provisions one host through Ironic.
+type ProvisionInput struct {
+	Cloud openstack.CloudSecret `json:"cloud"`
 	// Name is the Ironic node's name: the node is adopted when it exists, enrolled when not.
 	Name   string `json:"name"`
 	Driver string `json:"driver"`
@@ -66,33 +85,33 @@ type BaremetalInput struct {
 	Properties map[string]string `json:"properties,omitempty"`
 }
 
-// BaremetalResult is the provisioned Ironic node.
-type BaremetalResult struct {
+// Result is the provisioned Ironic node.
+type Result struct {
 	UUID           string `json:"uuid"`
 	ProvisionState string `json:"provisionState"`
 	// Enrolled is true when this activity created the Ironic node (teardown deletes only such nodes).
 	Enrolled bool `json:"enrolled"`
 }
 
-// ErrBaremetalFailed is the permanent error of a provisioning that Ironic reports as failed.
-const ErrBaremetalFailed = "BaremetalFailed"
+// ErrFailed is the permanent error of a provisioning that Ironic reports as failed.
+const ErrFailed = "BaremetalFailed"
 
 // ProvisionBaremetal takes the Ironic node named in.Name to active: enroll (or adopt) → manage →
 // provide → deploy with the image → wait for active, heartbeat.While all along. It is idempotent: it
 // resumes from whatever state an earlier attempt left the node in (provisionStep decides each move).
-func (o *OpenStack) ProvisionBaremetal(ctx context.Context, in BaremetalInput) (*BaremetalResult, error) {
-	return heartbeat.While(ctx, func(ctx context.Context) (*BaremetalResult, error) {
-		ironic, err := o.baremetalFor(ctx, in.Cloud.Identity())
+func (i *Ironic) ProvisionBaremetal(ctx context.Context, in ProvisionInput) (*Result, error) {
+	return heartbeat.While(ctx, func(ctx context.Context) (*Result, error) {
+		ironic, err := i.clientFor(ctx, in.Cloud.Identity())
 		if err != nil {
 			return nil, err
 		}
-		glance, err := o.imageFor(ctx, in.Cloud.Identity())
+		glance, err := i.imageFor(ctx, in.Cloud.Identity())
 		if err != nil {
 			return nil, err
 		}
-		res := &BaremetalResult{}
+		res := &Result{}
 		node, err := ironic.GetNode(ctx, in.Name)
-		if isNotFound(err) {
+		if notFound(err) {
 			props := map[string]any{}
 			for k, v := range in.Properties {
 				if n, err := strconv.Atoi(v); err == nil {
@@ -103,21 +122,21 @@ func (o *OpenStack) ProvisionBaremetal(ctx context.Context, in BaremetalInput) (
 			}
 			node, err = ironic.CreateNode(ctx, nodes.CreateOpts{Name: in.Name, Driver: in.Driver, Properties: props})
 			if err != nil {
-				return nil, classifyOS("enroll Ironic node "+in.Name, err)
+				return nil, openstack.Classify("enroll Ironic node "+in.Name, err)
 			}
 			res.Enrolled = true
 		} else if err != nil {
-			return nil, classifyOS("get Ironic node "+in.Name, err)
+			return nil, openstack.Classify("get Ironic node "+in.Name, err)
 		}
 		res.UUID = node.UUID
-		imageID, err := resolveImageID(ctx, glance, in.Image)
+		imageID, err := openstack.ResolveImageID(ctx, glance, in.Image)
 		if err != nil {
 			return nil, err
 		}
 		for {
 			node, err = ironic.GetNode(ctx, res.UUID)
 			if err != nil {
-				return nil, classifyOS("get Ironic node "+in.Name, err)
+				return nil, openstack.Classify("get Ironic node "+in.Name, err)
 			}
 			res.ProvisionState = node.ProvisionState
 			if activity.IsActivity(ctx) {
@@ -128,9 +147,9 @@ func (o *OpenStack) ProvisionBaremetal(ctx context.Context, in BaremetalInput) (
 			case step.done:
 				return res, nil
 			case step.failed:
-				return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("Ironic node %s is in state %q: %s", in.Name, node.ProvisionState, node.LastError), ErrBaremetalFailed, nil)
+				return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("Ironic node %s is in state %q: %s", in.Name, node.ProvisionState, node.LastError), ErrFailed, nil)
 			case step.target == "":
-				if err := sleep(ctx, o.poll()); err != nil {
+				if err := sleep(ctx, i.poll()); err != nil {
 					return nil, err
 				}
 				continue
@@ -142,7 +161,7 @@ func (o *OpenStack) ProvisionBaremetal(ctx context.Context, in BaremetalInput) (
 			}
 			// A conflict is a node another call moved meanwhile: the next read sees where it went.
 			if err := ironic.ChangeProvisionState(ctx, res.UUID, step.target); err != nil && !isConflict(err) {
-				return nil, classifyOS(fmt.Sprintf("move Ironic node %s to %s", in.Name, step.target), err)
+				return nil, openstack.Classify(fmt.Sprintf("move Ironic node %s to %s", in.Name, step.target), err)
 			}
 		}
 	})
@@ -197,26 +216,26 @@ func deprovisionStep(state, transition string, del bool) ironicStep {
 
 // DeprovisionInput undeploys (and, when stackflow enrolled it, deletes) an Ironic node.
 type DeprovisionInput struct {
-	Cloud  CloudSecret `json:"cloud"`
-	UUID   string      `json:"uuid"`
-	Delete bool        `json:"delete"`
+	Cloud  openstack.CloudSecret `json:"cloud"`
+	UUID   string                `json:"uuid"`
+	Delete bool                  `json:"delete"`
 }
 
 // DeprovisionBaremetal undeploys the node back to available and deletes it when asked; a missing node
 // is not an error.
-func (o *OpenStack) DeprovisionBaremetal(ctx context.Context, in DeprovisionInput) error {
+func (i *Ironic) DeprovisionBaremetal(ctx context.Context, in DeprovisionInput) error {
 	_, err := heartbeat.While(ctx, func(ctx context.Context) (struct{}, error) {
-		ironic, err := o.baremetalFor(ctx, in.Cloud.Identity())
+		ironic, err := i.clientFor(ctx, in.Cloud.Identity())
 		if err != nil {
 			return struct{}{}, err
 		}
 		for {
 			node, err := ironic.GetNode(ctx, in.UUID)
-			if isNotFound(err) {
+			if notFound(err) {
 				return struct{}{}, nil
 			}
 			if err != nil {
-				return struct{}{}, classifyOS("get Ironic node "+in.UUID, err)
+				return struct{}{}, openstack.Classify("get Ironic node "+in.UUID, err)
 			}
 			step := deprovisionStep(node.ProvisionState, node.TargetProvisionState, in.Delete)
 			switch {
@@ -224,32 +243,32 @@ func (o *OpenStack) DeprovisionBaremetal(ctx context.Context, in DeprovisionInpu
 				return struct{}{}, nil
 			case step.delete:
 				err := ironic.DeleteNode(ctx, in.UUID)
-				if err == nil || isNotFound(err) {
+				if err == nil || notFound(err) {
 					return struct{}{}, nil
 				}
 				if !isConflict(err) {
-					return struct{}{}, classifyOS("delete Ironic node "+in.UUID, err)
+					return struct{}{}, openstack.Classify("delete Ironic node "+in.UUID, err)
 				}
 				// Locked by a task of Ironic's own: asked again once it is done.
-				if err := sleep(ctx, o.poll()); err != nil {
+				if err := sleep(ctx, i.poll()); err != nil {
 					return struct{}{}, err
 				}
 				continue
 			case step.target == "":
-				if err := sleep(ctx, o.poll()); err != nil {
+				if err := sleep(ctx, i.poll()); err != nil {
 					return struct{}{}, err
 				}
 				continue
 			}
 			if err := ironic.ChangeProvisionState(ctx, in.UUID, step.target); err != nil && !isConflict(err) {
-				return struct{}{}, classifyOS("deprovision Ironic node "+in.UUID, err)
+				return struct{}{}, openstack.Classify("deprovision Ironic node "+in.UUID, err)
 			}
 		}
 	})
 	return err
 }
 
-func setImage(ctx context.Context, ironic BaremetalClient, node *nodes.Node, imageID string) error {
+func setImage(ctx context.Context, ironic Client, node *nodes.Node, imageID string) error {
 	if node.InstanceInfo["image_source"] == imageID {
 		return nil
 	}
@@ -264,32 +283,7 @@ func setImage(ctx context.Context, ironic BaremetalClient, node *nodes.Node, ima
 		nodes.UpdateOperation{Op: nodes.AddOp, Path: "/instance_info/root_gb", Value: rootGB},
 	})
 	if err != nil {
-		return classifyOS("set the image of Ironic node "+node.Name, err)
+		return openstack.Classify("set the image of Ironic node "+node.Name, err)
 	}
 	return nil
-}
-
-// resolveImageID finds a Glance image by ID or by its unique name.
-func resolveImageID(ctx context.Context, glance ImageClient, ref string) (string, error) {
-	if ref == "" {
-		return "", temporal.NewNonRetryableApplicationError("no image to deploy: set bareMetal.image or the role's baremetalSetTemplate.image", ErrOSInvalid, nil)
-	}
-	if img, err := glance.GetImage(ctx, ref); err == nil {
-		return img.ID, nil
-	}
-	found, err := glance.ListImages(ctx, images.ListOpts{Name: ref})
-	if err != nil {
-		return "", classifyOS("list images named "+ref, err)
-	}
-	switch len(found) {
-	case 0:
-		return "", notFound("image %q not found", ref)
-	case 1:
-		return found[0].ID, nil
-	}
-	return "", ambiguous("%d images are named %q", len(found), ref)
-}
-
-func isConflict(err error) bool {
-	return gophercloud.ResponseCodeIs(err, 409)
 }

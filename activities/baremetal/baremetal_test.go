@@ -1,16 +1,21 @@
-package openstack
+package baremetal
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
+	"github.com/gophercloud/gophercloud/v2"
 	"github.com/gophercloud/gophercloud/v2/openstack/baremetal/v1/nodes"
 	"github.com/gophercloud/gophercloud/v2/openstack/image/v2/images"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/temporal"
 	"go.uber.org/mock/gomock"
 
-	"github.com/stackflow/stackflow/activities/openstack/mock"
+	"github.com/stackflow/stackflow/activities/baremetal/mock"
+	"github.com/stackflow/stackflow/activities/openstack"
+	osmock "github.com/stackflow/stackflow/activities/openstack/mock"
 )
 
 func TestProvisionStep(t *testing.T) {
@@ -70,19 +75,45 @@ func ironicNode(state, target string) *nodes.Node {
 }
 
 // withIronic is the activities on a mock Ironic and Glance, polling quickly.
-func withIronic(t *testing.T, id Identity) (*OpenStack, *mock.MockBaremetalClient, *mock.MockImageClient) {
+func withIronic(t *testing.T, id openstack.Identity) (*Ironic, *mock.MockClient, *osmock.MockImageClient) {
 	ctl := gomock.NewController(t)
-	ironic, glance := mock.NewMockBaremetalClient(ctl), mock.NewMockImageClient(ctl)
-	check := func(got Identity) { require.Equal(t, id, got, "the activity asks for the identity of its input") }
-	return &OpenStack{PollInterval: time.Millisecond,
-		baremetal: func(_ context.Context, got Identity) (BaremetalClient, error) { check(got); return ironic, nil },
-		image:     func(_ context.Context, got Identity) (ImageClient, error) { check(got); return glance, nil },
+	ironic, glance := mock.NewMockClient(ctl), osmock.NewMockImageClient(ctl)
+	check := func(got openstack.Identity) {
+		require.Equal(t, id, got, "the activity asks for the identity of its input")
+	}
+	return &Ironic{PollInterval: time.Millisecond,
+		client: func(_ context.Context, got openstack.Identity) (Client, error) { check(got); return ironic, nil },
+		image: func(_ context.Context, got openstack.Identity) (openstack.ImageClient, error) {
+			check(got)
+			return glance, nil
+		},
 	}, ironic, glance
 }
 
+func httpErr(code int, body string) error {
+	return gophercloud.ErrUnexpectedResponseCode{Actual: code, Body: []byte(body), Method: "GET", URL: "http://127.0.0.1/x"}
+}
+
+// requireOutcome checks an activity's error: none, retryable (Temporal retries it) or permanent with
+// its type.
+func requireOutcome(t *testing.T, err error, outcome, errType string) {
+	t.Helper()
+	var app *temporal.ApplicationError
+	switch outcome {
+	case "ok":
+		require.NoError(t, err)
+	case "retryable":
+		require.Error(t, err)
+		require.False(t, errors.As(err, &app) && app.NonRetryable(), "retryable: %v", err)
+	case "permanent":
+		require.True(t, errors.As(err, &app) && app.NonRetryable(), "permanent: %v", err)
+		require.Equal(t, errType, app.Type(), "%v", err)
+	}
+}
+
 func TestProvisionBaremetal(t *testing.T) {
-	cloud := CloudSecret{Namespace: "ns", Name: "cloud"}
-	in := BaremetalInput{Cloud: cloud, Name: "edpm-0", Driver: "fake-hardware", Image: "debian", Properties: map[string]string{"local_gb": "10", "cpu_arch": "x86_64"}}
+	cloud := openstack.CloudSecret{Namespace: "ns", Name: "cloud"}
+	in := ProvisionInput{Cloud: cloud, Name: "edpm-0", Driver: "fake-hardware", Image: "debian", Properties: map[string]string{"local_gb": "10", "cpu_arch": "x86_64"}}
 	gone := httpErr(404, `{"error_message": "{\"faultstring\": \"Node edpm-0 could not be found.\"}"}`)
 	imageSet := nodes.UpdateOpts{
 		nodes.UpdateOperation{Op: nodes.AddOp, Path: "/instance_info/image_source", Value: "img-1"},
@@ -90,12 +121,12 @@ func TestProvisionBaremetal(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name     string
-		expect   func(i *mock.MockBaremetalClientMockRecorder)
+		expect   func(i *mock.MockClientMockRecorder)
 		outcome  string
 		errType  string
 		enrolled bool
 	}{
-		{"enrolled and walked to active", func(i *mock.MockBaremetalClientMockRecorder) {
+		{"enrolled and walked to active", func(i *mock.MockClientMockRecorder) {
 			i.GetNode(gomock.Any(), "edpm-0").Return(nil, gone)
 			i.CreateNode(gomock.Any(), nodes.CreateOpts{Name: "edpm-0", Driver: "fake-hardware", Properties: map[string]any{"local_gb": 10, "cpu_arch": "x86_64"}}).
 				Return(ironicNode("enroll", ""), nil)
@@ -113,14 +144,14 @@ func TestProvisionBaremetal(t *testing.T) {
 				i.GetNode(gomock.Any(), "n-1").Return(ironicNode("active", ""), nil),
 			)
 		}, "ok", "", true},
-		{"adopted where an earlier attempt left it (deploying)", func(i *mock.MockBaremetalClientMockRecorder) {
+		{"adopted where an earlier attempt left it (deploying)", func(i *mock.MockClientMockRecorder) {
 			i.GetNode(gomock.Any(), "edpm-0").Return(ironicNode("deploying", "active"), nil)
 			gomock.InOrder(
 				i.GetNode(gomock.Any(), "n-1").Return(ironicNode("wait call-back", "active"), nil),
 				i.GetNode(gomock.Any(), "n-1").Return(ironicNode("active", ""), nil),
 			)
 		}, "ok", "", false},
-		{"moved meanwhile (409): read again", func(i *mock.MockBaremetalClientMockRecorder) {
+		{"moved meanwhile (409): read again", func(i *mock.MockClientMockRecorder) {
 			i.GetNode(gomock.Any(), "edpm-0").Return(ironicNode("manageable", ""), nil)
 			gomock.InOrder(
 				i.GetNode(gomock.Any(), "n-1").Return(ironicNode("manageable", ""), nil),
@@ -128,19 +159,19 @@ func TestProvisionBaremetal(t *testing.T) {
 				i.GetNode(gomock.Any(), "n-1").Return(ironicNode("active", ""), nil),
 			)
 		}, "ok", "", false},
-		{"deploy failed: permanent, with Ironic's last error", func(i *mock.MockBaremetalClientMockRecorder) {
+		{"deploy failed: permanent, with Ironic's last error", func(i *mock.MockClientMockRecorder) {
 			i.GetNode(gomock.Any(), "edpm-0").Return(ironicNode("available", ""), nil)
 			n := ironicNode("deploy failed", "")
 			n.LastError = "Timeout reached while waiting for callback"
 			i.GetNode(gomock.Any(), "n-1").Return(n, nil)
-		}, "permanent", ErrBaremetalFailed, false},
-		{"Ironic down: retried", func(i *mock.MockBaremetalClientMockRecorder) {
+		}, "permanent", ErrFailed, false},
+		{"Ironic down: retried", func(i *mock.MockClientMockRecorder) {
 			i.GetNode(gomock.Any(), "edpm-0").Return(nil, httpErr(503, "Service Unavailable"))
 		}, "retryable", "", false},
-		{"enroll refused (unknown driver): permanent", func(i *mock.MockBaremetalClientMockRecorder) {
+		{"enroll refused (unknown driver): permanent", func(i *mock.MockClientMockRecorder) {
 			i.GetNode(gomock.Any(), "edpm-0").Return(nil, gone)
 			i.CreateNode(gomock.Any(), gomock.Any()).Return(nil, httpErr(400, `{"error_message": "No valid host was found. Reason: No conductor service registered which supports driver fake-hardware"}`))
-		}, "permanent", ErrOSInvalid, false},
+		}, "permanent", openstack.ErrOSInvalid, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o, ironic, glance := withIronic(t, cloud.Identity())
@@ -150,9 +181,9 @@ func TestProvisionBaremetal(t *testing.T) {
 			res, err := o.ProvisionBaremetal(context.Background(), in)
 			requireOutcome(t, err, tc.outcome, tc.errType)
 			if tc.outcome == "ok" {
-				require.Equal(t, &BaremetalResult{UUID: "n-1", ProvisionState: "active", Enrolled: tc.enrolled}, res)
+				require.Equal(t, &Result{UUID: "n-1", ProvisionState: "active", Enrolled: tc.enrolled}, res)
 			}
-			if tc.errType == ErrBaremetalFailed {
+			if tc.errType == ErrFailed {
 				require.ErrorContains(t, err, "Timeout reached while waiting for callback")
 			}
 		})
@@ -160,15 +191,15 @@ func TestProvisionBaremetal(t *testing.T) {
 }
 
 func TestDeprovisionBaremetal(t *testing.T) {
-	cloud := CloudSecret{Namespace: "ns", Name: "cloud"}
+	cloud := openstack.CloudSecret{Namespace: "ns", Name: "cloud"}
 	gone := httpErr(404, `{"error_message": "Node n-1 could not be found."}`)
 	for _, tc := range []struct {
 		name    string
 		del     bool
-		expect  func(i *mock.MockBaremetalClientMockRecorder)
+		expect  func(i *mock.MockClientMockRecorder)
 		outcome string
 	}{
-		{"undeployed, then deleted (stackflow enrolled it)", true, func(i *mock.MockBaremetalClientMockRecorder) {
+		{"undeployed, then deleted (stackflow enrolled it)", true, func(i *mock.MockClientMockRecorder) {
 			gomock.InOrder(
 				i.GetNode(gomock.Any(), "n-1").Return(ironicNode("active", ""), nil),
 				i.ChangeProvisionState(gomock.Any(), "n-1", nodes.TargetDeleted).Return(nil),
@@ -177,14 +208,14 @@ func TestDeprovisionBaremetal(t *testing.T) {
 				i.DeleteNode(gomock.Any(), "n-1").Return(nil),
 			)
 		}, "ok"},
-		{"undeployed and kept (adopted, not ours to delete)", false, func(i *mock.MockBaremetalClientMockRecorder) {
+		{"undeployed and kept (adopted, not ours to delete)", false, func(i *mock.MockClientMockRecorder) {
 			gomock.InOrder(
 				i.GetNode(gomock.Any(), "n-1").Return(ironicNode("active", ""), nil),
 				i.ChangeProvisionState(gomock.Any(), "n-1", nodes.TargetDeleted).Return(nil),
 				i.GetNode(gomock.Any(), "n-1").Return(ironicNode("available", ""), nil),
 			)
 		}, "ok"},
-		{"locked while deleting (409): asked again", true, func(i *mock.MockBaremetalClientMockRecorder) {
+		{"locked while deleting (409): asked again", true, func(i *mock.MockClientMockRecorder) {
 			gomock.InOrder(
 				i.GetNode(gomock.Any(), "n-1").Return(ironicNode("available", ""), nil),
 				i.DeleteNode(gomock.Any(), "n-1").Return(httpErr(409, `{"error_message": "Node n-1 is locked by host conductor-0"}`)),
@@ -192,10 +223,10 @@ func TestDeprovisionBaremetal(t *testing.T) {
 				i.DeleteNode(gomock.Any(), "n-1").Return(nil),
 			)
 		}, "ok"},
-		{"already gone", true, func(i *mock.MockBaremetalClientMockRecorder) {
+		{"already gone", true, func(i *mock.MockClientMockRecorder) {
 			i.GetNode(gomock.Any(), "n-1").Return(nil, gone)
 		}, "ok"},
-		{"Ironic down: retried", true, func(i *mock.MockBaremetalClientMockRecorder) {
+		{"Ironic down: retried", true, func(i *mock.MockClientMockRecorder) {
 			i.GetNode(gomock.Any(), "n-1").Return(nil, httpErr(503, "Service Unavailable"))
 		}, "retryable"},
 	} {
