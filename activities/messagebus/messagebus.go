@@ -85,12 +85,31 @@ func (m *MessageBus) admin(ctx context.Context, srv MessageBusServer) (*brokerAd
 	if err != nil {
 		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("message bus %s: %v", vals["management_url"], err), ErrMessageBusInvalid, err)
 	}
-	c.SetTransport(tr)
+	c.SetTransport(authCheck{tr})
 	return &brokerAdmin{client: c, amqpHost: vals["amqp_host"], amqpPort: vals["amqp_port"]}, nil
+}
+
+// errUnauthorized is the management API's 401. rabbit-hole reports it as an error of text only, so
+// authCheck returns this one instead, for classifyBroker to find.
+var errUnauthorized = errors.New("the management API refused the administrator's credentials (401)")
+
+// authCheck turns the management API's 401 into errUnauthorized.
+type authCheck struct{ next http.RoundTripper }
+
+func (a authCheck) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := a.next.RoundTrip(r)
+	if err == nil && resp.StatusCode == http.StatusUnauthorized {
+		resp.Body.Close()
+		return nil, errUnauthorized
+	}
+	return resp, err
 }
 
 // classifyBroker makes 401/403 and 400 permanent and leaves the rest retryable.
 func classifyBroker(op string, err error) error {
+	if errors.Is(err, errUnauthorized) {
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s: %v", op, err), ErrMessageBusAuth, err)
+	}
 	var e rabbithole.ErrorResponse
 	if errors.As(err, &e) {
 		switch e.StatusCode {
