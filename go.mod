@@ -3,6 +3,7 @@ module github.com/stackflow/stackflow
 go 1.26.0
 
 require (
+	github.com/DATA-DOG/go-sqlmock v1.5.2
 	github.com/apenella/go-ansible/v2 v2.4.2
 	github.com/go-sql-driver/mysql v1.8.1
 	github.com/google/uuid v1.6.0

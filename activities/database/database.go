@@ -26,6 +26,9 @@ import (
 // they are used; no password leaves an activity.
 type Database struct {
 	Core kubernetes.Interface
+
+	// connect, when set (unit tests), opens the administrator's connection instead of open.
+	connect func(ctx context.Context, srv DatabaseServer) (*sql.DB, error)
 }
 
 // NewDatabase builds the database activities from a REST config (Secrets hold every credential).
@@ -131,6 +134,9 @@ func (in DatabaseInput) validate() error {
 
 // open connects as the server's administrator.
 func (d *Database) open(ctx context.Context, srv DatabaseServer) (*sql.DB, error) {
+	if d.connect != nil {
+		return d.connect(ctx, srv)
+	}
 	user, err := kube.ReadSecretKey(ctx, d.Core, kube.SecretKeyRef{Namespace: srv.Namespace, Name: srv.AdminSecret, Key: "username"})
 	if err != nil {
 		return nil, err
