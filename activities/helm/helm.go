@@ -63,6 +63,12 @@ type Helm struct {
 	PollInterval time.Duration
 
 	mu sync.Mutex // serialises chart downloads into the cache
+
+	// configFor and chartFor, when set (unit tests), give the release storage and Kubernetes client of
+	// a namespace (Helm's in-memory driver and fake client) and the charts, instead of the cluster and
+	// the chart repositories.
+	configFor func(namespace string) (*action.Configuration, error)
+	chartFor  func(ref ChartRef) (*chart.Chart, error)
 }
 
 // NewHelm builds the Helm activities from the worker's REST config; charts are cached under cacheDir.
@@ -773,6 +779,9 @@ func sortManifest(m string) string {
 // loadChart returns the chart, downloading it from its repository into the cache on first use. A chart
 // version missing from the repository is permanent; an unreachable repository is retried.
 func (h *Helm) loadChart(_ context.Context, ref ChartRef) (*chart.Chart, error) {
+	if h.chartFor != nil {
+		return h.chartFor(ref)
+	}
 	sum := sha256.Sum256([]byte(ref.Repository))
 	path := filepath.Join(h.cacheDir, "charts", hex.EncodeToString(sum[:6]), ref.Name+"-"+ref.Version+".tgz")
 	h.mu.Lock()
@@ -826,6 +835,9 @@ func (h *Helm) loadChart(_ context.Context, ref ChartRef) (*chart.Chart, error) 
 
 // actionConfig is a Helm action configuration for one namespace, releases stored as Secrets.
 func (h *Helm) actionConfig(namespace string) (*action.Configuration, error) {
+	if h.configFor != nil {
+		return h.configFor(namespace)
+	}
 	cfg := new(action.Configuration)
 	if err := cfg.Init(&restGetter{h: h, namespace: namespace}, namespace, "secret", func(string, ...any) {}); err != nil {
 		return nil, fmt.Errorf("helm configuration for namespace %s: %w", namespace, err)
