@@ -1,0 +1,141 @@
+package ansible
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/temporal"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/stackflow/stackflow/api/oslo"
+)
+
+// fakePlaybook stands in for ansible-playbook behind Ansible.Binary: it keeps what it was handed (the
+// inventory, the variables, the key and the rendered files) beside itself and prints the results the test
+// put there, exiting with the code put there. What ansible-playbook does with them is the end-to-end
+// suite's; what RunPlaybook hands it and makes of its answer is this test's.
+const fakePlaybook = `#!/bin/sh
+here=$(dirname "$0")
+for arg in "$@"; do
+  case "$arg" in
+    --inventory=*) cp "${arg#--inventory=}" "$here/inventory.json" ;;
+    --extra-vars=@*) cp "${arg#--extra-vars=@}" "$here/vars.json" ;;
+    --private-key=*) cp "${arg#--private-key=}" "$here/key" ;;
+    --limit=*) echo "${arg#--limit=}" > "$here/limit" ;;
+  esac
+done
+for f in file-*; do [ -e "$f" ] && cp "$f" "$here/$f"; done
+cat "$here/results.json"
+exit $(cat "$here/rc")
+`
+
+// playbookRun is a RunPlaybook against the fake, answering results with exit code rc.
+func playbookRun(t *testing.T, results string, rc int) (*Ansible, string) {
+	bin := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(bin, "ansible-playbook"), []byte(fakePlaybook), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(bin, "results.json"), []byte(results), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(bin, "rc"), []byte{byte('0' + rc)}, 0o644))
+	books := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(books, "nova-compute.yml"), []byte("- hosts: all\n"), 0o644))
+	core := fake.NewClientset(
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "openstack", Name: "edpm-ssh"}, Data: map[string][]byte{SSHKeySecretKey: []byte("-----BEGIN KEY-----")}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "openstack", Name: "nova-cell1-mq"}, Data: map[string][]byte{"transport_url": []byte("rabbit://u:s3cret@h:5672/v")}},
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "openstack", Name: "edpm-compute-0-inventory"}, Data: map[string]string{InventoryConfigMapKey: `
+all:
+  vars: {ansible_user: cloud-admin, edpm_role: compute}
+  hosts:
+    edpm-compute-0: {ansible_host: 192.0.2.10, edpm_role: compute-hci}
+    edpm-compute-1: {ansible_host: 192.0.2.11}
+`}})
+	return &Ansible{Core: core, PlaybookDir: books, Binary: filepath.Join(bin, "ansible-playbook"), Version: "v1", KnownHostsFile: filepath.Join(bin, "known_hosts")}, bin
+}
+
+func runInput() PlaybookInput {
+	port, _ := json.Marshal(2222)
+	return PlaybookInput{Namespace: "openstack", Host: "edpm-compute-0", Step: "nova-compute", Playbook: "nova-compute.yml", SSHKeySecret: "edpm-ssh",
+		InventoryConfigMap: "edpm-compute-0-inventory", HostVars: map[string]json.RawMessage{"ansible_port": port},
+		Files: []oslo.ConfigFile{{Dest: "/etc/nova/nova.conf.d/01-cell.conf", Options: oslo.INI{"DEFAULT": {"debug": "true"}},
+			SecretOptions: []oslo.SecretOption{{Section: "DEFAULT", Option: "transport_url", Secret: "nova-cell1-mq", Key: "transport_url"}}}}}
+}
+
+func TestRunPlaybook(t *testing.T) {
+	a, bin := playbookRun(t, `{"plays":[{"play":{"name":"p"},"tasks":[
+		{"task":{"name":"report"},"hosts":{"edpm-compute-0":{"changed":false,"ansible_facts":{"stackflow_out_nova_version":"31.0.0"}}}}]}],
+		"stats":{"edpm-compute-0":{"ok":3,"changed":1,"skipped":2}}}`, 0)
+	res, err := a.RunPlaybook(context.Background(), runInput())
+	require.NoError(t, err)
+	require.Equal(t, []int{3, 1, 2}, []int{res.Ok, res.Changed, res.Skipped})
+	require.Equal(t, map[string]string{"nova_version": "31.0.0"}, res.Outputs)
+	require.Equal(t, "v1", res.PlaybooksVersion)
+
+	// What ansible-playbook was handed: the host alone, its inventory variables with the node's on top,
+	// the key with its final newline, the step's variables and the file rendered with the Secret's value.
+	limit, _ := os.ReadFile(filepath.Join(bin, "limit"))
+	require.Equal(t, "edpm-compute-0\n", string(limit))
+	var inv struct {
+		All struct {
+			Hosts map[string]map[string]any `json:"hosts"`
+		} `json:"all"`
+	}
+	raw, err := os.ReadFile(filepath.Join(bin, "inventory.json"))
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(raw, &inv))
+	require.Equal(t, map[string]any{"ansible_host": "192.0.2.10", "ansible_user": "cloud-admin", "edpm_role": "compute-hci", "ansible_port": 2222.0,
+		"ansible_python_interpreter": "/usr/bin/python3"}, inv.All.Hosts["edpm-compute-0"])
+	key, _ := os.ReadFile(filepath.Join(bin, "key"))
+	require.Equal(t, "-----BEGIN KEY-----\n", string(key))
+	var vars map[string]any
+	raw, err = os.ReadFile(filepath.Join(bin, "vars.json"))
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(raw, &vars))
+	require.Equal(t, "nova-compute", vars["stackflow_step"])
+	files := vars["stackflow_files"].([]any)
+	require.Len(t, files, 1)
+	require.Equal(t, "/etc/nova/nova.conf.d/01-cell.conf", files[0].(map[string]any)["dest"])
+	conf, err := os.ReadFile(filepath.Join(bin, "file-0"))
+	require.NoError(t, err)
+	require.Contains(t, string(conf), "transport_url = rabbit://u:s3cret@h:5672/v")
+	require.NotContains(t, string(raw), "s3cret", "the Secret's value is in the file, not in the variables")
+}
+
+func TestRunPlaybookOutcomes(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		results   string
+		rc        int
+		in        func(*PlaybookInput)
+		errType   string
+		retryable bool
+	}{
+		{"host unreachable: retried", `{"plays":[{"play":{"name":"p"},"tasks":[{"task":{"name":"Gathering Facts"},"hosts":{"edpm-compute-0":{"unreachable":true,
+			"msg":"Failed to connect to the host via ssh: Connection timed out"}}}]}],"stats":{"edpm-compute-0":{"unreachable":1}}}`, 4, nil, ErrHostUnreachable, true},
+		{"a task failed: permanent", `{"plays":[{"play":{"name":"p"},"tasks":[{"task":{"name":"Start nova-compute"},"hosts":{"edpm-compute-0":{"failed":true,
+			"msg":"Unable to start service nova-compute"}}}]}],"stats":{"edpm-compute-0":{"failures":1}}}`, 2, nil, ErrPlaybookFailed, false},
+		{"ansible-playbook did not run: permanent", `ERROR! the playbook could not be found`, 1, nil, ErrAnsible, false},
+		{"no SSH key Secret: permanent", "", 0, func(in *PlaybookInput) { in.SSHKeySecret = "gone" }, ErrSecretMissing, false},
+		{"a file's Secret missing: permanent", "", 0, func(in *PlaybookInput) { in.Files[0].SecretOptions[0].Key = "nope" }, ErrSecretMissing, false},
+		{"another version of the playbooks: refused", "", 0, func(in *PlaybookInput) { in.PlaybooksVersion = "v0" }, ErrPlaybooksVersion, false},
+		{"no such playbook: permanent", "", 0, func(in *PlaybookInput) { in.Playbook = "nope.yml" }, ErrAnsible, false},
+		{"no host: permanent", "", 0, func(in *PlaybookInput) { in.Host = "" }, ErrAnsible, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a, _ := playbookRun(t, tc.results, tc.rc)
+			in := runInput()
+			if tc.in != nil {
+				tc.in(&in)
+			}
+			_, err := a.RunPlaybook(context.Background(), in)
+			var app *temporal.ApplicationError
+			require.True(t, errors.As(err, &app), "%v", err)
+			require.Equal(t, tc.errType, app.Type(), "%v", err)
+			require.Equal(t, tc.retryable, !app.NonRetryable(), "%v", err)
+		})
+	}
+}
