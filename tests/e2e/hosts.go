@@ -11,8 +11,12 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 
 	"github.com/stackflow/stackflow/deploy/local"
 )
@@ -105,6 +109,49 @@ func Leftovers(h local.TestHost, services ...HostService) []string {
 	}
 	return out
 }
+
+// Freeze stops a service's processes on the host (SIGSTOP) and returns what resumes them (SIGCONT, also
+// run when the test ends). A test holds a step open with it until its kill has landed: a live migration
+// waits on its destination's nova-compute, so with that one frozen the drain stays in flight (Nova's call
+// to the destination gives up after rpc_response_timeout, 60 s by default: thaw well before).
+func Freeze(t testing.TB, h local.TestHost, s HostService) (thaw func()) {
+	t.Helper()
+	pids, err := servicePIDs(h, s)
+	require.NoError(t, err)
+	require.NotEmpty(t, pids, "no %s runs on host %s to freeze", s.Name, h.Name)
+	for _, pid := range pids {
+		require.NoError(t, syscall.Kill(pid, syscall.SIGSTOP), "freeze %s (pid %d) on %s", s.Name, pid, h.Name)
+	}
+	var once sync.Once
+	thaw = func() {
+		once.Do(func() {
+			for _, pid := range pids {
+				_ = syscall.Kill(pid, syscall.SIGCONT)
+			}
+		})
+	}
+	t.Cleanup(thaw)
+	return thaw
+}
+
+// servicePIDs are the PIDs of the service's processes on the host.
+func servicePIDs(h local.TestHost, s HostService) ([]int, error) {
+	pids, err := listNetnsPIDs(h.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	var out []int
+	for _, pid := range pids {
+		cmd, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if err == nil && strings.Contains(string(cmd), s.Match) {
+			out = append(out, pid)
+		}
+	}
+	return out, nil
+}
+
+// NovaCompute is the host's nova-compute among HostServices.
+func NovaCompute() HostService { return HostServices[0] }
 
 // filesUnder lists the files (not directories) under dir, relative to it, the first few.
 func filesUnder(dir string) []string {

@@ -51,7 +51,8 @@ format = %(asctime)s %(process)d %(levelname)s %(name)s %(message)s
 
 // TestRollingUpdateOfComputes runs two updates of a data plane of two computes (fake driver, in cell1 of
 // the package's Nova, which stackflow deployed in a region of its own) carrying three servers. The first: the canary is disabled in Nova and drained while it updates (the worker is
-// killed with SIGKILL during its drain), its servers wait on the other compute and come back, the gate
+// killed with SIGKILL during its drain, which is held open by freezing the destination's nova-compute
+// until the kill has landed), its servers wait on the other compute and come back, the gate
 // holds the second node until approved, and the second node's update playbook survives a SIGKILL too;
 // both end enabled, reporting the new version, every server where it was. The second update breaks
 // nova-compute's configuration on one host (its configuration layer names a logging configuration the
@@ -141,21 +142,25 @@ spec:
 	u1ID := workflowID("OpenStackDataPlaneUpdate", gvrUpdate, u1)
 	// What Nova shows while the canary updates, sampled from the compute API until the gate.
 	watch := watchCanary(cc, hostA, []string{s1, s2})
-	migrating := false
-	e2e.WaitFor(t, "the canary draining", 5*time.Minute, func() (bool, string) {
+	// The drain is held open for the kill: the canary's instances go to hostB, whose nova-compute is
+	// frozen, so their live migrations wait on it until it is thawed after the kill.
+	thaw := e2e.Freeze(t, h1, e2e.NovaCompute())
+	e2e.WaitFor(t, "the canary's instances migrating", 45*time.Second, func() (bool, string) {
 		on, err := cc.ServersOn(ctx, hostA)
 		require.NoError(t, err)
 		for _, s := range on {
-			migrating = migrating || s.TaskState == "migrating"
+			if s.TaskState == "migrating" {
+				return true, ""
+			}
 		}
-		st := nodeState(t, "to-2", "upd-0")
-		return migrating || st["step"] == "drain", fmt.Sprintf("%v migrating=%v", st, migrating)
+		return false, fmt.Sprint(nodeState(t, "to-2", "upd-0"))
 	})
 	svcA := computeService(t, cc, hostA)
 	require.Equal(t, "disabled", svcA.Status, "the canary takes no new instance while it is drained")
 	require.Contains(t, svcA.DisabledReason, "stackflow update "+ns+"/to-2")
 	require.Equal(t, "enabled", computeService(t, cc, hostB).Status)
 	w.Kill9()
+	thaw()
 	time.Sleep(2 * time.Second)
 	w.Start()
 
@@ -179,9 +184,7 @@ spec:
 	require.Equal(t, hostA, serverHost(t, cc, s2))
 	require.Equal(t, []string{"CUSTOM_STACKFLOW_NOVA_COMPUTE_2"}, versionClasses(t, cc, hostA), "nova-compute reports the new version")
 	require.Empty(t, versionClasses(t, cc, hostB), "the second node is untouched")
-	if migrating {
-		require.Greater(t, activityAttempts(t, u1ID, "MigrateServers"), 1, "the drain went on in a new attempt after the crash")
-	}
+	require.Greater(t, activityAttempts(t, u1ID, "MigrateServers"), 1, "the drain went on in a new attempt after the crash")
 	require.Contains(t, kubectlGet(t, "osdpupdate", "to-2"), "canary", "kubectl shows the gate")
 	meta, err := env.Temporal.QueryWorkflow(ctx, u1ID, "", "__temporal_workflow_metadata")
 	require.NoError(t, err)
@@ -301,19 +304,19 @@ spec:
 	t.Logf("updates done at %.0fs", time.Since(start).Seconds())
 
 	limitedRuns(t, h0, h1)
-	scaleIn(t, cc, w, hostA, hostB, h1, s1, s2, s3)
+	scaleIn(t, cc, w, hostA, hostB, h0, h1, s1, s2, s3)
 	t.Logf("scenario done in %.0fs", time.Since(start).Seconds())
 }
 
 // scaleIn removes the two computes of the rolling update as an operator scales in. upd-1 goes first
 // with s3 on it: disabled in Nova, s3 live-migrated to upd-0 (the worker killed with SIGKILL during the
-// drain), then nova-compute stopped and its files removed from the host, and its service, hypervisor and
+// drain, held open as the canary's is), then nova-compute stopped and its files removed from the host, and its service, hypervisor and
 // resource provider gone from Nova and Placement. upd-0 goes next with every server on it and nowhere to
 // move them: under onDrainFailure Stop it stays, running them, with a condition naming them, until a
 // person approves the gate "remove" with the temporal CLI; then they are deleted with it. Each node's
 // deletion also takes its host out of the cloud's OVN: ovn-controller and Open vSwitch stopped, and no
 // Neutron agent left on it.
-func scaleIn(t *testing.T, cc *e2e.Cloud, w *e2e.Proc, hostA, hostB string, h1 local.TestHost, s1, s2, s3 string) {
+func scaleIn(t *testing.T, cc *e2e.Cloud, w *e2e.Proc, hostA, hostB string, h0, h1 local.TestHost, s1, s2, s3 string) {
 	ctx := context.Background()
 	// Both hosts are chassis of the cloud's OVN (their ovn step); removing a node takes its chassis away.
 	controller := "OVN Controller agent ovn-controller alive=true"
@@ -325,18 +328,19 @@ func scaleIn(t *testing.T, cc *e2e.Cloud, w *e2e.Proc, hostA, hostB string, h1 l
 	necB := workflowID("NovaExternalCompute", gvrNEC, get(t, gvrNEC, "upd-1"))
 	// The replay corpus keeps a node's teardown that took its host out of OVN.
 	env.RecordPath(workflowID("OpenStackDataPlaneNode", gvrNode, get(t, gvrNode, "upd-1")), "ovn-removed", e2e.Scheduled("DeleteNetworkAgents"))
+	// The drain is held open for the kill: s3 goes to hostA, whose nova-compute is frozen until after it.
+	thaw := e2e.Freeze(t, h0, e2e.NovaCompute())
 	require.NoError(t, env.Dyn.Resource(gvrNode).Namespace(ns).Delete(ctx, "upd-1", metav1.DeleteOptions{}))
-	migrating := false
-	e2e.WaitFor(t, "upd-1's compute draining", 5*time.Minute, func() (bool, string) {
+	e2e.WaitFor(t, "s3 migrating off upd-1's compute", 45*time.Second, func() (bool, string) {
 		s, err := servers.Get(ctx, cc.Compute, s3).Extract()
 		require.NoError(t, err)
-		migrating = s.TaskState == "migrating"
-		return migrating || s.Host == hostA, e2e.Summary(get(t, gvrNEC, "upd-1"))
+		return s.TaskState == "migrating", e2e.Summary(get(t, gvrNEC, "upd-1"))
 	})
 	svcB := computeService(t, cc, hostB)
 	require.Equal(t, "disabled", svcB.Status, "a compute being removed takes no new instance")
 	require.Equal(t, "stackflow: removing NovaExternalCompute/"+ns+"/upd-1", svcB.DisabledReason)
 	w.Kill9()
+	thaw()
 	time.Sleep(2 * time.Second)
 	w.Start()
 	e2e.WaitFor(t, "node upd-1 and its compute gone", 5*time.Minute, func() (bool, string) {
@@ -346,9 +350,7 @@ func scaleIn(t *testing.T, cc *e2e.Cloud, w *e2e.Proc, hostA, hostB string, h1 l
 	require.NoError(t, err, "s3 survives its compute's removal")
 	require.Equal(t, "ACTIVE", s.Status)
 	require.Equal(t, hostA, s.Host, "s3 was live-migrated to the compute that stays")
-	if migrating {
-		require.Greater(t, activityAttempts(t, necB, "MigrateServers"), 1, "the drain went on in a new attempt after the crash")
-	}
+	require.Greater(t, activityAttempts(t, necB, "MigrateServers"), 1, "the drain went on in a new attempt after the crash")
 	requireComputeGone(t, cc, hostB)
 	e2e.RequireRemoved(t, h1, "nova-compute", e2e.OVNChassis.Name)
 	cc.WaitNetworkAgents(t, hostB, time.Minute)
