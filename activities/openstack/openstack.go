@@ -239,7 +239,8 @@ func IsQuotaMessage(msg string) bool {
 
 // OpenStackMessage extracts the human message from an OpenStack error body: Nova and Cinder
 // ({"itemNotFound": {"message": …}}), Neutron ({"NeutronError": {"message": …}}), Keystone
-// ({"error": {"message": …}}) or a plain-text body (Glance).
+// ({"error": {"message": …}}), Placement ({"errors": [{"detail": …}]}), Ironic ({"error_message": …}) or
+// a plain-text body (Glance).
 func OpenStackMessage(body []byte) string {
 	var doc map[string]any
 	if err := json.Unmarshal(body, &doc); err == nil {
@@ -252,6 +253,24 @@ func OpenStackMessage(body []byte) string {
 					return m
 				}
 			}
+		}
+		// Placement: {"errors": [{"detail": …}]}.
+		if errs, ok := doc["errors"].([]any); ok && len(errs) > 0 {
+			if e, ok := errs[0].(map[string]any); ok {
+				if m, ok := e["detail"].(string); ok && m != "" {
+					return m
+				}
+			}
+		}
+		// Ironic: {"error_message": "{\"faultstring\": …}"}, its fault encoded again as a string.
+		if em, ok := doc["error_message"].(string); ok && em != "" {
+			var fault struct {
+				Faultstring string `json:"faultstring"`
+			}
+			if json.Unmarshal([]byte(em), &fault) == nil && fault.Faultstring != "" {
+				return fault.Faultstring
+			}
+			return em
 		}
 	}
 	text := strings.Join(strings.Fields(string(body)), " ")

@@ -1,6 +1,7 @@
 package openstack
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"testing"
@@ -32,6 +33,14 @@ func TestClassifyOS(t *testing.T) {
 		{"503", httpErr(503, `Service Unavailable`), false, "", "Service Unavailable"},
 		{"glance text 404", httpErr(404, "404 Not Found\n\nNo image found with ID abc\n\n"), true, ErrOSNotFound, "No image found with ID abc"},
 		{"connection refused", fmt.Errorf("dial tcp 127.0.0.1:8774: connect: connection refused"), false, "", "connection refused"},
+		{"keystone 401", httpErr(401, `{"error": {"code": 401, "title": "Unauthorized", "message": "The request you have made requires authentication."}}`), true, ErrOSCredentials, "requires authentication"},
+		{"keystone 403 policy", httpErr(403, `{"error": {"code": 403, "title": "Forbidden", "message": "You are not authorized to perform the requested action: identity:create_user."}}`), true, ErrOSForbidden, "identity:create_user"},
+		{"cinder quota 413", httpErr(413, `{"overLimit": {"code": 413, "message": "VolumeSizeExceedsAvailableQuota: Requested volume or snapshot exceeds allowed gigabytes quota. Requested 10G, quota is 5G and 0G has been consumed."}}`), true, ErrOSQuota, "exceeds allowed gigabytes quota"},
+		{"nova 413 rate limit", httpErr(413, `{"overLimit": {"code": 413, "message": "This request was rate-limited."}}`), true, ErrOSQuota, "rate-limited"},
+		{"ironic 409 node locked", httpErr(409, `{"error_message": "{\"faultstring\": \"Node n-1 is locked by host conductor-0, please retry after the current operation is completed.\"}"}`), false, "", "locked by host"},
+		{"placement 409 in use", httpErr(409, `{"errors": [{"status": 409, "title": "Conflict", "detail": "Unable to delete resource provider rp-1: Resource provider has allocations."}]}`), false, "", "create thing: Unable to delete resource provider rp-1: Resource provider has allocations.:"},
+		{"nova 422", httpErr(422, `{"badRequest": {"code": 422, "message": "unprocessable"}}`), true, ErrOSInvalid, "unprocessable"},
+		{"deadline", fmt.Errorf("get server: %w", context.DeadlineExceeded), false, "", "deadline exceeded"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := classifyOS("create thing", tc.err)
