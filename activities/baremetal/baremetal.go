@@ -60,16 +60,8 @@ func (i *Ironic) poll() time.Duration {
 	return time.Second
 }
 
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
+// sleep is heartbeat.Sleep.
+var sleep = heartbeat.Sleep
 
 func notFound(err error) bool   { return gophercloud.ResponseCodeIs(err, 404) }
 func isConflict(err error) bool { return gophercloud.ResponseCodeIs(err, 409) }

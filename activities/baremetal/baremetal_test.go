@@ -2,7 +2,6 @@ package baremetal
 
 import (
 	"context"
-	"errors"
 	"testing"
 	"time"
 
@@ -10,7 +9,8 @@ import (
 	"github.com/gophercloud/gophercloud/v2/openstack/baremetal/v1/nodes"
 	"github.com/gophercloud/gophercloud/v2/openstack/image/v2/images"
 	"github.com/stretchr/testify/require"
-	"go.temporal.io/sdk/temporal"
+
+	"github.com/stackflow/stackflow/activities/internal/outcome"
 	"go.uber.org/mock/gomock"
 
 	"github.com/stackflow/stackflow/activities/baremetal/mock"
@@ -94,22 +94,8 @@ func httpErr(code int, body string) error {
 	return gophercloud.ErrUnexpectedResponseCode{Actual: code, Body: []byte(body), Method: "GET", URL: "http://127.0.0.1/x"}
 }
 
-// requireOutcome checks an activity's error: none, retryable (Temporal retries it) or permanent with
-// its type.
-func requireOutcome(t *testing.T, err error, outcome, errType string) {
-	t.Helper()
-	var app *temporal.ApplicationError
-	switch outcome {
-	case "ok":
-		require.NoError(t, err)
-	case "retryable":
-		require.Error(t, err)
-		require.False(t, errors.As(err, &app) && app.NonRetryable(), "retryable: %v", err)
-	case "permanent":
-		require.True(t, errors.As(err, &app) && app.NonRetryable(), "permanent: %v", err)
-		require.Equal(t, errType, app.Type(), "%v", err)
-	}
-}
+// requireOutcome is outcome.Require.
+var requireOutcome = outcome.Require
 
 func TestProvisionBaremetal(t *testing.T) {
 	cloud := openstack.CloudSecret{Namespace: "ns", Name: "cloud"}

@@ -2,14 +2,14 @@ package openstack
 
 import (
 	"context"
-	"errors"
 	"testing"
 
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/extensions/layer3/floatingips"
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/networks"
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/ports"
 	"github.com/stretchr/testify/require"
-	"go.temporal.io/sdk/temporal"
+
+	"github.com/stackflow/stackflow/activities/internal/outcome"
 	"go.uber.org/mock/gomock"
 
 	"github.com/stackflow/stackflow/activities/openstack/mock"
@@ -24,24 +24,8 @@ func withNeutron(t *testing.T, id Identity, neutron NetworkClient) *OpenStack {
 	}}
 }
 
-// requireOutcome checks an activity's error: none, retryable (Temporal retries it) or permanent with
-// its type.
-func requireOutcome(t *testing.T, err error, outcome, errType string) {
-	t.Helper()
-	var app *temporal.ApplicationError
-	switch outcome {
-	case "ok":
-		require.NoError(t, err)
-	case "retryable":
-		require.Error(t, err)
-		require.False(t, errors.As(err, &app) && app.NonRetryable(), "retryable: %v", err)
-	case "permanent":
-		require.True(t, errors.As(err, &app) && app.NonRetryable(), "permanent: %v", err)
-		require.Equal(t, errType, app.Type(), "%v", err)
-	default:
-		t.Fatalf("unknown outcome %q", outcome)
-	}
-}
+// requireOutcome is outcome.Require.
+var requireOutcome = outcome.Require
 
 var (
 	testID     = Identity{Namespace: "ns", SecretName: "cloud", CloudName: "openstack"}

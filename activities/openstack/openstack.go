@@ -23,6 +23,8 @@ import (
 	"k8s.io/client-go/rest"
 
 	"go.temporal.io/sdk/temporal"
+
+	"github.com/stackflow/stackflow/activities/internal/heartbeat"
 )
 
 // OpenStack holds the OpenStack API activities (Nova, Neutron, Cinder, Glance), registered on
@@ -178,16 +180,8 @@ func (o *OpenStack) poll() time.Duration {
 // classifyOS): the bare-metal activities share the table.
 func Classify(op string, err error) error { return classifyOS(op, err) }
 
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
+// sleep is heartbeat.Sleep.
+var sleep = heartbeat.Sleep
 
 // classifyOS turns an OpenStack API error into a non-retryable application error carrying OpenStack's
 // own message when retrying cannot help (400, 401, 403, 404, quota), and leaves it retryable otherwise

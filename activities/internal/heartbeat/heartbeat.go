@@ -47,3 +47,15 @@ func While[T any](ctx context.Context, fn func(ctx context.Context) (T, error)) 
 	defer Every(ctx, time.Second, nil)()
 	return fn(ctx)
 }
+
+// Sleep waits d, or less when ctx ends first (its error then).
+func Sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
