@@ -6,10 +6,18 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
@@ -23,6 +31,7 @@ import (
 // suite's; what RunPlaybook hands it and makes of its answer is this test's.
 const fakePlaybook = `#!/bin/sh
 here=$(dirname "$0")
+printf '%s\n' "$@" > "$here/args"
 for arg in "$@"; do
   case "$arg" in
     --inventory=*) cp "${arg#--inventory=}" "$here/inventory.json" ;;
@@ -32,6 +41,8 @@ for arg in "$@"; do
   esac
 done
 for f in file-*; do [ -e "$f" ] && cp "$f" "$here/$f"; done
+[ -e "$here/hold" ] && { echo $$ > "$here/pid"; sleep 60 & echo $! > "$here/child"; wait; }
+[ -e "$here/slow" ] && sleep 0.3
 cat "$here/results.json"
 exit $(cat "$here/rc")
 `
@@ -138,4 +149,135 @@ func TestRunPlaybookOutcomes(t *testing.T) {
 			require.Equal(t, tc.retryable, !app.NonRetryable(), "%v", err)
 		})
 	}
+}
+
+// A check-mode run asks ansible-playbook for --check --diff with the step's tags, and reports what would
+// change with the values of the Secrets it rendered redacted.
+func TestRunPlaybookCheckMode(t *testing.T) {
+	results, err := os.ReadFile("testdata/check-mode.json")
+	require.NoError(t, err)
+	a, bin := playbookRun(t, string(results), 0)
+	sec, err := a.Core.CoreV1().Secrets("openstack").Get(context.Background(), "nova-cell1-mq", metav1.GetOptions{})
+	require.NoError(t, err)
+	sec.Data["transport_url"] = []byte("S3cr3t/pw")
+	_, err = a.Core.CoreV1().Secrets("openstack").Update(context.Background(), sec, metav1.UpdateOptions{})
+	require.NoError(t, err)
+
+	in := runInput()
+	in.Host, in.InventoryConfigMap = "localhost", ""
+	in.Check, in.Tags, in.SkipTags = true, []string{"config", "restart"}, []string{"packages"}
+	res, err := a.RunPlaybook(context.Background(), in)
+	require.NoError(t, err)
+	args, _ := os.ReadFile(filepath.Join(bin, "args"))
+	for _, want := range []string{"--check", "--diff", "--tags=config,restart", "--skip-tags=packages", "--limit=localhost"} {
+		require.Contains(t, strings.Split(string(args), "\n"), want)
+	}
+	require.True(t, res.Check)
+	var names []string
+	for _, c := range res.Changes {
+		names = append(names, c.Task)
+		require.NotContains(t, c.Diff, "S3cr3t")
+	}
+	require.Equal(t, []string{"Create dirs", "Install files", "Would restart"}, names)
+
+	// A real run asks for neither.
+	in.Check, in.Tags, in.SkipTags = false, nil, nil
+	res, err = a.RunPlaybook(context.Background(), in)
+	require.NoError(t, err)
+	require.Empty(t, res.Changes)
+	args, _ = os.ReadFile(filepath.Join(bin, "args"))
+	require.NotContains(t, string(args), "--check")
+	require.NotContains(t, string(args), "--tags")
+}
+
+// A cancelled run (the workflow cancelled, the activity's deadline) kills ansible-playbook with the
+// processes it started, and is retryable: the playbooks are idempotent.
+func TestRunPlaybookCancelledKillsTheGroup(t *testing.T) {
+	a, bin := playbookRun(t, "", 0)
+	require.NoError(t, os.WriteFile(filepath.Join(bin, "hold"), nil, 0o644))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := a.RunPlaybook(ctx, runInput())
+		done <- err
+	}()
+	child := 0
+	require.Eventually(t, func() bool {
+		b, err := os.ReadFile(filepath.Join(bin, "child"))
+		if err != nil {
+			return false
+		}
+		child, err = strconv.Atoi(strings.TrimSpace(string(b)))
+		return err == nil
+	}, 10*time.Second, 10*time.Millisecond, "the stand-in started its child")
+	require.NoError(t, syscall.Kill(child, 0), "the child runs")
+	cancel()
+	err := <-done
+	require.ErrorIs(t, err, context.Canceled)
+	var app *temporal.ApplicationError
+	require.False(t, errors.As(err, &app) && app.NonRetryable(), "retryable: %v", err)
+	require.Eventually(t, func() bool { return syscall.Kill(child, 0) != nil }, 5*time.Second, 10*time.Millisecond,
+		"the playbook's children die with it")
+}
+
+// Run as an activity, a playbook heartbeats its progress while it runs and names the attempt on the
+// host's record.
+func TestRunPlaybookHeartbeats(t *testing.T) {
+	a, bin := playbookRun(t, `{"plays":[],"stats":{"edpm-compute-0":{"ok":1}}}`, 0)
+	require.NoError(t, os.WriteFile(filepath.Join(bin, "slow"), nil, 0o644))
+	a.HeartbeatInterval = 20 * time.Millisecond
+	env := (&testsuite.WorkflowTestSuite{}).NewTestActivityEnvironment()
+	var beats []PlaybookProgress
+	var mu sync.Mutex
+	env.SetOnActivityHeartbeatListener(func(_ *activity.Info, details converter.EncodedValues) {
+		var p PlaybookProgress
+		require.NoError(t, details.Get(&p))
+		mu.Lock()
+		beats = append(beats, p)
+		mu.Unlock()
+	})
+	env.RegisterActivity(a)
+	val, err := env.ExecuteActivity(a.RunPlaybook, runInput())
+	require.NoError(t, err)
+	var res PlaybookResult
+	require.NoError(t, val.Get(&res))
+	require.Equal(t, int32(1), res.Attempt)
+	mu.Lock()
+	defer mu.Unlock()
+	require.NotEmpty(t, beats, "heartbeats while the playbook ran")
+	require.Equal(t, "edpm-compute-0", beats[0].Host)
+	require.Equal(t, "nova-compute", beats[0].Step)
+	var vars map[string]any
+	raw, err := os.ReadFile(filepath.Join(bin, "vars.json"))
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(raw, &vars))
+	require.Equal(t, "default-test-workflow-id#1", vars["stackflow_run"], "the host's record names the workflow and attempt")
+}
+
+func TestExtractPlaybooks(t *testing.T) {
+	dir := t.TempDir()
+	got, err := ExtractPlaybooks(dir)
+	require.NoError(t, err)
+	require.Equal(t, dir, got)
+	v1, err := PlaybooksVersion(os.DirFS(dir))
+	require.NoError(t, err)
+	require.Len(t, v1, 12)
+	// The version is the content's: the same playbooks, the same version; one byte more, another.
+	shared, err := ExtractPlaybooks("")
+	require.NoError(t, err)
+	require.Equal(t, filepath.Join(os.TempDir(), "stackflow-playbooks-"+v1), shared)
+	again, err := ExtractPlaybooks("")
+	require.NoError(t, err)
+	require.Equal(t, shared, again)
+	books, err := filepath.Glob(filepath.Join(dir, "*.yml"))
+	require.NoError(t, err)
+	require.NotEmpty(t, books)
+	f, err := os.OpenFile(books[0], os.O_APPEND|os.O_WRONLY, 0)
+	require.NoError(t, err)
+	_, err = f.WriteString("\n")
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+	v2, err := PlaybooksVersion(os.DirFS(dir))
+	require.NoError(t, err)
+	require.NotEqual(t, v1, v2)
 }

@@ -114,7 +114,7 @@ const ErrComputeAPIMissing = "ComputeAPIMissing"
 // WaitComputeAPI succeeds once the catalog has a compute endpoint in the cloud's compute region, and
 // fails retryably before: a data plane deployed before its control plane waits for it.
 func (o *OpenStack) WaitComputeAPI(ctx context.Context, cloud CloudSecret) error {
-	_, err := o.clientsFor(ctx, cloud.Identity())
+	_, err := o.computeFor(ctx, cloud.Identity())
 	if errors.Is(err, errNoComputeAPI) {
 		region := cloud.ComputeRegion
 		if region == "" {
@@ -130,21 +130,21 @@ func (o *OpenStack) WaitComputeAPI(ctx context.Context, cloud CloudSecret) error
 // compute API (its Nova, and with it every service record, is gone or never was): there only the host's
 // resource provider is removed from Placement, unless allocations remain on it.
 func (o *OpenStack) DeleteComputeService(ctx context.Context, in ComputeHostInput) error {
-	c, err := o.regionClients(ctx, in.Cloud.Identity())
-	if err != nil {
-		return err
-	}
-	if c.compute == nil {
+	id := in.Cloud.Identity()
+	nova, err := o.computeFor(ctx, id)
+	if errors.Is(err, errNoComputeAPI) {
 		// nova-compute registers its resource provider in Placement without the API: one left behind
 		// would refuse the next compute of this name (409 on its provider).
-		activity.GetLogger(ctx).Info("no compute API in the catalog: no compute service to delete, only its resource provider", "host", in.Host, "region", in.Cloud.ComputeRegion)
-		pl, err := c.placementAPI()
+		logInfo(ctx, "no compute API in the catalog: no compute service to delete, only its resource provider", "host", in.Host, "region", in.Cloud.ComputeRegion)
+		placement, err := o.regionPlacementFor(ctx, id)
 		if err != nil {
 			return nil // no Placement either: nothing of the compute can be left
 		}
-		return removeProvider(ctx, gopherPlacement{pl}, nil, in.Host)
+		return removeProvider(ctx, placement, nil, in.Host)
 	}
-	nova := gopherCompute{c.compute}
+	if err != nil {
+		return err
+	}
 	svcs, err := nova.ComputeServices(ctx, in.Host)
 	if err != nil {
 		return classifyOS("list compute services of "+in.Host, err)
@@ -154,18 +154,13 @@ func (o *OpenStack) DeleteComputeService(ctx context.Context, in ComputeHostInpu
 			return classifyOS("delete compute service of "+in.Host, err)
 		}
 	}
-	return deleteProvider(ctx, c, in.Host)
-}
-
-// deleteProvider removes the host's resource provider from placement if Nova left it (Nova deletes it
-// with the service unless allocations remain; a provider left behind would block a later compute of the
-// same name, see providerCheck).
-func deleteProvider(ctx context.Context, c *osClients, name string) error {
-	pl, err := c.placementAPI()
+	// Nova deletes the provider with the service unless allocations remain; one left behind would block
+	// a later compute of the same name (see providerCheck).
+	placement, err := o.placementFor(ctx, id)
 	if err != nil {
 		return err
 	}
-	return removeProvider(ctx, gopherPlacement{pl}, gopherCompute{c.compute}, name)
+	return removeProvider(ctx, placement, nova, in.Host)
 }
 
 // removeProvider deletes the providers named name. Once the host's compute service is gone and no

@@ -2,10 +2,12 @@ package openstack
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/hypervisors"
+	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/servers"
 	svcs "github.com/gophercloud/gophercloud/v2/openstack/compute/v2/services"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/temporal"
@@ -163,4 +165,92 @@ func requireType(t *testing.T, err error, errType string) {
 	var app *temporal.ApplicationError
 	require.ErrorAs(t, err, &app)
 	require.Equal(t, errType, app.Type(), "%v", err)
+}
+
+// TestDeleteComputeService: the host's service records go, then the provider Nova left with them; what
+// is already gone is no error; an instance's allocations keep the provider.
+func TestDeleteComputeService(t *testing.T) {
+	in := ComputeHostInput{Cloud: hostCloud, Host: "c0"}
+	gone := httpErr(404, `{"itemNotFound": {"message": "not found"}}`)
+	for _, tc := range []struct {
+		name    string
+		expect  func(n *mock.MockComputeClientMockRecorder, p *mock.MockPlacementClientMockRecorder)
+		outcome string
+		errType string
+	}{
+		{"services deleted; Nova took the provider with them", func(n *mock.MockComputeClientMockRecorder, p *mock.MockPlacementClientMockRecorder) {
+			n.ComputeServices(gomock.Any(), "c0").Return([]svcs.Service{{ID: "svc-1"}, {ID: "svc-2"}}, nil)
+			n.DeleteService(gomock.Any(), "svc-1").Return(nil)
+			n.DeleteService(gomock.Any(), "svc-2").Return(gone)
+			p.Providers(gomock.Any(), "c0").Return(nil, nil)
+		}, "ok", ""},
+		{"a provider left with stale allocations: they go, then it does", func(n *mock.MockComputeClientMockRecorder, p *mock.MockPlacementClientMockRecorder) {
+			n.ComputeServices(gomock.Any(), "c0").Return(nil, nil)
+			p.Providers(gomock.Any(), "c0").Return([]string{"rp-1"}, nil)
+			p.Consumers(gomock.Any(), "rp-1").Return([]string{"vm-gone"}, nil)
+			n.GetServer(gomock.Any(), "vm-gone").Return(nil, gone)
+			p.DeleteAllocations(gomock.Any(), "vm-gone").Return(nil)
+			p.DeleteProvider(gomock.Any(), "rp-1").Return(nil)
+		}, "ok", ""},
+		{"an instance still allocated there: the provider stays, retried", func(n *mock.MockComputeClientMockRecorder, p *mock.MockPlacementClientMockRecorder) {
+			n.ComputeServices(gomock.Any(), "c0").Return(nil, nil)
+			p.Providers(gomock.Any(), "c0").Return([]string{"rp-1"}, nil)
+			p.Consumers(gomock.Any(), "rp-1").Return([]string{"vm-1"}, nil)
+			n.GetServer(gomock.Any(), "vm-1").Return(&servers.Server{ID: "vm-1"}, nil)
+		}, "retryable", ErrInstancesOnHost},
+		{"Nova refuses the delete: permanent", func(n *mock.MockComputeClientMockRecorder, _ *mock.MockPlacementClientMockRecorder) {
+			n.ComputeServices(gomock.Any(), "c0").Return([]svcs.Service{{ID: "svc-1"}}, nil)
+			n.DeleteService(gomock.Any(), "svc-1").Return(httpErr(403, `{"forbidden": {"message": "Policy doesn't allow"}}`))
+		}, "permanent", ErrOSForbidden},
+		{"Nova unavailable: retried", func(n *mock.MockComputeClientMockRecorder, _ *mock.MockPlacementClientMockRecorder) {
+			n.ComputeServices(gomock.Any(), "c0").Return(nil, httpErr(503, "unavailable"))
+		}, "retryable", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o, n, p := withNovaPlacement(t, hostCloud.Identity())
+			tc.expect(n.EXPECT(), p.EXPECT())
+			err := o.DeleteComputeService(context.Background(), in)
+			requireOutcome(t, err, tc.outcome, tc.errType)
+			if tc.outcome == "retryable" && tc.errType != "" {
+				requireType(t, err, tc.errType)
+			}
+		})
+	}
+	t.Run("a region with no compute API: only its provider is removed", func(t *testing.T) {
+		ctl := gomock.NewController(t)
+		p := mock.NewMockPlacementClient(ctl)
+		o := &OpenStack{
+			compute: func(context.Context, Identity) (ComputeClient, error) {
+				return nil, fmt.Errorf("region r2: %w", errNoComputeAPI)
+			},
+			placement: func(context.Context, Identity) (PlacementClient, error) { return p, nil },
+		}
+		p.EXPECT().Providers(gomock.Any(), "c0").Return([]string{"rp-1"}, nil)
+		// No Nova to ask about a consumer: its allocations stay, and so does the provider.
+		p.EXPECT().Consumers(gomock.Any(), "rp-1").Return([]string{"vm-1"}, nil)
+		requireType(t, o.DeleteComputeService(context.Background(), in), ErrInstancesOnHost)
+
+		p.EXPECT().Providers(gomock.Any(), "c0").Return([]string{"rp-1"}, nil)
+		p.EXPECT().Consumers(gomock.Any(), "rp-1").Return(nil, nil)
+		p.EXPECT().DeleteProvider(gomock.Any(), "rp-1").Return(nil)
+		require.NoError(t, o.DeleteComputeService(context.Background(), in))
+	})
+}
+
+func TestWaitComputeAPI(t *testing.T) {
+	cloud := CloudSecret{Namespace: "ns", Name: "cloud", ComputeRegion: "r2"}
+	missing := &OpenStack{compute: func(context.Context, Identity) (ComputeClient, error) {
+		return nil, fmt.Errorf("region r2: %w", errNoComputeAPI)
+	}}
+	err := missing.WaitComputeAPI(context.Background(), cloud)
+	requireOutcome(t, err, "retryable", "")
+	requireType(t, err, ErrComputeAPIMissing)
+	require.Contains(t, err.Error(), "region r2")
+
+	there := &OpenStack{compute: func(context.Context, Identity) (ComputeClient, error) { return nil, nil }}
+	require.NoError(t, there.WaitComputeAPI(context.Background(), cloud))
+
+	noSecret := temporal.NewNonRetryableApplicationError("identity Secret ns/cloud not found", ErrOSCredentials, nil)
+	broken := &OpenStack{compute: func(context.Context, Identity) (ComputeClient, error) { return nil, noSecret }}
+	requireOutcome(t, broken.WaitComputeAPI(context.Background(), cloud), "permanent", ErrOSCredentials)
 }

@@ -40,6 +40,23 @@ func (o *OpenStack) placementFor(ctx context.Context, id Identity) (PlacementCli
 	return gopherPlacement{pl}, nil
 }
 
+// regionPlacementFor is placementFor in a region that may have no compute API (what is left of a compute
+// there is removed without Nova).
+func (o *OpenStack) regionPlacementFor(ctx context.Context, id Identity) (PlacementClient, error) {
+	if o.placement != nil {
+		return o.placement(ctx, id)
+	}
+	c, err := o.regionClients(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	pl, err := c.placementAPI()
+	if err != nil {
+		return nil, err
+	}
+	return gopherPlacement{pl}, nil
+}
+
 // gopherPlacement is PlacementClient on gophercloud.
 type gopherPlacement struct{ pl *gophercloud.ServiceClient }
 
