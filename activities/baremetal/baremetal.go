@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/gophercloud/gophercloud/v2"
-	"github.com/gophercloud/gophercloud/v2/openstack/baremetal/v1/nodes"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
@@ -112,7 +111,7 @@ func (i *Ironic) ProvisionBaremetal(ctx context.Context, in ProvisionInput) (*Re
 					props[k] = v
 				}
 			}
-			node, err = ironic.CreateNode(ctx, nodes.CreateOpts{Name: in.Name, Driver: in.Driver, Properties: props})
+			node, err = ironic.CreateNode(ctx, NodeCreateOpts{Name: in.Name, Driver: in.Driver, Properties: props})
 			if err != nil {
 				return nil, openstack.Classify("enroll Ironic node "+in.Name, err)
 			}
@@ -146,7 +145,7 @@ func (i *Ironic) ProvisionBaremetal(ctx context.Context, in ProvisionInput) (*Re
 				}
 				continue
 			}
-			if step.target == nodes.TargetActive {
+			if step.target == TargetActive {
 				if err := setImage(ctx, ironic, node, imageID); err != nil {
 					return nil, err
 				}
@@ -164,7 +163,7 @@ func (i *Ironic) ProvisionBaremetal(ctx context.Context, in ProvisionInput) (*Re
 // it waits for Ironic to move the node on.
 type ironicStep struct {
 	done, failed, delete bool
-	target               nodes.TargetProvisionState
+	target               TargetProvisionState
 }
 
 // provisionStep is Ironic's provisioning state machine as stackflow walks it to active: enroll →
@@ -175,16 +174,16 @@ func provisionStep(state, transition string) ironicStep {
 	if transition != "" {
 		return ironicStep{}
 	}
-	switch nodes.ProvisionState(state) {
-	case nodes.Active:
+	switch ProvisionState(state) {
+	case StateActive:
 		return ironicStep{done: true}
-	case nodes.Enroll:
-		return ironicStep{target: nodes.TargetManage}
-	case nodes.Manageable:
-		return ironicStep{target: nodes.TargetProvide}
-	case nodes.Available:
-		return ironicStep{target: nodes.TargetActive}
-	case nodes.DeployFail, nodes.CleanFail, nodes.Error, nodes.InspectFail, nodes.AdoptFail:
+	case StateEnroll:
+		return ironicStep{target: TargetManage}
+	case StateManageable:
+		return ironicStep{target: TargetProvide}
+	case StateAvailable:
+		return ironicStep{target: TargetActive}
+	case StateDeployFail, StateCleanFail, StateError, StateInspectFail, StateAdoptFail:
 		return ironicStep{failed: true}
 	}
 	return ironicStep{}
@@ -197,10 +196,10 @@ func deprovisionStep(state, transition string, del bool) ironicStep {
 	if transition != "" {
 		return ironicStep{}
 	}
-	switch nodes.ProvisionState(state) {
-	case nodes.Active, nodes.DeployFail, nodes.Error:
-		return ironicStep{target: nodes.TargetDeleted}
-	case nodes.Available, nodes.Manageable, nodes.Enroll:
+	switch ProvisionState(state) {
+	case StateActive, StateDeployFail, StateError:
+		return ironicStep{target: TargetDeleted}
+	case StateAvailable, StateManageable, StateEnroll:
 		return ironicStep{done: !del, delete: del}
 	}
 	return ironicStep{}
@@ -260,7 +259,7 @@ func (i *Ironic) DeprovisionBaremetal(ctx context.Context, in DeprovisionInput) 
 	return err
 }
 
-func setImage(ctx context.Context, ironic Client, node *nodes.Node, imageID string) error {
+func setImage(ctx context.Context, ironic Client, node *Node, imageID string) error {
 	if node.InstanceInfo["image_source"] == imageID {
 		return nil
 	}
@@ -270,9 +269,9 @@ func setImage(ctx context.Context, ironic Client, node *nodes.Node, imageID stri
 			rootGB = n
 		}
 	}
-	err := ironic.UpdateNode(ctx, node.UUID, nodes.UpdateOpts{
-		nodes.UpdateOperation{Op: nodes.AddOp, Path: "/instance_info/image_source", Value: imageID},
-		nodes.UpdateOperation{Op: nodes.AddOp, Path: "/instance_info/root_gb", Value: rootGB},
+	err := ironic.UpdateNode(ctx, node.UUID, NodeUpdateOpts{
+		NodeUpdateOperation{Op: AddOp, Path: "/instance_info/image_source", Value: imageID},
+		NodeUpdateOperation{Op: AddOp, Path: "/instance_info/root_gb", Value: rootGB},
 	})
 	if err != nil {
 		return openstack.Classify("set the image of Ironic node "+node.Name, err)

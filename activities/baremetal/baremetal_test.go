@@ -6,8 +6,6 @@ import (
 	"time"
 
 	"github.com/gophercloud/gophercloud/v2"
-	"github.com/gophercloud/gophercloud/v2/openstack/baremetal/v1/nodes"
-	"github.com/gophercloud/gophercloud/v2/openstack/image/v2/images"
 	"github.com/stretchr/testify/require"
 
 	"github.com/stackflow/stackflow/activities/internal/outcome"
@@ -23,12 +21,12 @@ func TestProvisionStep(t *testing.T) {
 		state, transition string
 		want              ironicStep
 	}{
-		{"enroll", "", ironicStep{target: nodes.TargetManage}},
+		{"enroll", "", ironicStep{target: TargetManage}},
 		{"verifying", "manageable", ironicStep{}},
-		{"manageable", "", ironicStep{target: nodes.TargetProvide}},
+		{"manageable", "", ironicStep{target: TargetProvide}},
 		{"cleaning", "available", ironicStep{}},
 		{"clean wait", "available", ironicStep{}},
-		{"available", "", ironicStep{target: nodes.TargetActive}},
+		{"available", "", ironicStep{target: TargetActive}},
 		{"deploying", "active", ironicStep{}},
 		{"wait call-back", "active", ironicStep{}},
 		{"active", "", ironicStep{done: true}},
@@ -51,9 +49,9 @@ func TestDeprovisionStep(t *testing.T) {
 		del               bool
 		want              ironicStep
 	}{
-		{"active", "", false, ironicStep{target: nodes.TargetDeleted}},
-		{"deploy failed", "", true, ironicStep{target: nodes.TargetDeleted}},
-		{"error", "", false, ironicStep{target: nodes.TargetDeleted}},
+		{"active", "", false, ironicStep{target: TargetDeleted}},
+		{"deploy failed", "", true, ironicStep{target: TargetDeleted}},
+		{"error", "", false, ironicStep{target: TargetDeleted}},
 		{"deleting", "available", true, ironicStep{}},
 		{"cleaning", "available", true, ironicStep{}},
 		{"available", "", false, ironicStep{done: true}},
@@ -69,8 +67,8 @@ func TestDeprovisionStep(t *testing.T) {
 }
 
 // ironicNode is a node as Ironic shows it.
-func ironicNode(state, target string) *nodes.Node {
-	return &nodes.Node{UUID: "n-1", Name: "edpm-0", ProvisionState: state, TargetProvisionState: target,
+func ironicNode(state, target string) *Node {
+	return &Node{UUID: "n-1", Name: "edpm-0", ProvisionState: state, TargetProvisionState: target,
 		Properties: map[string]any{"local_gb": 10}, InstanceInfo: map[string]any{}}
 }
 
@@ -101,9 +99,9 @@ func TestProvisionBaremetal(t *testing.T) {
 	cloud := openstack.CloudSecret{Namespace: "ns", Name: "cloud"}
 	in := ProvisionInput{Cloud: cloud, Name: "edpm-0", Driver: "fake-hardware", Image: "debian", Properties: map[string]string{"local_gb": "10", "cpu_arch": "x86_64"}}
 	gone := httpErr(404, `{"error_message": "{\"faultstring\": \"Node edpm-0 could not be found.\"}"}`)
-	imageSet := nodes.UpdateOpts{
-		nodes.UpdateOperation{Op: nodes.AddOp, Path: "/instance_info/image_source", Value: "img-1"},
-		nodes.UpdateOperation{Op: nodes.AddOp, Path: "/instance_info/root_gb", Value: 10},
+	imageSet := NodeUpdateOpts{
+		NodeUpdateOperation{Op: AddOp, Path: "/instance_info/image_source", Value: "img-1"},
+		NodeUpdateOperation{Op: AddOp, Path: "/instance_info/root_gb", Value: 10},
 	}
 	for _, tc := range []struct {
 		name     string
@@ -114,18 +112,18 @@ func TestProvisionBaremetal(t *testing.T) {
 	}{
 		{"enrolled and walked to active", func(i *mock.MockClientMockRecorder) {
 			i.GetNode(gomock.Any(), "edpm-0").Return(nil, gone)
-			i.CreateNode(gomock.Any(), nodes.CreateOpts{Name: "edpm-0", Driver: "fake-hardware", Properties: map[string]any{"local_gb": 10, "cpu_arch": "x86_64"}}).
+			i.CreateNode(gomock.Any(), NodeCreateOpts{Name: "edpm-0", Driver: "fake-hardware", Properties: map[string]any{"local_gb": 10, "cpu_arch": "x86_64"}}).
 				Return(ironicNode("enroll", ""), nil)
 			gomock.InOrder(
 				i.GetNode(gomock.Any(), "n-1").Return(ironicNode("enroll", ""), nil),
-				i.ChangeProvisionState(gomock.Any(), "n-1", nodes.TargetManage).Return(nil),
+				i.ChangeProvisionState(gomock.Any(), "n-1", TargetManage).Return(nil),
 				i.GetNode(gomock.Any(), "n-1").Return(ironicNode("verifying", "manageable"), nil),
 				i.GetNode(gomock.Any(), "n-1").Return(ironicNode("manageable", ""), nil),
-				i.ChangeProvisionState(gomock.Any(), "n-1", nodes.TargetProvide).Return(nil),
+				i.ChangeProvisionState(gomock.Any(), "n-1", TargetProvide).Return(nil),
 				i.GetNode(gomock.Any(), "n-1").Return(ironicNode("cleaning", "available"), nil),
 				i.GetNode(gomock.Any(), "n-1").Return(ironicNode("available", ""), nil),
 				i.UpdateNode(gomock.Any(), "n-1", imageSet).Return(nil),
-				i.ChangeProvisionState(gomock.Any(), "n-1", nodes.TargetActive).Return(nil),
+				i.ChangeProvisionState(gomock.Any(), "n-1", TargetActive).Return(nil),
 				i.GetNode(gomock.Any(), "n-1").Return(ironicNode("deploying", "active"), nil),
 				i.GetNode(gomock.Any(), "n-1").Return(ironicNode("active", ""), nil),
 			)
@@ -141,7 +139,7 @@ func TestProvisionBaremetal(t *testing.T) {
 			i.GetNode(gomock.Any(), "edpm-0").Return(ironicNode("manageable", ""), nil)
 			gomock.InOrder(
 				i.GetNode(gomock.Any(), "n-1").Return(ironicNode("manageable", ""), nil),
-				i.ChangeProvisionState(gomock.Any(), "n-1", nodes.TargetProvide).Return(httpErr(409, `{"error_message": "Node n-1 is locked by host conductor-0"}`)),
+				i.ChangeProvisionState(gomock.Any(), "n-1", TargetProvide).Return(httpErr(409, `{"error_message": "Node n-1 is locked by host conductor-0"}`)),
 				i.GetNode(gomock.Any(), "n-1").Return(ironicNode("active", ""), nil),
 			)
 		}, "ok", "", false},
@@ -162,7 +160,7 @@ func TestProvisionBaremetal(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			o, ironic, glance := withIronic(t, cloud.Identity())
 			glance.EXPECT().GetImage(gomock.Any(), "debian").Return(nil, httpErr(404, "404 Not Found")).AnyTimes()
-			glance.EXPECT().ListImages(gomock.Any(), images.ListOpts{Name: "debian"}).Return([]images.Image{{ID: "img-1"}}, nil).AnyTimes()
+			glance.EXPECT().ListImages(gomock.Any(), openstack.ImageListOpts{Name: "debian"}).Return([]openstack.Image{{ID: "img-1"}}, nil).AnyTimes()
 			tc.expect(ironic.EXPECT())
 			res, err := o.ProvisionBaremetal(context.Background(), in)
 			requireOutcome(t, err, tc.outcome, tc.errType)
@@ -188,7 +186,7 @@ func TestDeprovisionBaremetal(t *testing.T) {
 		{"undeployed, then deleted (stackflow enrolled it)", true, func(i *mock.MockClientMockRecorder) {
 			gomock.InOrder(
 				i.GetNode(gomock.Any(), "n-1").Return(ironicNode("active", ""), nil),
-				i.ChangeProvisionState(gomock.Any(), "n-1", nodes.TargetDeleted).Return(nil),
+				i.ChangeProvisionState(gomock.Any(), "n-1", TargetDeleted).Return(nil),
 				i.GetNode(gomock.Any(), "n-1").Return(ironicNode("cleaning", "available"), nil),
 				i.GetNode(gomock.Any(), "n-1").Return(ironicNode("available", ""), nil),
 				i.DeleteNode(gomock.Any(), "n-1").Return(nil),
@@ -197,7 +195,7 @@ func TestDeprovisionBaremetal(t *testing.T) {
 		{"undeployed and kept (adopted, not ours to delete)", false, func(i *mock.MockClientMockRecorder) {
 			gomock.InOrder(
 				i.GetNode(gomock.Any(), "n-1").Return(ironicNode("active", ""), nil),
-				i.ChangeProvisionState(gomock.Any(), "n-1", nodes.TargetDeleted).Return(nil),
+				i.ChangeProvisionState(gomock.Any(), "n-1", TargetDeleted).Return(nil),
 				i.GetNode(gomock.Any(), "n-1").Return(ironicNode("available", ""), nil),
 			)
 		}, "ok"},

@@ -44,3 +44,32 @@ func (g gopherClient) ChangeProvisionState(ctx context.Context, id string, targe
 func (g gopherClient) DeleteNode(ctx context.Context, id string) error {
 	return nodes.Delete(ctx, g.c, id).ExtractErr()
 }
+
+// The gophercloud types the activities use, under stackflow's names: this file is the only one of the
+// package that imports the service's gophercloud packages (TestServiceTypesBehindClients).
+type (
+	Node                 = nodes.Node
+	NodeCreateOpts       = nodes.CreateOpts
+	NodeUpdateOperation  = nodes.UpdateOperation
+	NodeUpdateOpts       = nodes.UpdateOpts
+	ProvisionState       = nodes.ProvisionState
+	TargetProvisionState = nodes.TargetProvisionState
+)
+
+// Their constants, likewise.
+const (
+	AddOp            = nodes.AddOp
+	StateActive      = nodes.Active
+	StateAdoptFail   = nodes.AdoptFail
+	StateAvailable   = nodes.Available
+	StateCleanFail   = nodes.CleanFail
+	StateDeployFail  = nodes.DeployFail
+	StateEnroll      = nodes.Enroll
+	StateError       = nodes.Error
+	StateInspectFail = nodes.InspectFail
+	StateManageable  = nodes.Manageable
+	TargetActive     = nodes.TargetActive
+	TargetDeleted    = nodes.TargetDeleted
+	TargetManage     = nodes.TargetManage
+	TargetProvide    = nodes.TargetProvide
+)

@@ -6,8 +6,6 @@ import (
 	"time"
 
 	"github.com/stackflow/stackflow/activities/internal/heartbeat"
-
-	"github.com/gophercloud/gophercloud/v2/openstack/blockstorage/v3/volumes"
 	"go.temporal.io/sdk/temporal"
 )
 
@@ -39,7 +37,7 @@ func (o *OpenStack) EnsureVolume(ctx context.Context, in VolumeInput) (*VolumeIn
 		if err != nil {
 			return nil, err
 		}
-		all, err := cinder.ListVolumes(ctx, volumes.ListOpts{Name: in.Name, Metadata: in.Marker.Metadata()})
+		all, err := cinder.ListVolumes(ctx, VolumeListOpts{Name: in.Name, Metadata: in.Marker.Metadata()})
 		if err != nil {
 			return nil, classifyOS("list volumes named "+in.Name, err)
 		}
@@ -47,7 +45,7 @@ func (o *OpenStack) EnsureVolume(ctx context.Context, in VolumeInput) (*VolumeIn
 		if len(all) > 0 {
 			info.ID, info.Adopted = all[0].ID, true
 		} else {
-			v, err := cinder.CreateVolume(ctx, volumes.CreateOpts{Name: in.Name, Size: in.SizeGiB, VolumeType: in.Type,
+			v, err := cinder.CreateVolume(ctx, VolumeCreateOpts{Name: in.Name, Size: in.SizeGiB, VolumeType: in.Type,
 				AvailabilityZone: in.AvailabilityZone, ImageID: in.ImageID, Metadata: in.Marker.Metadata(),
 				Description: in.Marker.Description()})
 			if err != nil {

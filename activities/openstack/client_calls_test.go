@@ -47,6 +47,82 @@ func TestServiceCallsBehindClients(t *testing.T) {
 	require.NoError(t, err)
 }
 
+// TestServiceTypesBehindClients: no file of activities/ (tests included) but the client implementations
+// (*_client.go, their tests, the factory clients.go) and the generated mocks imports a gophercloud
+// service package; the types the activities use are declared in the client files under stackflow's
+// names (Server, Port, Node, …), so what the activities depend on of gophercloud is stated in one place
+// per service. The clouds.yaml parser (openstack/config) is no service.
+func TestServiceTypesBehindClients(t *testing.T) {
+	root := ".."
+	err := filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") {
+			return err
+		}
+		rel, _ := filepath.Rel(root, path)
+		rel = filepath.ToSlash(rel)
+		if clientFile(rel) {
+			return nil
+		}
+		imps, err := serviceImports(path)
+		if err != nil {
+			return err
+		}
+		if len(imps) > 0 {
+			t.Errorf("%s imports gophercloud's service packages outside a client implementation: %s (name the types in the service's *_client.go)",
+				rel, strings.Join(imps, ", "))
+		}
+		return nil
+	})
+	require.NoError(t, err)
+}
+
+// clientFile says whether a file of activities/ (slash-separated, relative) belongs to a client
+// implementation: the only files that may import gophercloud's service packages.
+func clientFile(rel string) bool {
+	base := filepath.Base(rel)
+	return strings.HasSuffix(base, "_client.go") || strings.HasSuffix(base, "_client_test.go") ||
+		rel == "openstack/clients.go" || rel == "openstack/client_calls_test.go" || strings.Contains(rel, "/mock/")
+}
+
+// serviceImports lists the gophercloud service packages a file imports.
+func serviceImports(path string) ([]string, error) {
+	f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.ImportsOnly)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, imp := range f.Imports {
+		p, _ := strconv.Unquote(imp.Path.Value)
+		rest, ok := strings.CutPrefix(p, gophercloudServices+"/")
+		if ok && rest != "config" && !strings.HasPrefix(rest, "config/") {
+			out = append(out, rest)
+		}
+	}
+	return out, nil
+}
+
+func TestServiceImportsFound(t *testing.T) {
+	dir := t.TempDir()
+	src := filepath.Join(dir, "x_test.go")
+	require.NoError(t, os.WriteFile(src, []byte(`package x
+import (
+	"github.com/gophercloud/gophercloud/v2"
+	"github.com/gophercloud/gophercloud/v2/openstack/config/clouds"
+	nets "github.com/gophercloud/gophercloud/v2/openstack/networking/v2/networks"
+)
+var _ gophercloud.ErrResourceNotFound
+var _ clouds.Clouds
+var _ nets.Network
+`), 0o644))
+	imps, err := serviceImports(src)
+	require.NoError(t, err)
+	require.Equal(t, []string{"networking/v2/networks"}, imps, "a renamed service import is found; gophercloud's core and the clouds.yaml parser are not services")
+	for rel, want := range map[string]bool{"openstack/compute.go": false, "openstack/compute_client.go": true, "openstack/network_client_test.go": true,
+		"baremetal/ironic_client.go": true, "openstack/mock/compute.go": true, "openstack/compute_test.go": false, "openstack/clients.go": true} {
+		require.Equal(t, want, clientFile(rel), rel)
+	}
+}
+
 // serviceCalls lists the calls a file makes into gophercloud's OpenStack packages (pkg.Func); a
 // conversion to one of their types (nodes.ProvisionState(s)) is not a call. The packages' sources tell
 // the two apart.

@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"github.com/gophercloud/gophercloud/v2"
-	"github.com/gophercloud/gophercloud/v2/openstack/image/v2/images"
 
 	"go.temporal.io/sdk/temporal"
 )
@@ -57,7 +56,7 @@ func ResolveImageID(ctx context.Context, glance ImageClient, ref string) (string
 	if img, err := glance.GetImage(ctx, ref); err == nil {
 		return img.ID, nil
 	}
-	found, err := glance.ListImages(ctx, images.ListOpts{Name: ref})
+	found, err := glance.ListImages(ctx, ImageListOpts{Name: ref})
 	if err != nil {
 		return "", classifyOS("list images named "+ref, err)
 	}

@@ -14,8 +14,6 @@ import (
 	"github.com/stackflow/stackflow/activities/kube"
 
 	"github.com/gophercloud/gophercloud/v2"
-	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/keypairs"
-	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/servers"
 	"go.temporal.io/sdk/activity"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -280,7 +278,7 @@ func (o *OpenStack) EnsureServer(ctx context.Context, in ServerInput) (*ServerIn
 		if s, err := o.adoptServer(ctx, nova, in, wait); err != nil || s != nil {
 			return s, err
 		}
-		opts := servers.CreateOpts{Name: in.Name, FlavorRef: in.FlavorID, AvailabilityZone: in.AZ, ConfigDrive: in.ConfigDrive,
+		opts := ServerCreateOpts{Name: in.Name, FlavorRef: in.FlavorID, AvailabilityZone: in.AZ, ConfigDrive: in.ConfigDrive,
 			Tags: union(in.Marker.Tags(), in.Tags), Metadata: map[string]string{}}
 		for k, v := range in.Metadata {
 			opts.Metadata[k] = v
@@ -288,27 +286,27 @@ func (o *OpenStack) EnsureServer(ctx context.Context, in ServerInput) (*ServerIn
 		for k, v := range in.Marker.Metadata() {
 			opts.Metadata[k] = v
 		}
-		var nets []servers.Network
+		var nets []ServerNetwork
 		for _, p := range in.PortIDs {
-			nets = append(nets, servers.Network{Port: p})
+			nets = append(nets, ServerNetwork{Port: p})
 		}
 		opts.Networks = nets
 		if in.RootVolumeID != "" {
-			opts.BlockDevice = append(opts.BlockDevice, servers.BlockDevice{SourceType: servers.SourceVolume, DestinationType: servers.DestinationVolume,
+			opts.BlockDevice = append(opts.BlockDevice, BlockDevice{SourceType: SourceVolume, DestinationType: DestinationVolume,
 				UUID: in.RootVolumeID, BootIndex: 0})
 		} else {
 			opts.ImageRef = in.ImageID
 			if len(in.Volumes)+len(in.Ephemeral) > 0 {
-				opts.BlockDevice = append(opts.BlockDevice, servers.BlockDevice{SourceType: servers.SourceImage, DestinationType: servers.DestinationLocal,
+				opts.BlockDevice = append(opts.BlockDevice, BlockDevice{SourceType: SourceImage, DestinationType: DestinationLocal,
 					UUID: in.ImageID, BootIndex: 0, DeleteOnTermination: true})
 			}
 		}
 		for _, v := range in.Volumes {
-			opts.BlockDevice = append(opts.BlockDevice, servers.BlockDevice{SourceType: servers.SourceVolume, DestinationType: servers.DestinationVolume,
+			opts.BlockDevice = append(opts.BlockDevice, BlockDevice{SourceType: SourceVolume, DestinationType: DestinationVolume,
 				UUID: v.ID, BootIndex: -1, Tag: v.Name})
 		}
 		for _, e := range in.Ephemeral {
-			opts.BlockDevice = append(opts.BlockDevice, servers.BlockDevice{SourceType: servers.SourceBlank, DestinationType: servers.DestinationLocal,
+			opts.BlockDevice = append(opts.BlockDevice, BlockDevice{SourceType: SourceBlank, DestinationType: DestinationLocal,
 				VolumeSize: e.SizeGiB, BootIndex: -1, DeleteOnTermination: true, Tag: e.Name})
 		}
 		if in.UserDataSecret != "" {
@@ -321,13 +319,13 @@ func (o *OpenStack) EnsureServer(ctx context.Context, in ServerInput) (*ServerIn
 			}
 			opts.UserData = sec.Data[UserDataKey]
 		}
-		var builder servers.CreateOptsBuilder = opts
+		var builder ServerCreateOptsBuilder = opts
 		if in.KeyName != "" {
-			builder = keypairs.CreateOptsExt{CreateOptsBuilder: opts, KeyName: in.KeyName}
+			builder = KeyPairCreateOpts{CreateOptsBuilder: opts, KeyName: in.KeyName}
 		}
-		var hints servers.SchedulerHintOptsBuilder
+		var hints SchedulerHintOptsBuilder
 		if in.ServerGroupID != "" {
-			hints = servers.SchedulerHintOpts{Group: in.ServerGroupID}
+			hints = SchedulerHintOpts{Group: in.ServerGroupID}
 		}
 		s, err := nova.CreateServer(ctx, builder, hints)
 		if err != nil {
@@ -376,8 +374,8 @@ func (o *OpenStack) adoptServer(ctx context.Context, nova ComputeClient, in Serv
 }
 
 // findServer finds the live server with this name carrying the marker's tags.
-func findServer(ctx context.Context, nova ComputeClient, name string, m Marker) (*servers.Server, error) {
-	all, err := nova.ListServers(ctx, servers.ListOpts{Name: "^" + regexp.QuoteMeta(name) + "$", Tags: strings.Join(m.Tags(), ",")})
+func findServer(ctx context.Context, nova ComputeClient, name string, m Marker) (*Server, error) {
+	all, err := nova.ListServers(ctx, ServerListOpts{Name: "^" + regexp.QuoteMeta(name) + "$", Tags: strings.Join(m.Tags(), ",")})
 	if err != nil {
 		return nil, classifyOS("list servers named "+name, err)
 	}
@@ -389,7 +387,7 @@ func findServer(ctx context.Context, nova ComputeClient, name string, m Marker) 
 	return nil, nil
 }
 
-func serverInfo(s *servers.Server) *ServerInfo {
+func serverInfo(s *Server) *ServerInfo {
 	info := &ServerInfo{ID: s.ID, Name: s.Name, Status: s.Status, Addresses: serverAddresses(s)}
 	if s.Fault.Message != "" {
 		info.Fault = s.Fault.Message
@@ -401,7 +399,7 @@ func serverInfo(s *servers.Server) *ServerInfo {
 }
 
 // serverAddresses lists a server's addresses in a stable order: by network name, then as Nova lists them.
-func serverAddresses(s *servers.Server) []Address {
+func serverAddresses(s *Server) []Address {
 	var out []Address
 	nets := make([]string, 0, len(s.Addresses))
 	for n := range s.Addresses {

@@ -10,6 +10,7 @@ import (
 	"github.com/gophercloud/gophercloud/v2/openstack"
 	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/flavors"
 	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/hypervisors"
+	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/keypairs"
 	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/migrations"
 	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/servergroups"
 	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/servers"
@@ -192,3 +193,35 @@ func (g gopherCompute) ShowHypervisorServers(ctx context.Context, id string) err
 	_, err := g.c.Get(ctx, g.c.ServiceURL("os-hypervisors", id)+"?with_servers=true", &body, nil)
 	return err
 }
+
+// The gophercloud types the activities use, under stackflow's names: this file is the only one of the
+// package that imports the service's gophercloud packages (TestServiceTypesBehindClients).
+type (
+	BlockDevice              = servers.BlockDevice
+	FlavorCreateOpts         = flavors.CreateOpts
+	Hypervisor               = hypervisors.Hypervisor
+	KeyPairCreateOpts        = keypairs.CreateOptsExt
+	Migration                = migrations.Migration
+	NovaFlavor               = flavors.Flavor
+	NovaService              = services.Service
+	NovaServiceUpdateOpts    = services.UpdateOpts
+	SchedulerHintOpts        = servers.SchedulerHintOpts
+	SchedulerHintOptsBuilder = servers.SchedulerHintOptsBuilder
+	Server                   = servers.Server
+	ServerCreateOpts         = servers.CreateOpts
+	ServerCreateOptsBuilder  = servers.CreateOptsBuilder
+	ServerGroup              = servergroups.ServerGroup
+	ServerListOpts           = servers.ListOpts
+	ServerNetwork            = servers.Network
+)
+
+// Their constants, likewise.
+const (
+	DestinationLocal  = servers.DestinationLocal
+	DestinationVolume = servers.DestinationVolume
+	ServiceDisabled   = services.ServiceDisabled
+	ServiceEnabled    = services.ServiceEnabled
+	SourceBlank       = servers.SourceBlank
+	SourceImage       = servers.SourceImage
+	SourceVolume      = servers.SourceVolume
+)

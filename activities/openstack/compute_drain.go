@@ -12,8 +12,6 @@ import (
 	"github.com/stackflow/stackflow/activities/internal/heartbeat"
 
 	"github.com/gophercloud/gophercloud/v2"
-	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/servers"
-	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/services"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 )
@@ -105,12 +103,12 @@ func (o *OpenStack) SetComputeService(ctx context.Context, in ServiceStateInput)
 	if err != nil {
 		return nil, err
 	}
-	want := services.ServiceDisabled
+	want := ServiceDisabled
 	if in.Enabled {
-		want = services.ServiceEnabled
+		want = ServiceEnabled
 	}
 	if svc.Status != string(want) {
-		opts := services.UpdateOpts{Status: want}
+		opts := NovaServiceUpdateOpts{Status: want}
 		if !in.Enabled {
 			opts.DisabledReason = in.Reason
 		}
@@ -384,12 +382,12 @@ func (o *OpenStack) readComputeNode(ctx context.Context, id Identity, host strin
 	return st, nil
 }
 
-func stateOf(svc *services.Service) *ComputeNodeState {
+func stateOf(svc *NovaService) *ComputeNodeState {
 	return &ComputeNodeState{ServiceID: svc.ID, Status: svc.Status, DisabledReason: svc.DisabledReason, State: svc.State, UpdatedAt: svc.UpdatedAt}
 }
 
 // computeService is the host's nova-compute service record.
-func computeService(ctx context.Context, nova ComputeClient, host string) (*services.Service, error) {
+func computeService(ctx context.Context, nova ComputeClient, host string) (*NovaService, error) {
 	svcs, err := nova.ComputeServices(ctx, host)
 	if err != nil {
 		return nil, classifyOS("list compute services of "+host, err)
@@ -434,8 +432,8 @@ func versionClasses(ctx context.Context, placement PlacementClient, provider str
 }
 
 // serversOn lists the instances on host, of every project.
-func serversOn(ctx context.Context, nova ComputeClient, host string) ([]servers.Server, error) {
-	list, err := nova.ListServers(ctx, servers.ListOpts{AllTenants: true, Host: host})
+func serversOn(ctx context.Context, nova ComputeClient, host string) ([]Server, error) {
+	list, err := nova.ListServers(ctx, ServerListOpts{AllTenants: true, Host: host})
 	if err != nil {
 		return nil, classifyOS("list instances on "+host, err)
 	}

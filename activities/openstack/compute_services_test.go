@@ -3,15 +3,11 @@ package openstack
 import (
 	"context"
 	"fmt"
-	"testing"
-	"time"
-
-	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/hypervisors"
-	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/servers"
-	svcs "github.com/gophercloud/gophercloud/v2/openstack/compute/v2/services"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/temporal"
 	"go.uber.org/mock/gomock"
+	"testing"
+	"time"
 
 	"github.com/stackflow/stackflow/activities/openstack/mock"
 )
@@ -27,8 +23,8 @@ func withNovaPlacement(t *testing.T, id Identity) (*OpenStack, *mock.MockCompute
 	}, nova, placement
 }
 
-func hypervisor(id, name string) hypervisors.Hypervisor {
-	h := hypervisors.Hypervisor{ID: id, HypervisorHostname: name}
+func hypervisor(id, name string) Hypervisor {
+	h := Hypervisor{ID: id, HypervisorHostname: name}
 	h.Service.Host = name
 	return h
 }
@@ -37,7 +33,7 @@ func hypervisor(id, name string) hypervisors.Hypervisor {
 // cell and its resource provider in Placement; each missing part is a retryable error saying which.
 func TestWaitComputeRegistered(t *testing.T) {
 	cloud := CloudSecret{Namespace: "ns", Name: "cloud"}
-	up := []svcs.Service{{ID: "svc-1", State: "up", Status: "enabled"}}
+	up := []NovaService{{ID: "svc-1", State: "up", Status: "enabled"}}
 	notMapped := httpErr(404, `{"itemNotFound": {"message": "Host c0 could not be found."}}`)
 	for _, tc := range []struct {
 		name    string
@@ -48,7 +44,7 @@ func TestWaitComputeRegistered(t *testing.T) {
 	}{
 		{"registered", func(n *mock.MockComputeClientMockRecorder, p *mock.MockPlacementClientMockRecorder) {
 			n.ComputeServices(gomock.Any(), "c0").Return(up, nil)
-			n.Hypervisors(gomock.Any(), "c0").Return([]hypervisors.Hypervisor{hypervisor("hv-1", "c0")}, nil)
+			n.Hypervisors(gomock.Any(), "c0").Return([]Hypervisor{hypervisor("hv-1", "c0")}, nil)
 			n.ShowHypervisorServers(gomock.Any(), "hv-1").Return(nil)
 			p.Providers(gomock.Any(), "c0").Return([]string{"hv-1"}, nil)
 		}, "ok", "", ""},
@@ -56,7 +52,7 @@ func TestWaitComputeRegistered(t *testing.T) {
 			n.ComputeServices(gomock.Any(), "c0").Return(nil, nil)
 		}, "retryable", ErrComputeNotRegistered, "no nova-compute service on host c0"},
 		{"service down", func(n *mock.MockComputeClientMockRecorder, _ *mock.MockPlacementClientMockRecorder) {
-			n.ComputeServices(gomock.Any(), "c0").Return([]svcs.Service{{ID: "svc-1", State: "down"}}, nil)
+			n.ComputeServices(gomock.Any(), "c0").Return([]NovaService{{ID: "svc-1", State: "down"}}, nil)
 		}, "retryable", ErrComputeNotRegistered, "is down"},
 		{"no hypervisor yet (Nova answers 404)", func(n *mock.MockComputeClientMockRecorder, _ *mock.MockPlacementClientMockRecorder) {
 			n.ComputeServices(gomock.Any(), "c0").Return(up, nil)
@@ -64,22 +60,22 @@ func TestWaitComputeRegistered(t *testing.T) {
 		}, "retryable", ErrComputeNotRegistered, "lists no hypervisor"},
 		{"only another host's hypervisor matches the pattern", func(n *mock.MockComputeClientMockRecorder, _ *mock.MockPlacementClientMockRecorder) {
 			n.ComputeServices(gomock.Any(), "c0").Return(up, nil)
-			n.Hypervisors(gomock.Any(), "c0").Return([]hypervisors.Hypervisor{hypervisor("hv-9", "c01")}, nil)
+			n.Hypervisors(gomock.Any(), "c0").Return([]Hypervisor{hypervisor("hv-9", "c01")}, nil)
 		}, "retryable", ErrComputeNotRegistered, "lists no hypervisor"},
 		{"not mapped to a cell yet", func(n *mock.MockComputeClientMockRecorder, _ *mock.MockPlacementClientMockRecorder) {
 			n.ComputeServices(gomock.Any(), "c0").Return(up, nil)
-			n.Hypervisors(gomock.Any(), "c0").Return([]hypervisors.Hypervisor{hypervisor("hv-1", "c0")}, nil)
+			n.Hypervisors(gomock.Any(), "c0").Return([]Hypervisor{hypervisor("hv-1", "c0")}, nil)
 			n.ShowHypervisorServers(gomock.Any(), "hv-1").Return(notMapped)
 		}, "retryable", ErrComputeNotRegistered, "not mapped to a cell yet"},
 		{"no resource provider yet", func(n *mock.MockComputeClientMockRecorder, p *mock.MockPlacementClientMockRecorder) {
 			n.ComputeServices(gomock.Any(), "c0").Return(up, nil)
-			n.Hypervisors(gomock.Any(), "c0").Return([]hypervisors.Hypervisor{hypervisor("hv-1", "c0")}, nil)
+			n.Hypervisors(gomock.Any(), "c0").Return([]Hypervisor{hypervisor("hv-1", "c0")}, nil)
 			n.ShowHypervisorServers(gomock.Any(), "hv-1").Return(nil)
 			p.Providers(gomock.Any(), "c0").Return(nil, nil)
 		}, "retryable", ErrComputeNotRegistered, "no resource provider in placement yet"},
 		{"a stale provider of an earlier compute of the name blocks it", func(n *mock.MockComputeClientMockRecorder, p *mock.MockPlacementClientMockRecorder) {
 			n.ComputeServices(gomock.Any(), "c0").Return(up, nil)
-			n.Hypervisors(gomock.Any(), "c0").Return([]hypervisors.Hypervisor{hypervisor("hv-1", "c0")}, nil)
+			n.Hypervisors(gomock.Any(), "c0").Return([]Hypervisor{hypervisor("hv-1", "c0")}, nil)
 			n.ShowHypervisorServers(gomock.Any(), "hv-1").Return(nil)
 			p.Providers(gomock.Any(), "c0").Return([]string{"hv-old"}, nil)
 		}, "retryable", ErrComputeNotRegistered, "UUID hv-old, not the compute node's hv-1"},
@@ -109,10 +105,10 @@ func TestWaitComputeVersion(t *testing.T) {
 	cloud := CloudSecret{Namespace: "ns", Name: "cloud"}
 	restart := time.Date(2026, 12, 6, 8, 0, 0, 0, time.UTC)
 	class := VersionClassPrefix + "B"
-	service := func(state string, at time.Time) []svcs.Service {
-		return []svcs.Service{{ID: "svc-1", State: state, Status: "enabled", UpdatedAt: at}}
+	service := func(state string, at time.Time) []NovaService {
+		return []NovaService{{ID: "svc-1", State: state, Status: "enabled", UpdatedAt: at}}
 	}
-	hv := []hypervisors.Hypervisor{hypervisor("hv-1", "c0")}
+	hv := []Hypervisor{hypervisor("hv-1", "c0")}
 	for _, tc := range []struct {
 		name   string
 		expect func(n *mock.MockComputeClientMockRecorder, p *mock.MockPlacementClientMockRecorder)
@@ -179,7 +175,7 @@ func TestDeleteComputeService(t *testing.T) {
 		errType string
 	}{
 		{"services deleted; Nova took the provider with them", func(n *mock.MockComputeClientMockRecorder, p *mock.MockPlacementClientMockRecorder) {
-			n.ComputeServices(gomock.Any(), "c0").Return([]svcs.Service{{ID: "svc-1"}, {ID: "svc-2"}}, nil)
+			n.ComputeServices(gomock.Any(), "c0").Return([]NovaService{{ID: "svc-1"}, {ID: "svc-2"}}, nil)
 			n.DeleteService(gomock.Any(), "svc-1").Return(nil)
 			n.DeleteService(gomock.Any(), "svc-2").Return(gone)
 			p.Providers(gomock.Any(), "c0").Return(nil, nil)
@@ -196,10 +192,10 @@ func TestDeleteComputeService(t *testing.T) {
 			n.ComputeServices(gomock.Any(), "c0").Return(nil, nil)
 			p.Providers(gomock.Any(), "c0").Return([]string{"rp-1"}, nil)
 			p.Consumers(gomock.Any(), "rp-1").Return([]string{"vm-1"}, nil)
-			n.GetServer(gomock.Any(), "vm-1").Return(&servers.Server{ID: "vm-1"}, nil)
+			n.GetServer(gomock.Any(), "vm-1").Return(&Server{ID: "vm-1"}, nil)
 		}, "retryable", ErrInstancesOnHost},
 		{"Nova refuses the delete: permanent", func(n *mock.MockComputeClientMockRecorder, _ *mock.MockPlacementClientMockRecorder) {
-			n.ComputeServices(gomock.Any(), "c0").Return([]svcs.Service{{ID: "svc-1"}}, nil)
+			n.ComputeServices(gomock.Any(), "c0").Return([]NovaService{{ID: "svc-1"}}, nil)
 			n.DeleteService(gomock.Any(), "svc-1").Return(httpErr(403, `{"forbidden": {"message": "Policy doesn't allow"}}`))
 		}, "permanent", ErrOSForbidden},
 		{"Nova unavailable: retried", func(n *mock.MockComputeClientMockRecorder, _ *mock.MockPlacementClientMockRecorder) {

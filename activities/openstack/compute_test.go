@@ -3,19 +3,14 @@ package openstack
 import (
 	"context"
 	"encoding/json"
-	"strings"
-	"testing"
-	"time"
-
-	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/flavors"
-	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/servergroups"
-	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/servers"
-	svcs "github.com/gophercloud/gophercloud/v2/openstack/compute/v2/services"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/mock/gomock"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
+	"strings"
+	"testing"
+	"time"
 
 	"github.com/stackflow/stackflow/activities/openstack/mock"
 	infrav1 "github.com/stackflow/stackflow/api/infrastructure/v1beta1"
@@ -34,11 +29,11 @@ func TestEnsureServer(t *testing.T) {
 	in := ServerInput{Identity: testID, Marker: testMarker, Name: "web", ImageID: "img-1", FlavorID: "fl-1",
 		PortIDs: []string{"p-1"}, Tags: []string{"role=web"}, KeyName: "ops", ServerGroupID: "sg-1",
 		Metadata: map[string]string{"team": "a"}}
-	list := servers.ListOpts{Name: "^web$", Tags: strings.Join(testMarker.Tags(), ",")}
-	mine := servers.Server{ID: "s-1", Name: "web", Status: "BUILD"}
+	list := ServerListOpts{Name: "^web$", Tags: strings.Join(testMarker.Tags(), ",")}
+	mine := Server{ID: "s-1", Name: "web", Status: "BUILD"}
 	// created checks what a boot asks of Nova: name, flavor, image, port, marker tags and metadata, key
 	// and group.
-	created := gomock.Cond(func(o servers.CreateOptsBuilder) bool {
+	created := gomock.Cond(func(o ServerCreateOptsBuilder) bool {
 		var b struct {
 			Server struct {
 				Name      string
@@ -59,7 +54,7 @@ func TestEnsureServer(t *testing.T) {
 			len(s.Networks) == 1 && s.Networks[0].Port == "p-1" && s.Metadata["team"] == "a" &&
 			s.Metadata["stackflow-owner"] == testMarker.Owner && len(s.Tags) == len(testMarker.Tags())+1
 	})
-	group := gomock.Eq(servers.SchedulerHintOpts{Group: "sg-1"})
+	group := gomock.Eq(SchedulerHintOpts{Group: "sg-1"})
 	for _, tc := range []struct {
 		name    string
 		expect  func(n *mock.MockComputeClientMockRecorder)
@@ -69,20 +64,20 @@ func TestEnsureServer(t *testing.T) {
 	}{
 		{"booted", func(n *mock.MockComputeClientMockRecorder) {
 			n.ListServers(gomock.Any(), list).Return(nil, nil)
-			n.CreateServer(gomock.Any(), created, group).Return(&servers.Server{ID: "s-1"}, nil)
+			n.CreateServer(gomock.Any(), created, group).Return(&Server{ID: "s-1"}, nil)
 		}, "ok", "", false},
 		{"adopted: an earlier attempt booted it", func(n *mock.MockComputeClientMockRecorder) {
-			n.ListServers(gomock.Any(), list).Return([]servers.Server{mine}, nil)
+			n.ListServers(gomock.Any(), list).Return([]Server{mine}, nil)
 		}, "ok", "", true},
 		{"a deleted server of the name is not adopted", func(n *mock.MockComputeClientMockRecorder) {
-			n.ListServers(gomock.Any(), list).Return([]servers.Server{{ID: "s-0", Name: "web", Status: "DELETED"}}, nil)
-			n.CreateServer(gomock.Any(), created, group).Return(&servers.Server{ID: "s-1"}, nil)
+			n.ListServers(gomock.Any(), list).Return([]Server{{ID: "s-0", Name: "web", Status: "DELETED"}}, nil)
+			n.CreateServer(gomock.Any(), created, group).Return(&Server{ID: "s-1"}, nil)
 		}, "ok", "", false},
 		{"port taken by the earlier attempt's boot: adopted", func(n *mock.MockComputeClientMockRecorder) {
 			gomock.InOrder(
 				n.ListServers(gomock.Any(), list).Return(nil, nil),
 				n.CreateServer(gomock.Any(), created, group).Return(nil, httpErr(409, `{"conflictingRequest": {"message": "Port p-1 is still in use."}}`)),
-				n.ListServers(gomock.Any(), list).Return([]servers.Server{mine}, nil),
+				n.ListServers(gomock.Any(), list).Return([]Server{mine}, nil),
 			)
 		}, "ok", "", true},
 		{"port taken by another: permanent once the window passes", func(n *mock.MockComputeClientMockRecorder) {
@@ -121,10 +116,10 @@ func TestEnsureServerUserData(t *testing.T) {
 	t.Run("sent", func(t *testing.T) {
 		n := mock.NewMockComputeClient(gomock.NewController(t))
 		n.EXPECT().ListServers(gomock.Any(), gomock.Any()).Return(nil, nil)
-		n.EXPECT().CreateServer(gomock.Any(), gomock.Cond(func(o servers.CreateOptsBuilder) bool {
+		n.EXPECT().CreateServer(gomock.Any(), gomock.Cond(func(o ServerCreateOptsBuilder) bool {
 			m, err := o.ToServerCreateMap()
 			return err == nil && m["server"].(map[string]any)["user_data"] != nil
-		}), nil).Return(&servers.Server{ID: "s-1"}, nil)
+		}), nil).Return(&Server{ID: "s-1"}, nil)
 		o := withNova(t, testID, n)
 		o.Core = fake.NewClientset(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "boot"},
 			Data: map[string][]byte{UserDataKey: []byte("#cloud-config\n")}})
@@ -144,7 +139,7 @@ func TestEnsureServerUserData(t *testing.T) {
 
 func TestWaitServer(t *testing.T) {
 	ref := ResourceRef{Identity: testID, ID: "s-1"}
-	fault := servers.Server{ID: "s-1", Status: "ERROR"}
+	fault := Server{ID: "s-1", Status: "ERROR"}
 	fault.Fault.Message, fault.Fault.Code = "No valid host was found.", 500
 	for _, tc := range []struct {
 		name    string
@@ -155,8 +150,8 @@ func TestWaitServer(t *testing.T) {
 	}{
 		{"building, then active", func(n *mock.MockComputeClientMockRecorder) {
 			gomock.InOrder(
-				n.GetServer(gomock.Any(), "s-1").Return(&servers.Server{ID: "s-1", Status: "BUILD"}, nil),
-				n.GetServer(gomock.Any(), "s-1").Return(&servers.Server{ID: "s-1", Status: "ACTIVE"}, nil),
+				n.GetServer(gomock.Any(), "s-1").Return(&Server{ID: "s-1", Status: "BUILD"}, nil),
+				n.GetServer(gomock.Any(), "s-1").Return(&Server{ID: "s-1", Status: "ACTIVE"}, nil),
 			)
 		}, "ok", ServerActive, ""},
 		{"error is the workflow's to judge, with its fault", func(n *mock.MockComputeClientMockRecorder) {
@@ -194,7 +189,7 @@ func TestDeleteServer(t *testing.T) {
 		{"deleted, waited until gone", func(n *mock.MockComputeClientMockRecorder) {
 			n.DeleteServer(gomock.Any(), "s-1").Return(nil)
 			gomock.InOrder(
-				n.GetServer(gomock.Any(), "s-1").Return(&servers.Server{ID: "s-1", Status: "ACTIVE"}, nil),
+				n.GetServer(gomock.Any(), "s-1").Return(&Server{ID: "s-1", Status: "ACTIVE"}, nil),
 				n.GetServer(gomock.Any(), "s-1").Return(nil, gone),
 			)
 		}, "ok", ""},
@@ -203,7 +198,7 @@ func TestDeleteServer(t *testing.T) {
 		}, "ok", ""},
 		{"busy building (409): waited for, not failed", func(n *mock.MockComputeClientMockRecorder) {
 			n.DeleteServer(gomock.Any(), "s-1").Return(httpErr(409, `{"conflictingRequest": {"message": "Cannot 'delete' instance while it is in task_state spawning"}}`))
-			n.GetServer(gomock.Any(), "s-1").Return(&servers.Server{ID: "s-1", Status: "DELETED"}, nil)
+			n.GetServer(gomock.Any(), "s-1").Return(&Server{ID: "s-1", Status: "DELETED"}, nil)
 		}, "ok", ""},
 		{"refused: permanent", func(n *mock.MockComputeClientMockRecorder) {
 			n.DeleteServer(gomock.Any(), "s-1").Return(httpErr(403, `{"forbidden": {"message": "Policy doesn't allow os_compute_api:servers:delete"}}`))
@@ -229,24 +224,24 @@ func TestResolveFlavorAndGroup(t *testing.T) {
 		errType string
 	}{
 		{"flavor by name", name("m1.small"), infrav1.ServerGroupParam{}, func(n *mock.MockComputeClientMockRecorder) {
-			n.ListFlavors(gomock.Any()).Return([]flavors.Flavor{{ID: "1", Name: "m1.tiny"}, {ID: "2", Name: "m1.small"}}, nil)
+			n.ListFlavors(gomock.Any()).Return([]NovaFlavor{{ID: "1", Name: "m1.tiny"}, {ID: "2", Name: "m1.small"}}, nil)
 		}, "2", ""},
 		{"flavor named by its ID", name("2"), infrav1.ServerGroupParam{}, func(n *mock.MockComputeClientMockRecorder) {
-			n.ListFlavors(gomock.Any()).Return([]flavors.Flavor{{ID: "2", Name: "m1.small"}}, nil)
-			n.GetFlavor(gomock.Any(), "2").Return(&flavors.Flavor{ID: "2"}, nil)
+			n.ListFlavors(gomock.Any()).Return([]NovaFlavor{{ID: "2", Name: "m1.small"}}, nil)
+			n.GetFlavor(gomock.Any(), "2").Return(&NovaFlavor{ID: "2"}, nil)
 		}, "2", ""},
 		{"unknown flavor: Nova's message, permanent", name("m1.huge"), infrav1.ServerGroupParam{}, func(n *mock.MockComputeClientMockRecorder) {
 			n.ListFlavors(gomock.Any()).Return(nil, nil)
 			n.GetFlavor(gomock.Any(), "m1.huge").Return(nil, httpErr(404, `{"itemNotFound": {"message": "Flavor m1.huge could not be found."}}`))
 		}, "", ErrOSNotFound},
 		{"two flavors of the name: permanent", name("m1.small"), infrav1.ServerGroupParam{}, func(n *mock.MockComputeClientMockRecorder) {
-			n.ListFlavors(gomock.Any()).Return([]flavors.Flavor{{ID: "2", Name: "m1.small"}, {ID: "3", Name: "m1.small"}}, nil)
+			n.ListFlavors(gomock.Any()).Return([]NovaFlavor{{ID: "2", Name: "m1.small"}, {ID: "3", Name: "m1.small"}}, nil)
 		}, "", ErrOSAmbiguous},
 		{"group by ID", nil, infrav1.ServerGroupParam{ID: name("g-1")}, func(n *mock.MockComputeClientMockRecorder) {
-			n.GetServerGroup(gomock.Any(), "g-1").Return(&servergroups.ServerGroup{ID: "g-1"}, nil)
+			n.GetServerGroup(gomock.Any(), "g-1").Return(&ServerGroup{ID: "g-1"}, nil)
 		}, "g-1", ""},
 		{"group by name", nil, infrav1.ServerGroupParam{Filter: &infrav1.ServerGroupFilter{Name: name("spread")}}, func(n *mock.MockComputeClientMockRecorder) {
-			n.ListServerGroups(gomock.Any()).Return([]servergroups.ServerGroup{{ID: "g-1", Name: "pack"}, {ID: "g-2", Name: "spread"}}, nil)
+			n.ListServerGroups(gomock.Any()).Return([]ServerGroup{{ID: "g-1", Name: "pack"}, {ID: "g-2", Name: "spread"}}, nil)
 		}, "g-2", ""},
 		{"no group of the name: permanent", nil, infrav1.ServerGroupParam{Filter: &infrav1.ServerGroupFilter{Name: name("spread")}}, func(n *mock.MockComputeClientMockRecorder) {
 			n.ListServerGroups(gomock.Any()).Return(nil, nil)
@@ -283,15 +278,15 @@ func TestEnsureFlavors(t *testing.T) {
 	}{
 		{"created, public, named by its name", func(n *mock.MockComputeClientMockRecorder) {
 			n.ListFlavors(gomock.Any()).Return(nil, nil)
-			n.CreateFlavor(gomock.Any(), gomock.Cond(func(o flavors.CreateOpts) bool {
+			n.CreateFlavor(gomock.Any(), gomock.Cond(func(o FlavorCreateOpts) bool {
 				return o.Name == "m1.small" && o.ID == "m1.small" && o.VCPUs == 1 && o.RAM == 512 && *o.Disk == 1 && *o.IsPublic
-			})).Return(&flavors.Flavor{ID: "m1.small"}, nil)
+			})).Return(&NovaFlavor{ID: "m1.small"}, nil)
 		}, "ok", "", FlavorsResult{Created: []string{"m1.small"}}},
 		{"the same flavor there: adopted", func(n *mock.MockComputeClientMockRecorder) {
-			n.ListFlavors(gomock.Any()).Return([]flavors.Flavor{{ID: "m1.small", Name: "m1.small", VCPUs: 1, RAM: 512, Disk: 1}}, nil)
+			n.ListFlavors(gomock.Any()).Return([]NovaFlavor{{ID: "m1.small", Name: "m1.small", VCPUs: 1, RAM: 512, Disk: 1}}, nil)
 		}, "ok", "", FlavorsResult{Adopted: []string{"m1.small"}}},
 		{"another size there: permanent (flavors cannot change)", func(n *mock.MockComputeClientMockRecorder) {
-			n.ListFlavors(gomock.Any()).Return([]flavors.Flavor{{ID: "m1.small", Name: "m1.small", VCPUs: 2, RAM: 512, Disk: 1}}, nil)
+			n.ListFlavors(gomock.Any()).Return([]NovaFlavor{{ID: "m1.small", Name: "m1.small", VCPUs: 2, RAM: 512, Disk: 1}}, nil)
 		}, "permanent", ErrFlavorMismatch, FlavorsResult{}},
 		{"conflict (a lost reply's create): retried, to compare", func(n *mock.MockComputeClientMockRecorder) {
 			n.ListFlavors(gomock.Any()).Return(nil, nil)
@@ -316,7 +311,7 @@ func TestEnsureFlavors(t *testing.T) {
 
 func TestSetComputeService(t *testing.T) {
 	cloud := CloudSecret{Namespace: "ns", Name: "cloud"}
-	on := []servers.Server{{ID: "i-2"}, {ID: "i-1"}}
+	on := []Server{{ID: "i-2"}, {ID: "i-1"}}
 	for _, tc := range []struct {
 		name    string
 		in      ServiceStateInput
@@ -325,17 +320,17 @@ func TestSetComputeService(t *testing.T) {
 		want    []string
 	}{
 		{"disabled with its reason; the instances to move, sorted", ServiceStateInput{Host: "c0", Reason: "drain"}, func(n *mock.MockComputeClientMockRecorder) {
-			n.ComputeServices(gomock.Any(), "c0").Return([]svcs.Service{{ID: "svc-1", Status: "enabled"}}, nil)
-			n.UpdateService(gomock.Any(), "svc-1", svcs.UpdateOpts{Status: svcs.ServiceDisabled, DisabledReason: "drain"}).Return(nil)
-			n.ListServers(gomock.Any(), servers.ListOpts{AllTenants: true, Host: "c0"}).Return(on, nil)
+			n.ComputeServices(gomock.Any(), "c0").Return([]NovaService{{ID: "svc-1", Status: "enabled"}}, nil)
+			n.UpdateService(gomock.Any(), "svc-1", NovaServiceUpdateOpts{Status: ServiceDisabled, DisabledReason: "drain"}).Return(nil)
+			n.ListServers(gomock.Any(), ServerListOpts{AllTenants: true, Host: "c0"}).Return(on, nil)
 		}, "ok", []string{"i-1", "i-2"}},
 		{"already disabled: left alone", ServiceStateInput{Host: "c0", Reason: "drain"}, func(n *mock.MockComputeClientMockRecorder) {
-			n.ComputeServices(gomock.Any(), "c0").Return([]svcs.Service{{ID: "svc-1", Status: "disabled"}}, nil)
+			n.ComputeServices(gomock.Any(), "c0").Return([]NovaService{{ID: "svc-1", Status: "disabled"}}, nil)
 			n.ListServers(gomock.Any(), gomock.Any()).Return(nil, nil)
 		}, "ok", []string{}},
 		{"enabled again", ServiceStateInput{Host: "c0", Enabled: true}, func(n *mock.MockComputeClientMockRecorder) {
-			n.ComputeServices(gomock.Any(), "c0").Return([]svcs.Service{{ID: "svc-1", Status: "disabled"}}, nil)
-			n.UpdateService(gomock.Any(), "svc-1", svcs.UpdateOpts{Status: svcs.ServiceEnabled}).Return(nil)
+			n.ComputeServices(gomock.Any(), "c0").Return([]NovaService{{ID: "svc-1", Status: "disabled"}}, nil)
+			n.UpdateService(gomock.Any(), "svc-1", NovaServiceUpdateOpts{Status: ServiceEnabled}).Return(nil)
 			n.ListServers(gomock.Any(), gomock.Any()).Return(nil, nil)
 		}, "ok", []string{}},
 		{"a host Nova does not know, disabling if registered: nothing to do", ServiceStateInput{Host: "c0", IfRegistered: true}, func(n *mock.MockComputeClientMockRecorder) {
@@ -345,7 +340,7 @@ func TestSetComputeService(t *testing.T) {
 			n.ComputeServices(gomock.Any(), "c0").Return(nil, nil)
 		}, "permanent", nil},
 		{"update fails: retried", ServiceStateInput{Host: "c0"}, func(n *mock.MockComputeClientMockRecorder) {
-			n.ComputeServices(gomock.Any(), "c0").Return([]svcs.Service{{ID: "svc-1", Status: "enabled"}}, nil)
+			n.ComputeServices(gomock.Any(), "c0").Return([]NovaService{{ID: "svc-1", Status: "enabled"}}, nil)
 			n.UpdateService(gomock.Any(), "svc-1", gomock.Any()).Return(httpErr(503, "Service Unavailable"))
 		}, "retryable", nil},
 	} {

@@ -8,10 +8,6 @@ import (
 	"time"
 
 	"github.com/gophercloud/gophercloud/v2"
-	"github.com/gophercloud/gophercloud/v2/openstack/blockstorage/v3/volumes"
-	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/servers"
-	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/extensions/layer3/floatingips"
-	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/ports"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/temporal"
 )
@@ -138,18 +134,18 @@ func TestSweepByMarker(t *testing.T) {
 		f := newFakeCloud()
 		f.server("srv-mine", "h", "ACTIVE", mine.Tags()...)
 		f.server("srv-other", "h", "ACTIVE", other.Tags()...)
-		f.fips = []floatingips.FloatingIP{
+		f.fips = []FloatingIP{
 			{ID: "fip-tagged", Tags: mine.Tags()},
 			{ID: "fip-described", Description: mine.Description() + " bastion"},
 			{ID: "fip-kept", Tags: mine.Tags()},
 			{ID: "fip-other", Tags: other.Tags()},
 		}
-		f.ports = []ports.Port{
+		f.ports = []Port{
 			{ID: "port-tagged", Tags: mine.Tags()},
 			{ID: "port-untagged", Name: "web-0", Description: mine.Description()},
 			{ID: "port-other", Name: "web-0", Description: other.Description(), Tags: other.Tags()},
 		}
-		f.volumes = map[string]*volumes.Volume{
+		f.volumes = map[string]*Volume{
 			"vol-mine":  {ID: "vol-mine", Status: "available", Metadata: mine.Metadata()},
 			"vol-other": {ID: "vol-other", Status: "available", Metadata: other.Metadata()},
 		}
@@ -271,11 +267,11 @@ func (f *fakePlacement) DeleteAllocations(_ context.Context, c string) error {
 
 func (f *fakePlacement) ResourceClasses(context.Context, string) ([]string, error) { return nil, nil }
 
-func (f *fakePlacement) GetServer(_ context.Context, id string) (*servers.Server, error) {
+func (f *fakePlacement) GetServer(_ context.Context, id string) (*Server, error) {
 	if !f.servers[id] {
 		return nil, notFoundErr()
 	}
-	return &servers.Server{ID: id}, nil
+	return &Server{ID: id}, nil
 }
 
 // A removed compute's resource provider goes, with the allocations of consumers Nova knows no instance

@@ -8,11 +8,6 @@ import (
 	"sync"
 
 	"github.com/gophercloud/gophercloud/v2"
-	"github.com/gophercloud/gophercloud/v2/openstack/blockstorage/v3/volumes"
-	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/migrations"
-	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/servers"
-	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/extensions/layer3/floatingips"
-	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/ports"
 )
 
 // fakeCloud is Nova, Neutron and Cinder in memory, behind the narrow clients, with the behaviours the
@@ -26,7 +21,7 @@ type fakeCloud struct {
 	ComputeClient
 	VolumeClient
 	mu      sync.Mutex
-	servers map[string]*servers.Server
+	servers map[string]*Server
 	// failMigrations names servers whose live migrations end back on their host (task state cleared).
 	failMigrations map[string]bool
 	// schedulerPick is where a migration without a host goes.
@@ -35,15 +30,15 @@ type fakeCloud struct {
 	moving   map[string]int
 	movingTo map[string]string
 	deleting map[string]bool
-	fips     []floatingips.FloatingIP
-	ports    []ports.Port
-	volumes  map[string]*volumes.Volume
+	fips     []FloatingIP
+	ports    []Port
+	volumes  map[string]*Volume
 	calls    []string
 }
 
 func newFakeCloud() *fakeCloud {
-	return &fakeCloud{servers: map[string]*servers.Server{}, failMigrations: map[string]bool{}, moving: map[string]int{},
-		movingTo: map[string]string{}, deleting: map[string]bool{}, volumes: map[string]*volumes.Volume{}}
+	return &fakeCloud{servers: map[string]*Server{}, failMigrations: map[string]bool{}, moving: map[string]int{},
+		movingTo: map[string]string{}, deleting: map[string]bool{}, volumes: map[string]*Volume{}}
 }
 
 func notFoundErr() error {
@@ -51,7 +46,7 @@ func notFoundErr() error {
 }
 
 func (f *fakeCloud) server(id, host, status string, tags ...string) {
-	f.servers[id] = &servers.Server{ID: id, Host: host, Status: status, Tags: &tags}
+	f.servers[id] = &Server{ID: id, Host: host, Status: status, Tags: &tags}
 }
 
 func (f *fakeCloud) log(format string, args ...any) {
@@ -78,10 +73,10 @@ func (f *fakeCloud) tick() {
 	}
 }
 
-func (f *fakeCloud) ListServers(_ context.Context, opts servers.ListOpts) ([]servers.Server, error) {
+func (f *fakeCloud) ListServers(_ context.Context, opts ServerListOpts) ([]Server, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	var out []servers.Server
+	var out []Server
 	for _, id := range keysOf(f.servers) {
 		s := f.servers[id]
 		if opts.Host != "" && s.Host != opts.Host {
@@ -95,7 +90,7 @@ func (f *fakeCloud) ListServers(_ context.Context, opts servers.ListOpts) ([]ser
 	return out, nil
 }
 
-func (f *fakeCloud) GetServer(_ context.Context, id string) (*servers.Server, error) {
+func (f *fakeCloud) GetServer(_ context.Context, id string) (*Server, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.tick()
@@ -137,11 +132,11 @@ func (f *fakeCloud) LiveMigrate(_ context.Context, id, host string) error {
 	return nil
 }
 
-func (f *fakeCloud) LastMigration(_ context.Context, id string) (*migrations.Migration, error) {
-	return &migrations.Migration{SourceCompute: f.servers[id].Host, DestCompute: f.movingTo[id], Status: "error"}, nil
+func (f *fakeCloud) LastMigration(_ context.Context, id string) (*Migration, error) {
+	return &Migration{SourceCompute: f.servers[id].Host, DestCompute: f.movingTo[id], Status: "error"}, nil
 }
 
-func (f *fakeCloud) ListFloatingIPs(context.Context, floatingips.ListOpts) ([]floatingips.FloatingIP, error) {
+func (f *fakeCloud) ListFloatingIPs(context.Context, FloatingIPListOpts) ([]FloatingIP, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return slices.Clone(f.fips), nil
@@ -151,14 +146,14 @@ func (f *fakeCloud) DeleteFloatingIP(_ context.Context, id string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.log("delete floating IP %s", id)
-	f.fips = slices.DeleteFunc(f.fips, func(x floatingips.FloatingIP) bool { return x.ID == id })
+	f.fips = slices.DeleteFunc(f.fips, func(x FloatingIP) bool { return x.ID == id })
 	return nil
 }
 
-func (f *fakeCloud) ListPorts(_ context.Context, opts ports.ListOpts) ([]ports.Port, error) {
+func (f *fakeCloud) ListPorts(_ context.Context, opts PortListOpts) ([]Port, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	var out []ports.Port
+	var out []Port
 	for _, p := range f.ports {
 		if opts.Tags != "" && !containsAll(p.Tags, strings.Split(opts.Tags, ",")) ||
 			opts.Name != "" && p.Name != opts.Name || opts.Description != "" && p.Description != opts.Description {
@@ -173,14 +168,14 @@ func (f *fakeCloud) DeletePort(_ context.Context, id string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.log("delete port %s", id)
-	f.ports = slices.DeleteFunc(f.ports, func(x ports.Port) bool { return x.ID == id })
+	f.ports = slices.DeleteFunc(f.ports, func(x Port) bool { return x.ID == id })
 	return nil
 }
 
-func (f *fakeCloud) ListVolumes(_ context.Context, opts volumes.ListOpts) ([]volumes.Volume, error) {
+func (f *fakeCloud) ListVolumes(_ context.Context, opts VolumeListOpts) ([]Volume, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	var out []volumes.Volume
+	var out []Volume
 	for _, id := range keysOf(f.volumes) {
 		v := f.volumes[id]
 		match := true
@@ -194,7 +189,7 @@ func (f *fakeCloud) ListVolumes(_ context.Context, opts volumes.ListOpts) ([]vol
 	return out, nil
 }
 
-func (f *fakeCloud) GetVolume(_ context.Context, id string) (*volumes.Volume, error) {
+func (f *fakeCloud) GetVolume(_ context.Context, id string) (*Volume, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	v, ok := f.volumes[id]

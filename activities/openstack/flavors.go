@@ -3,8 +3,6 @@ package openstack
 import (
 	"context"
 	"fmt"
-
-	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/flavors"
 	"go.temporal.io/sdk/temporal"
 )
 
@@ -66,7 +64,7 @@ func ensureFlavors(ctx context.Context, nova ComputeClient, in FlavorsInput) (*F
 		}
 		public := true
 		disk := want.Disk
-		_, err := nova.CreateFlavor(ctx, flavors.CreateOpts{Name: want.Name, ID: id, VCPUs: want.VCPUs, RAM: want.RAM, Disk: &disk, IsPublic: &public})
+		_, err := nova.CreateFlavor(ctx, FlavorCreateOpts{Name: want.Name, ID: id, VCPUs: want.VCPUs, RAM: want.RAM, Disk: &disk, IsPublic: &public})
 		if err != nil && !isConflict(err) {
 			return nil, classifyOS(fmt.Sprintf("create flavor %s in %s", want.Name, in.Region), err)
 		}
@@ -80,7 +78,7 @@ func ensureFlavors(ctx context.Context, nova ComputeClient, in FlavorsInput) (*F
 	return out, nil
 }
 
-func flavorNamed(all []flavors.Flavor, name string) *flavors.Flavor {
+func flavorNamed(all []NovaFlavor, name string) *NovaFlavor {
 	for i := range all {
 		if all[i].Name == name {
 			return &all[i]
@@ -91,7 +89,7 @@ func flavorNamed(all []flavors.Flavor, name string) *flavors.Flavor {
 
 // FlavorMismatch says how an existing flavor differs from the one wanted, or "" when it has the wanted
 // ID (when set) and size.
-func FlavorMismatch(have flavors.Flavor, want Flavor) string {
+func FlavorMismatch(have NovaFlavor, want Flavor) string {
 	if want.ID != "" && have.ID != want.ID {
 		return fmt.Sprintf("flavor %s exists with ID %s, not %s: Nova flavors cannot change (delete it, or name another)", want.Name, have.ID, want.ID)
 	}

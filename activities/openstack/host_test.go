@@ -3,18 +3,12 @@ package openstack
 import (
 	"context"
 	"fmt"
-	"testing"
-
-	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/hypervisors"
-	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/servers"
-	svcs "github.com/gophercloud/gophercloud/v2/openstack/compute/v2/services"
-	"github.com/gophercloud/gophercloud/v2/openstack/identity/v3/users"
-	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/extensions/agents"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/mock/gomock"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
+	"testing"
 
 	"github.com/stackflow/stackflow/activities/kube"
 	"github.com/stackflow/stackflow/activities/openstack/mock"
@@ -27,26 +21,26 @@ var hostCloud = CloudSecret{Namespace: "ns", Name: "cloud"}
 
 func TestWaitNetworkAgentAlive(t *testing.T) {
 	in := NetworkAgentInput{Cloud: hostCloud, Host: "c0", Binary: AgentBinaryOVNMetadata}
-	meta := func(id, host string, alive bool) agents.Agent {
-		return agents.Agent{ID: id, AgentType: "OVN Metadata agent", Binary: AgentBinaryOVNMetadata, Host: host, Alive: alive}
+	meta := func(id, host string, alive bool) Agent {
+		return Agent{ID: id, AgentType: "OVN Metadata agent", Binary: AgentBinaryOVNMetadata, Host: host, Alive: alive}
 	}
 	for _, tc := range []struct {
 		name  string
-		list  []agents.Agent
+		list  []Agent
 		err   error
 		want  string
 		says  string
 		retry bool
 	}{
-		{"alive", []agents.Agent{meta("a-2", "c0", false), meta("a-1", "c0", true)}, nil, "a-1", "", false},
+		{"alive", []Agent{meta("a-2", "c0", false), meta("a-1", "c0", true)}, nil, "a-1", "", false},
 		{"none yet", nil, nil, "", "lists no neutron-ovn-metadata-agent on host c0 yet", true},
-		{"dead", []agents.Agent{meta("a-1", "c0", false)}, nil, "", "OVN Metadata agent a-1 (dead)", true},
-		{"another host's agent a server's filter let through does not count", []agents.Agent{meta("a-9", "c01", true)}, nil, "", "lists no", true},
+		{"dead", []Agent{meta("a-1", "c0", false)}, nil, "", "OVN Metadata agent a-1 (dead)", true},
+		{"another host's agent a server's filter let through does not count", []Agent{meta("a-9", "c01", true)}, nil, "", "lists no", true},
 		{"Neutron down: retried", nil, httpErr(503, "Service Unavailable"), "", "", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			n := mock.NewMockNetworkClient(gomock.NewController(t))
-			n.EXPECT().ListAgents(gomock.Any(), agents.ListOpts{Host: "c0", Binary: AgentBinaryOVNMetadata}).Return(tc.list, tc.err)
+			n.EXPECT().ListAgents(gomock.Any(), AgentListOpts{Host: "c0", Binary: AgentBinaryOVNMetadata}).Return(tc.list, tc.err)
 			got, err := withNeutron(t, hostCloud.Identity(), n).WaitNetworkAgentAlive(context.Background(), in)
 			if tc.want != "" {
 				require.NoError(t, err)
@@ -64,9 +58,9 @@ func TestWaitNetworkAgentAlive(t *testing.T) {
 
 func TestDeleteNetworkAgents(t *testing.T) {
 	in := NetworkAgentInput{Cloud: hostCloud, Host: "c0"}
-	list := agents.ListOpts{Host: "c0"}
-	ctl := func(id string) agents.Agent {
-		return agents.Agent{ID: id, AgentType: "OVN Controller agent", Binary: AgentBinaryOVNController, Host: "c0", Alive: true}
+	list := AgentListOpts{Host: "c0"}
+	ctl := func(id string) Agent {
+		return Agent{ID: id, AgentType: "OVN Controller agent", Binary: AgentBinaryOVNController, Host: "c0", Alive: true}
 	}
 	for _, tc := range []struct {
 		name    string
@@ -76,7 +70,7 @@ func TestDeleteNetworkAgents(t *testing.T) {
 	}{
 		{"deleted, and stay gone", func(n *mock.MockNetworkClientMockRecorder) {
 			gomock.InOrder(
-				n.ListAgents(gomock.Any(), list).Return([]agents.Agent{ctl("a-2"), ctl("a-1")}, nil),
+				n.ListAgents(gomock.Any(), list).Return([]Agent{ctl("a-2"), ctl("a-1")}, nil),
 				n.DeleteAgent(gomock.Any(), "a-1").Return(nil),
 				n.DeleteAgent(gomock.Any(), "a-2").Return(httpErr(404, `{"NeutronError": {"message": "Agent a-2 could not be found."}}`)),
 				n.ListAgents(gomock.Any(), list).Return(nil, nil),
@@ -87,13 +81,13 @@ func TestDeleteNetworkAgents(t *testing.T) {
 		}, "ok", nil},
 		{"back at once (its process still runs): retried, naming it", func(n *mock.MockNetworkClientMockRecorder) {
 			gomock.InOrder(
-				n.ListAgents(gomock.Any(), list).Return([]agents.Agent{ctl("a-1")}, nil),
+				n.ListAgents(gomock.Any(), list).Return([]Agent{ctl("a-1")}, nil),
 				n.DeleteAgent(gomock.Any(), "a-1").Return(nil),
-				n.ListAgents(gomock.Any(), list).Return([]agents.Agent{ctl("a-3")}, nil),
+				n.ListAgents(gomock.Any(), list).Return([]Agent{ctl("a-3")}, nil),
 			)
 		}, "retryable", nil},
 		{"refused: permanent", func(n *mock.MockNetworkClientMockRecorder) {
-			n.ListAgents(gomock.Any(), list).Return([]agents.Agent{ctl("a-1")}, nil)
+			n.ListAgents(gomock.Any(), list).Return([]Agent{ctl("a-1")}, nil)
 			n.DeleteAgent(gomock.Any(), "a-1").Return(httpErr(403, `{"NeutronError": {"message": "rule:delete_agent is disallowed by policy"}}`))
 		}, "permanent", nil},
 	} {
@@ -121,19 +115,19 @@ func TestWaitHostEmpty(t *testing.T) {
 	in := ComputeHostInput{Cloud: hostCloud, Host: "c0"}
 	for _, tc := range []struct {
 		name   string
-		list   []servers.Server
+		list   []Server
 		err    error
 		says   string
 		retype string
 	}{
 		{"empty", nil, nil, "", ""},
-		{"instances left: named", []servers.Server{{ID: "i-2", Name: "web", Status: "DELETING"}, {ID: "i-1", Name: "db", Status: "ACTIVE"}}, nil,
+		{"instances left: named", []Server{{ID: "i-2", Name: "web", Status: "DELETING"}, {ID: "i-1", Name: "db", Status: "ACTIVE"}}, nil,
 			"2 instance(s) still on c0, waiting for them to be deleted or moved: db (i-1, ACTIVE), web (i-2, DELETING)", ErrInstancesOnHost},
 		{"Nova down: retried", nil, httpErr(503, "Service Unavailable"), "list instances on c0", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			n := mock.NewMockComputeClient(gomock.NewController(t))
-			n.EXPECT().ListServers(gomock.Any(), servers.ListOpts{AllTenants: true, Host: "c0"}).Return(tc.list, tc.err)
+			n.EXPECT().ListServers(gomock.Any(), ServerListOpts{AllTenants: true, Host: "c0"}).Return(tc.list, tc.err)
 			err := withNova(t, hostCloud.Identity(), n).WaitHostEmpty(context.Background(), in)
 			if tc.says == "" {
 				require.NoError(t, err)
@@ -166,10 +160,10 @@ func TestNoComputeAPI(t *testing.T) {
 
 func TestComputeNodeState(t *testing.T) {
 	o, n, p := withNovaPlacement(t, hostCloud.Identity())
-	n.EXPECT().ComputeServices(gomock.Any(), "c0").Return([]svcs.Service{{ID: "svc-1", State: "up", Status: "disabled", DisabledReason: "drain"}}, nil)
-	n.EXPECT().Hypervisors(gomock.Any(), "c0").Return([]hypervisors.Hypervisor{hypervisor("hv-1", "c0")}, nil)
+	n.EXPECT().ComputeServices(gomock.Any(), "c0").Return([]NovaService{{ID: "svc-1", State: "up", Status: "disabled", DisabledReason: "drain"}}, nil)
+	n.EXPECT().Hypervisors(gomock.Any(), "c0").Return([]Hypervisor{hypervisor("hv-1", "c0")}, nil)
 	p.EXPECT().ResourceClasses(gomock.Any(), "hv-1").Return([]string{VersionClassPrefix + "A", "VCPU"}, nil)
-	n.EXPECT().ListServers(gomock.Any(), servers.ListOpts{AllTenants: true, Host: "c0"}).Return([]servers.Server{{ID: "i-2"}, {ID: "i-1"}}, nil)
+	n.EXPECT().ListServers(gomock.Any(), ServerListOpts{AllTenants: true, Host: "c0"}).Return([]Server{{ID: "i-2"}, {ID: "i-1"}}, nil)
 	st, err := o.ComputeNodeState(context.Background(), ComputeHostInput{Cloud: hostCloud, Host: "c0"})
 	require.NoError(t, err)
 	require.Equal(t, &ComputeNodeState{ServiceID: "svc-1", Status: "disabled", DisabledReason: "drain", State: "up", HypervisorID: "hv-1",
@@ -189,17 +183,17 @@ func TestDeleteEndpoints(t *testing.T) {
 func TestDeleteServiceUser(t *testing.T) {
 	owner := &kube.Owner{Kind: "Nova", Name: "nova", UID: "u-1"}
 	in := ServiceUserInput{Admin: CloudSecret{Namespace: "ns", Name: "admin"}, User: "nova", Owner: owner}
-	find := users.ListOpts{Name: "nova", DomainID: serviceDomain}
+	find := UserListOpts{Name: "nova", DomainID: serviceDomain}
 	for _, tc := range []struct {
 		name   string
 		expect func(k *mock.MockIdentityClientMockRecorder)
 	}{
 		{"ours: deleted", func(k *mock.MockIdentityClientMockRecorder) {
-			k.ListUsers(gomock.Any(), find).Return([]users.User{{ID: "user-1", Description: in.description()}}, nil)
+			k.ListUsers(gomock.Any(), find).Return([]User{{ID: "user-1", Description: in.description()}}, nil)
 			k.DeleteUser(gomock.Any(), "user-1").Return(nil)
 		}},
 		{"someone else's: kept", func(k *mock.MockIdentityClientMockRecorder) {
-			k.ListUsers(gomock.Any(), find).Return([]users.User{{ID: "user-1", Description: "made by hand"}}, nil)
+			k.ListUsers(gomock.Any(), find).Return([]User{{ID: "user-1", Description: "made by hand"}}, nil)
 		}},
 		{"gone already", func(k *mock.MockIdentityClientMockRecorder) {
 			k.ListUsers(gomock.Any(), find).Return(nil, nil)

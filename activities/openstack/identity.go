@@ -8,9 +8,6 @@ import (
 	"github.com/stackflow/stackflow/activities/kube"
 
 	"github.com/gophercloud/gophercloud/v2"
-	"github.com/gophercloud/gophercloud/v2/openstack/identity/v3/endpoints"
-	"github.com/gophercloud/gophercloud/v2/openstack/identity/v3/regions"
-	"github.com/gophercloud/gophercloud/v2/openstack/identity/v3/services"
 	"go.temporal.io/sdk/temporal"
 )
 
@@ -71,11 +68,11 @@ func ensureEndpoints(ctx context.Context, c IdentityClient, in EndpointsInput) (
 		if !isNotFound(err) {
 			return nil, classifyOS("get region "+in.Region, err)
 		}
-		if err := c.CreateRegion(ctx, regions.CreateOpts{ID: in.Region, Description: "created by stackflow"}); err != nil && !isConflict(err) {
+		if err := c.CreateRegion(ctx, RegionCreateOpts{ID: in.Region, Description: "created by stackflow"}); err != nil && !isConflict(err) {
 			return nil, classifyOS("create region "+in.Region, err)
 		}
 	}
-	existing, err := c.ListEndpoints(ctx, endpoints.ListOpts{ServiceID: svc, RegionID: in.Region})
+	existing, err := c.ListEndpoints(ctx, EndpointListOpts{ServiceID: svc, RegionID: in.Region})
 	if err != nil {
 		return nil, classifyOS("list endpoints of "+in.ServiceType+" in "+in.Region, err)
 	}
@@ -87,7 +84,7 @@ func ensureEndpoints(ctx context.Context, c IdentityClient, in EndpointsInput) (
 	slices.Sort(ifaces)
 	for _, iface := range ifaces {
 		url := in.URLs[iface]
-		var found *endpoints.Endpoint
+		var found *Endpoint
 		for i := range existing {
 			e := &existing[i]
 			if string(e.Availability) != iface {
@@ -102,7 +99,7 @@ func ensureEndpoints(ctx context.Context, c IdentityClient, in EndpointsInput) (
 		}
 		switch {
 		case found == nil:
-			e, err := c.CreateEndpoint(ctx, endpoints.CreateOpts{Availability: gophercloud.Availability(iface), Region: in.Region, ServiceID: svc, URL: url})
+			e, err := c.CreateEndpoint(ctx, EndpointCreateOpts{Availability: gophercloud.Availability(iface), Region: in.Region, ServiceID: svc, URL: url})
 			if err != nil {
 				return nil, classifyOS(fmt.Sprintf("create %s endpoint %s", iface, url), err)
 			}
@@ -131,7 +128,7 @@ func ensureCatalogService(ctx context.Context, c IdentityClient, typ, name strin
 			return s.ID, nil
 		}
 	}
-	s, err := c.CreateCatalogService(ctx, services.CreateOpts{Type: typ, Name: name, Description: "created by stackflow"})
+	s, err := c.CreateCatalogService(ctx, CatalogServiceCreateOpts{Type: typ, Name: name, Description: "created by stackflow"})
 	if err != nil {
 		return "", classifyOS("create "+typ+" service "+name, err)
 	}

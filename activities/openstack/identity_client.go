@@ -215,3 +215,23 @@ func (g gopherIdentity) PasswordWorks(ctx context.Context, user, password string
 	_, err := openstack.AuthenticatedClient(ctx, gophercloud.AuthOptions{IdentityEndpoint: g.authURL, Username: user, Password: password, DomainID: serviceDomain})
 	return err == nil
 }
+
+// The gophercloud types the activities use, under stackflow's names: this file is the only one of the
+// package that imports the service's gophercloud packages (TestServiceTypesBehindClients).
+type (
+	CatalogService           = services.Service
+	CatalogServiceCreateOpts = services.CreateOpts
+	Endpoint                 = endpoints.Endpoint
+	EndpointCreateOpts       = endpoints.CreateOpts
+	EndpointListOpts         = endpoints.ListOpts
+	Project                  = projects.Project
+	ProjectCreateOpts        = projects.CreateOpts
+	ProjectListOpts          = projects.ListOpts
+	RegionCreateOpts         = regions.CreateOpts
+	Role                     = roles.Role
+	RoleCreateOpts           = roles.CreateOpts
+	RoleListOpts             = roles.ListOpts
+	User                     = users.User
+	UserCreateOpts           = users.CreateOpts
+	UserListOpts             = users.ListOpts
+)

@@ -3,8 +3,6 @@ package openstack
 import (
 	"context"
 
-	"github.com/gophercloud/gophercloud/v2/openstack/image/v2/images"
-
 	infrav1 "github.com/stackflow/stackflow/api/infrastructure/v1beta1"
 )
 
@@ -20,7 +18,7 @@ func resolveImage(ctx context.Context, glance ImageClient, p infrav1.ImageParam)
 	if p.Filter == nil || (p.Filter.Name == nil && len(p.Filter.Tags) == 0) {
 		return "", notFound("image reference has neither id nor filter")
 	}
-	opts := images.ListOpts{Tags: p.Filter.Tags}
+	opts := ImageListOpts{Tags: p.Filter.Tags}
 	name := "<any>"
 	if p.Filter.Name != nil {
 		opts.Name, name = *p.Filter.Name, *p.Filter.Name

@@ -46,3 +46,10 @@ func (g gopherImage) ListImages(ctx context.Context, opts images.ListOpts) ([]im
 	}
 	return images.ExtractImages(pages)
 }
+
+// The gophercloud types the activities use, under stackflow's names: this file is the only one of the
+// package that imports the service's gophercloud packages (TestServiceTypesBehindClients).
+type (
+	Image         = images.Image
+	ImageListOpts = images.ListOpts
+)

@@ -7,14 +7,6 @@ import (
 	"strings"
 
 	"github.com/stackflow/stackflow/activities/internal/heartbeat"
-
-	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/extensions/external"
-	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/extensions/layer3/floatingips"
-	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/extensions/portsecurity"
-	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/extensions/security/groups"
-	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/networks"
-	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/ports"
-	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/subnets"
 	"go.temporal.io/sdk/temporal"
 
 	infrav1 "github.com/stackflow/stackflow/api/infrastructure/v1beta1"
@@ -35,7 +27,7 @@ func resolveNetwork(ctx context.Context, neutron NetworkClient, p infrav1.Networ
 		return "", notFound("network reference has neither id nor filter")
 	}
 	f := p.Filter
-	all, err := neutron.ListNetworks(ctx, networks.ListOpts{Name: f.Name, Description: f.Description, ProjectID: f.ProjectID,
+	all, err := neutron.ListNetworks(ctx, NetworkListOpts{Name: f.Name, Description: f.Description, ProjectID: f.ProjectID,
 		Tags: joinTags(f.Tags), TagsAny: joinTags(f.TagsAny), NotTags: joinTags(f.NotTags), NotTagsAny: joinTags(f.NotTagsAny)})
 	if err != nil {
 		return "", classifyOS("list networks", err)
@@ -56,7 +48,7 @@ func resolveExternalNetwork(ctx context.Context, neutron NetworkClient, p *infra
 		return resolveNetwork(ctx, neutron, *p)
 	}
 	yes := true
-	all, err := neutron.ListNetworks(ctx, external.ListOptsExt{ListOptsBuilder: networks.ListOpts{}, External: &yes})
+	all, err := neutron.ListNetworks(ctx, ExternalNetworkListOpts{ListOptsBuilder: NetworkListOpts{}, External: &yes})
 	if err != nil {
 		return "", classifyOS("list external networks", err)
 	}
@@ -81,7 +73,7 @@ func resolveSubnet(ctx context.Context, neutron NetworkClient, networkID string,
 		return "", notFound("subnet reference has neither id nor filter")
 	}
 	f := p.Filter
-	all, err := neutron.ListSubnets(ctx, subnets.ListOpts{NetworkID: networkID, Name: f.Name, Description: f.Description, ProjectID: f.ProjectID,
+	all, err := neutron.ListSubnets(ctx, SubnetListOpts{NetworkID: networkID, Name: f.Name, Description: f.Description, ProjectID: f.ProjectID,
 		IPVersion: int(f.IPVersion), GatewayIP: f.GatewayIP, CIDR: f.CIDR,
 		Tags: joinTags(f.Tags), TagsAny: joinTags(f.TagsAny), NotTags: joinTags(f.NotTags), NotTagsAny: joinTags(f.NotTagsAny)})
 	if err != nil {
@@ -108,7 +100,7 @@ func resolveSecurityGroup(ctx context.Context, neutron NetworkClient, p infrav1.
 		return "", notFound("security group reference has neither id nor filter")
 	}
 	f := p.Filter
-	all, err := neutron.ListSecurityGroups(ctx, groups.ListOpts{Name: f.Name, Description: f.Description, ProjectID: f.ProjectID,
+	all, err := neutron.ListSecurityGroups(ctx, SecGroupListOpts{Name: f.Name, Description: f.Description, ProjectID: f.ProjectID,
 		Tags: joinTags(f.Tags), TagsAny: joinTags(f.TagsAny), NotTags: joinTags(f.NotTags), NotTagsAny: joinTags(f.NotTagsAny)})
 	if err != nil {
 		return "", classifyOS("list security groups", err)
@@ -140,16 +132,16 @@ type PortInfo struct {
 
 // portCreate adds the optional extensions (port security) to the base create options.
 type portCreate struct {
-	ports.CreateOpts
+	PortCreateOpts
 	portSecurity *bool
 }
 
 func (p portCreate) ToPortCreateMap() (map[string]any, error) {
-	m, err := p.CreateOpts.ToPortCreateMap()
+	m, err := p.PortCreateOpts.ToPortCreateMap()
 	if err != nil || p.portSecurity == nil {
 		return m, err
 	}
-	return portsecurity.PortCreateOptsExt{CreateOptsBuilder: p.CreateOpts, PortSecurityEnabled: p.portSecurity}.ToPortCreateMap()
+	return PortSecurityCreateOpts{CreateOptsBuilder: p.PortCreateOpts, PortSecurityEnabled: p.portSecurity}.ToPortCreateMap()
 }
 
 // EnsurePort creates the port unless a port with its name and marker description exists on its network
@@ -168,15 +160,15 @@ func (o *OpenStack) EnsurePort(ctx context.Context, in PortInput) (*PortInfo, er
 		info := &PortInfo{Adopted: existing != nil}
 		port := existing
 		if port == nil {
-			opts := ports.CreateOpts{NetworkID: p.NetworkID, Name: p.Name, Description: p.Description, AdminStateUp: p.AdminStateUp,
+			opts := PortCreateOpts{NetworkID: p.NetworkID, Name: p.Name, Description: p.Description, AdminStateUp: p.AdminStateUp,
 				PropagateUplinkStatus: p.PropagateUplinkStatus}
 			if p.MACAddress != nil {
 				opts.MACAddress = *p.MACAddress
 			}
 			if len(p.FixedIPs) > 0 {
-				var ips []ports.IP
+				var ips []FixedIP
 				for _, f := range p.FixedIPs {
-					ip := ports.IP{}
+					ip := FixedIP{}
 					if f.SubnetID != nil {
 						ip.SubnetID = *f.SubnetID
 					}
@@ -198,7 +190,7 @@ func (o *OpenStack) EnsurePort(ctx context.Context, in PortInput) (*PortInfo, er
 				}
 			}
 			for _, ap := range p.AllowedAddressPairs {
-				pair := ports.AddressPair{IPAddress: ap.IPAddress}
+				pair := AddressPair{IPAddress: ap.IPAddress}
 				if ap.MACAddress != nil {
 					pair.MACAddress = *ap.MACAddress
 				}
@@ -212,7 +204,7 @@ func (o *OpenStack) EnsurePort(ctx context.Context, in PortInput) (*PortInfo, er
 				enabled := !*p.DisablePortSecurity
 				ps = &enabled
 			}
-			port, err = neutron.CreatePort(ctx, portCreate{CreateOpts: opts, portSecurity: ps})
+			port, err = neutron.CreatePort(ctx, portCreate{PortCreateOpts: opts, portSecurity: ps})
 			if err != nil {
 				return nil, classifyOS(fmt.Sprintf("create port %s", p.Name), err)
 			}
@@ -233,8 +225,8 @@ func (o *OpenStack) EnsurePort(ctx context.Context, in PortInput) (*PortInfo, er
 	})
 }
 
-func findPort(ctx context.Context, neutron NetworkClient, p ResolvedPort) (*ports.Port, error) {
-	all, err := neutron.ListPorts(ctx, ports.ListOpts{Name: p.Name, Description: p.Description, NetworkID: p.NetworkID})
+func findPort(ctx context.Context, neutron NetworkClient, p ResolvedPort) (*Port, error) {
+	all, err := neutron.ListPorts(ctx, PortListOpts{Name: p.Name, Description: p.Description, NetworkID: p.NetworkID})
 	if err != nil {
 		return nil, classifyOS("list ports named "+p.Name, err)
 	}
@@ -313,7 +305,7 @@ func (o *OpenStack) EnsureFloatingIP(ctx context.Context, in FloatingIPInput) (*
 		if err != nil {
 			return nil, err
 		}
-		opts := floatingips.ListOpts{FloatingNetworkID: in.NetworkID}
+		opts := FloatingIPListOpts{FloatingNetworkID: in.NetworkID}
 		if in.Address != "" {
 			opts.FloatingIP = in.Address
 		} else {
@@ -323,11 +315,11 @@ func (o *OpenStack) EnsureFloatingIP(ctx context.Context, in FloatingIPInput) (*
 		if err != nil {
 			return nil, classifyOS("list floating IPs", err)
 		}
-		var fip *floatingips.FloatingIP
+		var fip *FloatingIP
 		if len(all) > 0 {
 			fip = &all[0]
 		} else {
-			fip, err = neutron.CreateFloatingIP(ctx, floatingips.CreateOpts{FloatingNetworkID: in.NetworkID, FloatingIP: in.Address,
+			fip, err = neutron.CreateFloatingIP(ctx, FloatingIPCreateOpts{FloatingNetworkID: in.NetworkID, FloatingIP: in.Address,
 				Description: in.Marker.Description(), PortID: in.PortID})
 			if err != nil {
 				return nil, classifyOS("allocate floating IP "+in.Address, err)

@@ -3,11 +3,9 @@ package openstack
 import (
 	"context"
 	"fmt"
+	"go.temporal.io/sdk/temporal"
 	"sort"
 	"strings"
-
-	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/extensions/agents"
-	"go.temporal.io/sdk/temporal"
 )
 
 // Binaries of the Neutron agents of an OVN chassis, as Neutron's agent API names them.
@@ -58,7 +56,7 @@ func (o *OpenStack) hostAgents(ctx context.Context, in NetworkAgentInput) (Netwo
 
 // listAgents lists the host's agents of in.Binary (all when empty), sorted by ID.
 func listAgents(ctx context.Context, neutron NetworkClient, in NetworkAgentInput) ([]NetworkAgent, error) {
-	all, err := neutron.ListAgents(ctx, agents.ListOpts{Host: in.Host, Binary: in.Binary})
+	all, err := neutron.ListAgents(ctx, AgentListOpts{Host: in.Host, Binary: in.Binary})
 	if err != nil {
 		return nil, classifyOS("list network agents of "+in.Host, err)
 	}

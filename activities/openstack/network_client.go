@@ -8,7 +8,9 @@ import (
 	"github.com/gophercloud/gophercloud/v2"
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/extensions/agents"
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/extensions/attributestags"
+	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/extensions/external"
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/extensions/layer3/floatingips"
+	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/extensions/portsecurity"
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/extensions/security/groups"
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/networks"
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/ports"
@@ -191,3 +193,27 @@ func decodeAgents(body any) ([]NetworkAgent, error) {
 	}
 	return out.Agents, nil
 }
+
+// The gophercloud types the activities use, under stackflow's names: this file is the only one of the
+// package that imports the service's gophercloud packages (TestServiceTypesBehindClients).
+type (
+	AddressPair             = ports.AddressPair
+	Agent                   = agents.Agent
+	AgentListOpts           = agents.ListOpts
+	ExternalNetworkListOpts = external.ListOptsExt
+	FixedIP                 = ports.IP
+	FloatingIP              = floatingips.FloatingIP
+	FloatingIPCreateOpts    = floatingips.CreateOpts
+	FloatingIPListOpts      = floatingips.ListOpts
+	Network                 = networks.Network
+	NetworkListOpts         = networks.ListOpts
+	Port                    = ports.Port
+	PortCreateOpts          = ports.CreateOpts
+	PortCreateOptsBuilder   = ports.CreateOptsBuilder
+	PortListOpts            = ports.ListOpts
+	PortSecurityCreateOpts  = portsecurity.PortCreateOptsExt
+	SecGroup                = groups.SecGroup
+	SecGroupListOpts        = groups.ListOpts
+	Subnet                  = subnets.Subnet
+	SubnetListOpts          = subnets.ListOpts
+)

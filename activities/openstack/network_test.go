@@ -2,12 +2,8 @@ package openstack
 
 import (
 	"context"
-	"testing"
-
-	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/extensions/layer3/floatingips"
-	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/networks"
-	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/ports"
 	"github.com/stretchr/testify/require"
+	"testing"
 
 	"github.com/stackflow/stackflow/activities/internal/outcome"
 	"go.uber.org/mock/gomock"
@@ -36,7 +32,7 @@ func TestEnsurePort(t *testing.T) {
 	want := ResolvedPort{Name: "web-0", Description: testMarker.Description(), NetworkID: "net-1", Tags: []string{"role=web"},
 		SecurityGroups: []string{"sg-1"}}
 	tags := append(testMarker.Tags(), "role=web")
-	list := ports.ListOpts{Name: "web-0", Description: testMarker.Description(), NetworkID: "net-1"}
+	list := PortListOpts{Name: "web-0", Description: testMarker.Description(), NetworkID: "net-1"}
 	for _, tc := range []struct {
 		name    string
 		expect  func(n *mock.MockNetworkClientMockRecorder)
@@ -46,20 +42,20 @@ func TestEnsurePort(t *testing.T) {
 	}{
 		{"created and tagged", func(n *mock.MockNetworkClientMockRecorder) {
 			n.ListPorts(gomock.Any(), list).Return(nil, nil)
-			n.CreatePort(gomock.Any(), gomock.Cond(func(o ports.CreateOptsBuilder) bool {
+			n.CreatePort(gomock.Any(), gomock.Cond(func(o PortCreateOptsBuilder) bool {
 				m, err := o.ToPortCreateMap()
 				p := m["port"].(map[string]any)
 				return err == nil && p["name"] == "web-0" && p["network_id"] == "net-1" && p["description"] == testMarker.Description()
-			})).Return(&ports.Port{ID: "p-1", Name: "web-0", MACAddress: "fa:16:3e:00:00:01",
-				FixedIPs: []ports.IP{{IPAddress: "10.0.0.5"}}}, nil)
+			})).Return(&Port{ID: "p-1", Name: "web-0", MACAddress: "fa:16:3e:00:00:01",
+				FixedIPs: []FixedIP{{IPAddress: "10.0.0.5"}}}, nil)
 			n.ReplaceTags(gomock.Any(), "ports", "p-1", tags).Return(nil)
 		}, "ok", "", false},
 		{"adopted as a retry left it, tags complete", func(n *mock.MockNetworkClientMockRecorder) {
-			n.ListPorts(gomock.Any(), list).Return([]ports.Port{{ID: "p-1", Name: "web-0", Tags: tags,
-				FixedIPs: []ports.IP{{IPAddress: "10.0.0.5"}}}}, nil)
+			n.ListPorts(gomock.Any(), list).Return([]Port{{ID: "p-1", Name: "web-0", Tags: tags,
+				FixedIPs: []FixedIP{{IPAddress: "10.0.0.5"}}}}, nil)
 		}, "ok", "", true},
 		{"adopted after a crash between create and tag", func(n *mock.MockNetworkClientMockRecorder) {
-			n.ListPorts(gomock.Any(), list).Return([]ports.Port{{ID: "p-1", Name: "web-0", Tags: []string{"other"}}}, nil)
+			n.ListPorts(gomock.Any(), list).Return([]Port{{ID: "p-1", Name: "web-0", Tags: []string{"other"}}}, nil)
 			n.ReplaceTags(gomock.Any(), "ports", "p-1", append([]string{"other"}, tags...)).Return(nil)
 		}, "ok", "", true},
 		{"Neutron down: retried", func(n *mock.MockNetworkClientMockRecorder) {
@@ -81,7 +77,7 @@ func TestEnsurePort(t *testing.T) {
 		}, "permanent", ErrOSNotFound, false},
 		{"tagging fails: retried (the retry adopts the port)", func(n *mock.MockNetworkClientMockRecorder) {
 			n.ListPorts(gomock.Any(), list).Return(nil, nil)
-			n.CreatePort(gomock.Any(), gomock.Any()).Return(&ports.Port{ID: "p-1"}, nil)
+			n.CreatePort(gomock.Any(), gomock.Any()).Return(&Port{ID: "p-1"}, nil)
 			n.ReplaceTags(gomock.Any(), "ports", "p-1", tags).Return(httpErr(500, "Internal Server Error"))
 		}, "retryable", "", false},
 	} {
@@ -118,9 +114,9 @@ func TestDeletePort(t *testing.T) {
 }
 
 func TestEnsureFloatingIP(t *testing.T) {
-	ours := floatingips.ListOpts{FloatingNetworkID: "ext", Description: testMarker.Description()}
-	byAddress := floatingips.ListOpts{FloatingNetworkID: "ext", FloatingIP: "203.0.113.7"}
-	mine := floatingips.FloatingIP{ID: "f-1", FloatingIP: "203.0.113.7", Description: testMarker.Description(), Tags: testMarker.Tags()}
+	ours := FloatingIPListOpts{FloatingNetworkID: "ext", Description: testMarker.Description()}
+	byAddress := FloatingIPListOpts{FloatingNetworkID: "ext", FloatingIP: "203.0.113.7"}
+	mine := FloatingIP{ID: "f-1", FloatingIP: "203.0.113.7", Description: testMarker.Description(), Tags: testMarker.Tags()}
 	for _, tc := range []struct {
 		name    string
 		address string
@@ -131,36 +127,36 @@ func TestEnsureFloatingIP(t *testing.T) {
 	}{
 		{"allocated on the port", "", func(n *mock.MockNetworkClientMockRecorder) {
 			n.ListFloatingIPs(gomock.Any(), ours).Return(nil, nil)
-			n.CreateFloatingIP(gomock.Any(), floatingips.CreateOpts{FloatingNetworkID: "ext", Description: testMarker.Description(), PortID: "p-1"}).
-				Return(&floatingips.FloatingIP{ID: "f-1", FloatingIP: "203.0.113.7", Description: testMarker.Description(), PortID: "p-1"}, nil)
+			n.CreateFloatingIP(gomock.Any(), FloatingIPCreateOpts{FloatingNetworkID: "ext", Description: testMarker.Description(), PortID: "p-1"}).
+				Return(&FloatingIP{ID: "f-1", FloatingIP: "203.0.113.7", Description: testMarker.Description(), PortID: "p-1"}, nil)
 			n.ReplaceTags(gomock.Any(), "floatingips", "f-1", testMarker.Tags()).Return(nil)
 		}, "ok", "", true},
 		{"ours from a killed attempt, not associated yet", "", func(n *mock.MockNetworkClientMockRecorder) {
-			n.ListFloatingIPs(gomock.Any(), ours).Return([]floatingips.FloatingIP{mine}, nil)
+			n.ListFloatingIPs(gomock.Any(), ours).Return([]FloatingIP{mine}, nil)
 			n.AssociateFloatingIP(gomock.Any(), "f-1", "p-1").Return(nil)
 		}, "ok", "", true},
 		{"ours and on the port already: nothing to do", "", func(n *mock.MockNetworkClientMockRecorder) {
 			fip := mine
 			fip.PortID = "p-1"
-			n.ListFloatingIPs(gomock.Any(), ours).Return([]floatingips.FloatingIP{fip}, nil)
+			n.ListFloatingIPs(gomock.Any(), ours).Return([]FloatingIP{fip}, nil)
 		}, "ok", "", true},
 		{"taken over from the previous bastion of the same object", "", func(n *mock.MockNetworkClientMockRecorder) {
 			fip := mine
 			fip.PortID = "p-old"
-			n.ListFloatingIPs(gomock.Any(), ours).Return([]floatingips.FloatingIP{fip}, nil)
-			n.GetPort(gomock.Any(), "p-old").Return(&ports.Port{ID: "p-old", Description: Marker{Owner: testMarker.Owner, Instance: "000000000000"}.Description()}, nil)
+			n.ListFloatingIPs(gomock.Any(), ours).Return([]FloatingIP{fip}, nil)
+			n.GetPort(gomock.Any(), "p-old").Return(&Port{ID: "p-old", Description: Marker{Owner: testMarker.Owner, Instance: "000000000000"}.Description()}, nil)
 			n.AssociateFloatingIP(gomock.Any(), "f-1", "p-1").Return(nil)
 		}, "ok", "", true},
 		{"a given address on someone else's port: refused", "203.0.113.7", func(n *mock.MockNetworkClientMockRecorder) {
-			n.ListFloatingIPs(gomock.Any(), byAddress).Return([]floatingips.FloatingIP{{ID: "f-9", FloatingIP: "203.0.113.7", PortID: "p-x"}}, nil)
-			n.GetPort(gomock.Any(), "p-x").Return(&ports.Port{ID: "p-x", Description: "a port of another tool"}, nil)
+			n.ListFloatingIPs(gomock.Any(), byAddress).Return([]FloatingIP{{ID: "f-9", FloatingIP: "203.0.113.7", PortID: "p-x"}}, nil)
+			n.GetPort(gomock.Any(), "p-x").Return(&Port{ID: "p-x", Description: "a port of another tool"}, nil)
 		}, "permanent", ErrOSInvalid, false},
 		{"a given address, free: adopted, not owned", "203.0.113.7", func(n *mock.MockNetworkClientMockRecorder) {
-			n.ListFloatingIPs(gomock.Any(), byAddress).Return([]floatingips.FloatingIP{{ID: "f-9", FloatingIP: "203.0.113.7"}}, nil)
+			n.ListFloatingIPs(gomock.Any(), byAddress).Return([]FloatingIP{{ID: "f-9", FloatingIP: "203.0.113.7"}}, nil)
 			n.AssociateFloatingIP(gomock.Any(), "f-9", "p-1").Return(nil)
 		}, "ok", "", false},
 		{"a given address whose port is gone: associated", "203.0.113.7", func(n *mock.MockNetworkClientMockRecorder) {
-			n.ListFloatingIPs(gomock.Any(), byAddress).Return([]floatingips.FloatingIP{{ID: "f-9", FloatingIP: "203.0.113.7", PortID: "p-gone"}}, nil)
+			n.ListFloatingIPs(gomock.Any(), byAddress).Return([]FloatingIP{{ID: "f-9", FloatingIP: "203.0.113.7", PortID: "p-gone"}}, nil)
 			n.GetPort(gomock.Any(), "p-gone").Return(nil, httpErr(404, `{"NeutronError": {"message": "Port p-gone could not be found."}}`))
 			n.AssociateFloatingIP(gomock.Any(), "f-9", "p-1").Return(nil)
 		}, "ok", "", false},
@@ -170,7 +166,7 @@ func TestEnsureFloatingIP(t *testing.T) {
 				httpErr(409, `{"NeutronError": {"type": "OverQuota", "message": "Quota exceeded for resources: ['floatingip']."}}`))
 		}, "permanent", ErrOSQuota, false},
 		{"association races another: retried", "", func(n *mock.MockNetworkClientMockRecorder) {
-			n.ListFloatingIPs(gomock.Any(), ours).Return([]floatingips.FloatingIP{mine}, nil)
+			n.ListFloatingIPs(gomock.Any(), ours).Return([]FloatingIP{mine}, nil)
 			n.AssociateFloatingIP(gomock.Any(), "f-1", "p-1").Return(httpErr(409, `{"NeutronError": {"type": "FloatingIPPortAlreadyAssociated", "message": "in use"}}`))
 		}, "retryable", "", false},
 	} {
@@ -226,25 +222,25 @@ func TestResolveNetworks(t *testing.T) {
 		errType string
 	}{
 		{"by ID", &infrav1.NetworkParam{ID: &id}, func(n *mock.MockNetworkClientMockRecorder) {
-			n.GetNetwork(gomock.Any(), "net-1").Return(&networks.Network{ID: "net-1"}, nil)
+			n.GetNetwork(gomock.Any(), "net-1").Return(&Network{ID: "net-1"}, nil)
 		}, "net-1", "ok", ""},
 		{"by ID, gone", &infrav1.NetworkParam{ID: &id}, func(n *mock.MockNetworkClientMockRecorder) {
 			n.GetNetwork(gomock.Any(), "net-1").Return(nil, httpErr(404, `{"NeutronError": {"message": "Network net-1 could not be found."}}`))
 		}, "", "permanent", ErrOSNotFound},
 		{"by filter, one", &infrav1.NetworkParam{Filter: filter}, func(n *mock.MockNetworkClientMockRecorder) {
-			n.ListNetworks(gomock.Any(), networks.ListOpts{Name: "private"}).Return([]networks.Network{{ID: "net-2"}}, nil)
+			n.ListNetworks(gomock.Any(), NetworkListOpts{Name: "private"}).Return([]Network{{ID: "net-2"}}, nil)
 		}, "net-2", "ok", ""},
 		{"by filter, none", &infrav1.NetworkParam{Filter: filter}, func(n *mock.MockNetworkClientMockRecorder) {
-			n.ListNetworks(gomock.Any(), networks.ListOpts{Name: "private"}).Return(nil, nil)
+			n.ListNetworks(gomock.Any(), NetworkListOpts{Name: "private"}).Return(nil, nil)
 		}, "", "permanent", ErrOSNotFound},
 		{"by filter, two", &infrav1.NetworkParam{Filter: filter}, func(n *mock.MockNetworkClientMockRecorder) {
-			n.ListNetworks(gomock.Any(), networks.ListOpts{Name: "private"}).Return([]networks.Network{{ID: "a"}, {ID: "b"}}, nil)
+			n.ListNetworks(gomock.Any(), NetworkListOpts{Name: "private"}).Return([]Network{{ID: "a"}, {ID: "b"}}, nil)
 		}, "", "permanent", ErrOSAmbiguous},
 		{"the only external network", nil, func(n *mock.MockNetworkClientMockRecorder) {
-			n.ListNetworks(gomock.Any(), gomock.Any()).Return([]networks.Network{{ID: "ext"}}, nil)
+			n.ListNetworks(gomock.Any(), gomock.Any()).Return([]Network{{ID: "ext"}}, nil)
 		}, "ext", "ok", ""},
 		{"two external networks: name one", nil, func(n *mock.MockNetworkClientMockRecorder) {
-			n.ListNetworks(gomock.Any(), gomock.Any()).Return([]networks.Network{{ID: "a"}, {ID: "b"}}, nil)
+			n.ListNetworks(gomock.Any(), gomock.Any()).Return([]Network{{ID: "a"}, {ID: "b"}}, nil)
 		}, "", "permanent", ErrOSAmbiguous},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

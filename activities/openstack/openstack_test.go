@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/gophercloud/gophercloud/v2"
-	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/flavors"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/temporal"
 )
@@ -72,7 +71,7 @@ func TestPortName(t *testing.T) {
 }
 
 func TestFlavorMismatch(t *testing.T) {
-	have := flavors.Flavor{ID: "1", Name: "m1.tiny", VCPUs: 1, RAM: 512, Disk: 1}
+	have := NovaFlavor{ID: "1", Name: "m1.tiny", VCPUs: 1, RAM: 512, Disk: 1}
 	for _, tc := range []struct {
 		name string
 		want Flavor

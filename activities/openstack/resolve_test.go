@@ -2,15 +2,9 @@ package openstack
 
 import (
 	"context"
-	"testing"
-
-	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/flavors"
-	"github.com/gophercloud/gophercloud/v2/openstack/image/v2/images"
-	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/extensions/security/groups"
-	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/networks"
-	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/subnets"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/mock/gomock"
+	"testing"
 
 	"github.com/stackflow/stackflow/activities/openstack/mock"
 	infrav1alpha1 "github.com/stackflow/stackflow/api/infrastructure/v1alpha1"
@@ -55,13 +49,13 @@ func TestResolveServer(t *testing.T) {
 	in := ResolveServerInput{Identity: testID, Name: "web", Marker: testMarker, Spec: spec}
 
 	o, c := withClouds(t, testID)
-	c.nova.EXPECT().ListFlavors(gomock.Any()).Return([]flavors.Flavor{{ID: "fl-2", Name: "m1.small"}}, nil)
-	c.glance.EXPECT().ListImages(gomock.Any(), images.ListOpts{Name: "debian"}).Return([]images.Image{{ID: "img-1"}}, nil)
-	c.neutron.EXPECT().ListSecurityGroups(gomock.Any(), gomock.Any()).Return([]groups.SecGroup{{ID: "sg-default"}}, nil)
-	c.neutron.EXPECT().ListNetworks(gomock.Any(), gomock.Any()).Return([]networks.Network{{ID: "net-1"}}, nil).Times(1)
-	c.neutron.EXPECT().ListSubnets(gomock.Any(), gomock.Cond(func(o subnets.ListOpts) bool { return o.NetworkID == "net-1" && o.Name == "private-v4" })).
-		Return([]subnets.Subnet{{ID: "sub-1"}}, nil)
-	c.neutron.EXPECT().GetSecurityGroup(gomock.Any(), "sg-ssh").Return(&groups.SecGroup{ID: "sg-ssh"}, nil)
+	c.nova.EXPECT().ListFlavors(gomock.Any()).Return([]NovaFlavor{{ID: "fl-2", Name: "m1.small"}}, nil)
+	c.glance.EXPECT().ListImages(gomock.Any(), ImageListOpts{Name: "debian"}).Return([]Image{{ID: "img-1"}}, nil)
+	c.neutron.EXPECT().ListSecurityGroups(gomock.Any(), gomock.Any()).Return([]SecGroup{{ID: "sg-default"}}, nil)
+	c.neutron.EXPECT().ListNetworks(gomock.Any(), gomock.Any()).Return([]Network{{ID: "net-1"}}, nil).Times(1)
+	c.neutron.EXPECT().ListSubnets(gomock.Any(), gomock.Cond(func(o SubnetListOpts) bool { return o.NetworkID == "net-1" && o.Name == "private-v4" })).
+		Return([]Subnet{{ID: "sub-1"}}, nil)
+	c.neutron.EXPECT().GetSecurityGroup(gomock.Any(), "sg-ssh").Return(&SecGroup{ID: "sg-ssh"}, nil)
 
 	got, err := o.ResolveServer(context.Background(), in)
 	require.NoError(t, err)
@@ -83,7 +77,7 @@ func TestResolveServerRefused(t *testing.T) {
 		errType string
 	}{
 		{"a port with no network and no default", func(*infrav1alpha1.OpenStackServerSpec) {}, func(c mockClouds) {
-			c.glance.EXPECT().GetImage(gomock.Any(), "img-1").Return(&images.Image{ID: "img-1"}, nil)
+			c.glance.EXPECT().GetImage(gomock.Any(), "img-1").Return(&Image{ID: "img-1"}, nil)
 		}, ErrOSInvalid},
 		{"the image is gone", func(*infrav1alpha1.OpenStackServerSpec) {}, func(c mockClouds) {
 			c.glance.EXPECT().GetImage(gomock.Any(), "img-1").Return(nil, httpErr(404, "404 Not Found: No image found with ID img-1"))
@@ -91,13 +85,13 @@ func TestResolveServerRefused(t *testing.T) {
 		{"two images match the filter", func(sp *infrav1alpha1.OpenStackServerSpec) {
 			sp.Image = infrav1.ImageParam{Filter: &infrav1.ImageFilter{Tags: []string{"golden"}}}
 		}, func(c mockClouds) {
-			c.glance.EXPECT().ListImages(gomock.Any(), images.ListOpts{Tags: []string{"golden"}}).Return([]images.Image{{ID: "a"}, {ID: "b"}}, nil)
+			c.glance.EXPECT().ListImages(gomock.Any(), ImageListOpts{Tags: []string{"golden"}}).Return([]Image{{ID: "a"}, {ID: "b"}}, nil)
 		}, ErrOSAmbiguous},
 		{"no flavor named", func(sp *infrav1alpha1.OpenStackServerSpec) { sp.Flavor = nil }, func(mockClouds) {}, ErrOSInvalid},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o, c := withClouds(t, testID)
-			c.nova.EXPECT().ListFlavors(gomock.Any()).Return([]flavors.Flavor{{ID: "fl-2", Name: "m1.small"}}, nil).AnyTimes()
+			c.nova.EXPECT().ListFlavors(gomock.Any()).Return([]NovaFlavor{{ID: "fl-2", Name: "m1.small"}}, nil).AnyTimes()
 			tc.expect(c)
 			spec := base
 			tc.spec(&spec)
@@ -118,11 +112,11 @@ func TestResolveImageID(t *testing.T) {
 		errType string
 	}{
 		{"by ID", "img-1", func(g *mock.MockImageClientMockRecorder) {
-			g.GetImage(gomock.Any(), "img-1").Return(&images.Image{ID: "img-1"}, nil)
+			g.GetImage(gomock.Any(), "img-1").Return(&Image{ID: "img-1"}, nil)
 		}, "img-1", ""},
 		{"by name", "debian", func(g *mock.MockImageClientMockRecorder) {
 			g.GetImage(gomock.Any(), "debian").Return(nil, gone)
-			g.ListImages(gomock.Any(), images.ListOpts{Name: "debian"}).Return([]images.Image{{ID: "img-2"}}, nil)
+			g.ListImages(gomock.Any(), ImageListOpts{Name: "debian"}).Return([]Image{{ID: "img-2"}}, nil)
 		}, "img-2", ""},
 		{"none", "debian", func(g *mock.MockImageClientMockRecorder) {
 			g.GetImage(gomock.Any(), "debian").Return(nil, gone)
@@ -130,7 +124,7 @@ func TestResolveImageID(t *testing.T) {
 		}, "", ErrOSNotFound},
 		{"two of the name", "debian", func(g *mock.MockImageClientMockRecorder) {
 			g.GetImage(gomock.Any(), "debian").Return(nil, gone)
-			g.ListImages(gomock.Any(), gomock.Any()).Return([]images.Image{{ID: "a"}, {ID: "b"}}, nil)
+			g.ListImages(gomock.Any(), gomock.Any()).Return([]Image{{ID: "a"}, {ID: "b"}}, nil)
 		}, "", ErrOSAmbiguous},
 		{"no image set", "", func(*mock.MockImageClientMockRecorder) {}, "", ErrOSInvalid},
 	} {

@@ -3,10 +3,6 @@ package openstack
 import (
 	"context"
 	"fmt"
-
-	"github.com/gophercloud/gophercloud/v2/openstack/identity/v3/projects"
-	"github.com/gophercloud/gophercloud/v2/openstack/identity/v3/roles"
-	"github.com/gophercloud/gophercloud/v2/openstack/identity/v3/users"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -78,7 +74,7 @@ func (o *OpenStack) EnsureServiceUser(ctx context.Context, in ServiceUserInput) 
 		return nil, err
 	}
 	if u == nil {
-		u, err = c.CreateUser(ctx, users.CreateOpts{Name: in.User, DomainID: serviceDomain, DefaultProjectID: project,
+		u, err = c.CreateUser(ctx, UserCreateOpts{Name: in.User, DomainID: serviceDomain, DefaultProjectID: project,
 			Password: pw, Description: in.description()})
 		if isConflict(err) {
 			u, err = findUser(ctx, c, in.User)
@@ -134,8 +130,8 @@ func (o *OpenStack) DeleteServiceUser(ctx context.Context, in ServiceUserInput) 
 }
 
 // findUser returns the user of domain Default with the name, or nil.
-func findUser(ctx context.Context, c IdentityClient, name string) (*users.User, error) {
-	all, err := c.ListUsers(ctx, users.ListOpts{Name: name, DomainID: serviceDomain})
+func findUser(ctx context.Context, c IdentityClient, name string) (*User, error) {
+	all, err := c.ListUsers(ctx, UserListOpts{Name: name, DomainID: serviceDomain})
 	if err != nil {
 		return nil, classifyOS("find user "+name, err)
 	}
@@ -148,7 +144,7 @@ func findUser(ctx context.Context, c IdentityClient, name string) (*users.User, 
 // ensureServiceProject returns the ID of project service of domain Default, creating it when missing.
 func ensureServiceProject(ctx context.Context, c IdentityClient) (string, error) {
 	return findOrCreate("project service", func() (string, error) {
-		all, err := c.ListProjects(ctx, projects.ListOpts{Name: "service", DomainID: serviceDomain})
+		all, err := c.ListProjects(ctx, ProjectListOpts{Name: "service", DomainID: serviceDomain})
 		if err != nil {
 			return "", classifyOS("find project service", err)
 		}
@@ -157,7 +153,7 @@ func ensureServiceProject(ctx context.Context, c IdentityClient) (string, error)
 		}
 		return all[0].ID, nil
 	}, func() (string, error) {
-		p, err := c.CreateProject(ctx, projects.CreateOpts{Name: "service", DomainID: serviceDomain, Description: "created by stackflow"})
+		p, err := c.CreateProject(ctx, ProjectCreateOpts{Name: "service", DomainID: serviceDomain, Description: "created by stackflow"})
 		if err != nil {
 			return "", err
 		}
@@ -168,7 +164,7 @@ func ensureServiceProject(ctx context.Context, c IdentityClient) (string, error)
 // ensureRole returns the ID of the global role with the name, creating it when missing.
 func ensureRole(ctx context.Context, c IdentityClient, name string) (string, error) {
 	return findOrCreate("role "+name, func() (string, error) {
-		all, err := c.ListRoles(ctx, roles.ListOpts{Name: name})
+		all, err := c.ListRoles(ctx, RoleListOpts{Name: name})
 		if err != nil {
 			return "", classifyOS("find role "+name, err)
 		}
@@ -179,7 +175,7 @@ func ensureRole(ctx context.Context, c IdentityClient, name string) (string, err
 		}
 		return "", nil
 	}, func() (string, error) {
-		r, err := c.CreateRole(ctx, roles.CreateOpts{Name: name})
+		r, err := c.CreateRole(ctx, RoleCreateOpts{Name: name})
 		if err != nil {
 			return "", err
 		}

@@ -7,11 +7,6 @@ import (
 	"time"
 
 	"github.com/stackflow/stackflow/activities/internal/heartbeat"
-
-	"github.com/gophercloud/gophercloud/v2/openstack/blockstorage/v3/volumes"
-	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/servers"
-	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/extensions/layer3/floatingips"
-	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/ports"
 )
 
 // SweepInput names what to sweep: every server, floating IP, port and volume carrying the marker (the
@@ -72,7 +67,7 @@ func sweep(ctx context.Context, nova ComputeClient, neutron NetworkClient, cinde
 	tags := strings.Join(in.Marker.Tags(), ",")
 
 	if nova != nil {
-		srvs, err := nova.ListServers(ctx, servers.ListOpts{Tags: tags})
+		srvs, err := nova.ListServers(ctx, ServerListOpts{Tags: tags})
 		if err != nil {
 			return nil, classifyOS("list servers tagged "+tags, err)
 		}
@@ -85,7 +80,7 @@ func sweep(ctx context.Context, nova ComputeClient, neutron NetworkClient, cinde
 	}
 
 	// Floating IPs get their tags after creation, so the description (set at creation) is checked too.
-	fips, err := neutron.ListFloatingIPs(ctx, floatingips.ListOpts{})
+	fips, err := neutron.ListFloatingIPs(ctx, FloatingIPListOpts{})
 	if err != nil {
 		return nil, classifyOS("list floating IPs", err)
 	}
@@ -100,7 +95,7 @@ func sweep(ctx context.Context, nova ComputeClient, neutron NetworkClient, cinde
 	}
 
 	seen := map[string]bool{}
-	found, err := neutron.ListPorts(ctx, ports.ListOpts{Tags: tags})
+	found, err := neutron.ListPorts(ctx, PortListOpts{Tags: tags})
 	if err != nil {
 		return nil, classifyOS("list ports tagged "+tags, err)
 	}
@@ -123,7 +118,7 @@ func sweep(ctx context.Context, nova ComputeClient, neutron NetworkClient, cinde
 	}
 
 	if cinder != nil && in.Volumes {
-		vols, err := cinder.ListVolumes(ctx, volumes.ListOpts{Metadata: in.Marker.Metadata()})
+		vols, err := cinder.ListVolumes(ctx, VolumeListOpts{Metadata: in.Marker.Metadata()})
 		if err != nil {
 			return nil, classifyOS("list volumes of "+tags, err)
 		}

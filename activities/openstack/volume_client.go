@@ -56,3 +56,11 @@ func (g gopherVolume) CreateVolume(ctx context.Context, opts volumes.CreateOpts)
 func (g gopherVolume) DeleteVolume(ctx context.Context, id string) error {
 	return volumes.Delete(ctx, g.c, id, volumes.DeleteOpts{Cascade: true}).ExtractErr()
 }
+
+// The gophercloud types the activities use, under stackflow's names: this file is the only one of the
+// package that imports the service's gophercloud packages (TestServiceTypesBehindClients).
+type (
+	Volume           = volumes.Volume
+	VolumeCreateOpts = volumes.CreateOpts
+	VolumeListOpts   = volumes.ListOpts
+)

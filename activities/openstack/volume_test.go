@@ -2,13 +2,11 @@ package openstack
 
 import (
 	"context"
-	"testing"
-	"time"
-
-	"github.com/gophercloud/gophercloud/v2/openstack/blockstorage/v3/volumes"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/temporal"
 	"go.uber.org/mock/gomock"
+	"testing"
+	"time"
 
 	"github.com/stackflow/stackflow/activities/openstack/mock"
 )
@@ -23,7 +21,7 @@ func withCinder(t *testing.T, id Identity, cinder VolumeClient) *OpenStack {
 
 func TestEnsureVolume(t *testing.T) {
 	in := VolumeInput{Identity: testID, Marker: testMarker, Name: "web-root", SizeGiB: 2, ImageID: "img-1"}
-	list := volumes.ListOpts{Name: "web-root", Metadata: testMarker.Metadata()}
+	list := VolumeListOpts{Name: "web-root", Metadata: testMarker.Metadata()}
 	for _, tc := range []struct {
 		name    string
 		expect  func(c *mock.MockVolumeClientMockRecorder)
@@ -33,23 +31,23 @@ func TestEnsureVolume(t *testing.T) {
 	}{
 		{"created, waited until available", func(c *mock.MockVolumeClientMockRecorder) {
 			c.ListVolumes(gomock.Any(), list).Return(nil, nil)
-			c.CreateVolume(gomock.Any(), gomock.Cond(func(o volumes.CreateOpts) bool {
+			c.CreateVolume(gomock.Any(), gomock.Cond(func(o VolumeCreateOpts) bool {
 				return o.Name == "web-root" && o.Size == 2 && o.ImageID == "img-1" && o.Metadata["stackflow-owner"] == testMarker.Owner &&
 					o.Description == testMarker.Description()
-			})).Return(&volumes.Volume{ID: "v-1", Status: "creating"}, nil)
+			})).Return(&Volume{ID: "v-1", Status: "creating"}, nil)
 			gomock.InOrder(
-				c.GetVolume(gomock.Any(), "v-1").Return(&volumes.Volume{ID: "v-1", Status: "downloading"}, nil),
-				c.GetVolume(gomock.Any(), "v-1").Return(&volumes.Volume{ID: "v-1", Status: "available"}, nil),
+				c.GetVolume(gomock.Any(), "v-1").Return(&Volume{ID: "v-1", Status: "downloading"}, nil),
+				c.GetVolume(gomock.Any(), "v-1").Return(&Volume{ID: "v-1", Status: "available"}, nil),
 			)
 		}, "ok", "", false},
 		{"adopted: an earlier attempt created it", func(c *mock.MockVolumeClientMockRecorder) {
-			c.ListVolumes(gomock.Any(), list).Return([]volumes.Volume{{ID: "v-1"}}, nil)
-			c.GetVolume(gomock.Any(), "v-1").Return(&volumes.Volume{ID: "v-1", Status: "in-use"}, nil)
+			c.ListVolumes(gomock.Any(), list).Return([]Volume{{ID: "v-1"}}, nil)
+			c.GetVolume(gomock.Any(), "v-1").Return(&Volume{ID: "v-1", Status: "in-use"}, nil)
 		}, "ok", "", true},
 		{"in error: permanent, the workflow deletes it", func(c *mock.MockVolumeClientMockRecorder) {
 			c.ListVolumes(gomock.Any(), list).Return(nil, nil)
-			c.CreateVolume(gomock.Any(), gomock.Any()).Return(&volumes.Volume{ID: "v-1"}, nil)
-			c.GetVolume(gomock.Any(), "v-1").Return(&volumes.Volume{ID: "v-1", Status: "error"}, nil)
+			c.CreateVolume(gomock.Any(), gomock.Any()).Return(&Volume{ID: "v-1"}, nil)
+			c.GetVolume(gomock.Any(), "v-1").Return(&Volume{ID: "v-1", Status: "error"}, nil)
 		}, "permanent", ErrVolumeFailed, false},
 		{"quota: permanent", func(c *mock.MockVolumeClientMockRecorder) {
 			c.ListVolumes(gomock.Any(), list).Return(nil, nil)
@@ -91,17 +89,17 @@ func TestDeleteVolume(t *testing.T) {
 	}{
 		{"available: deleted, waited until gone", func(c *mock.MockVolumeClientMockRecorder) {
 			gomock.InOrder(
-				c.GetVolume(gomock.Any(), "v-1").Return(&volumes.Volume{ID: "v-1", Status: "available"}, nil),
+				c.GetVolume(gomock.Any(), "v-1").Return(&Volume{ID: "v-1", Status: "available"}, nil),
 				c.DeleteVolume(gomock.Any(), "v-1").Return(nil),
-				c.GetVolume(gomock.Any(), "v-1").Return(&volumes.Volume{ID: "v-1", Status: "deleting"}, nil),
+				c.GetVolume(gomock.Any(), "v-1").Return(&Volume{ID: "v-1", Status: "deleting"}, nil),
 				c.GetVolume(gomock.Any(), "v-1").Return(nil, gone),
 			)
 		}, "ok", ""},
 		{"attached: waited until detached, then deleted", func(c *mock.MockVolumeClientMockRecorder) {
 			gomock.InOrder(
-				c.GetVolume(gomock.Any(), "v-1").Return(&volumes.Volume{ID: "v-1", Status: "in-use"}, nil),
-				c.GetVolume(gomock.Any(), "v-1").Return(&volumes.Volume{ID: "v-1", Status: "detaching"}, nil),
-				c.GetVolume(gomock.Any(), "v-1").Return(&volumes.Volume{ID: "v-1", Status: "available"}, nil),
+				c.GetVolume(gomock.Any(), "v-1").Return(&Volume{ID: "v-1", Status: "in-use"}, nil),
+				c.GetVolume(gomock.Any(), "v-1").Return(&Volume{ID: "v-1", Status: "detaching"}, nil),
+				c.GetVolume(gomock.Any(), "v-1").Return(&Volume{ID: "v-1", Status: "available"}, nil),
 				c.DeleteVolume(gomock.Any(), "v-1").Return(nil),
 				c.GetVolume(gomock.Any(), "v-1").Return(nil, gone),
 			)
@@ -110,7 +108,7 @@ func TestDeleteVolume(t *testing.T) {
 			c.GetVolume(gomock.Any(), "v-1").Return(nil, gone)
 		}, "ok", ""},
 		{"refused: permanent", func(c *mock.MockVolumeClientMockRecorder) {
-			c.GetVolume(gomock.Any(), "v-1").Return(&volumes.Volume{ID: "v-1", Status: "available"}, nil)
+			c.GetVolume(gomock.Any(), "v-1").Return(&Volume{ID: "v-1", Status: "available"}, nil)
 			c.DeleteVolume(gomock.Any(), "v-1").Return(httpErr(403, `{"forbidden": {"message": "Policy doesn't allow volume:delete"}}`))
 		}, "permanent", ErrOSForbidden},
 	} {
