@@ -4,11 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -16,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
+	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/stackflow/stackflow/api"
@@ -573,4 +577,104 @@ func TestWaitNoComputes(t *testing.T) {
 			require.Contains(t, err.Error(), "("+tc.users+")")
 		})
 	}
+}
+
+// A status patch that moves the phase or a condition tells it as an Event on the object, through the
+// Events API, from the component and identity the worker gave.
+func TestPatchStatusRecordsEvents(t *testing.T) {
+	ref := api.Ref("OpenStackServer", "ns", "web-0")
+	ref.UID = "u-1"
+	core := fake.NewClientset()
+	rec := NewEventRecorder(core, "stackflow-worker", "worker-0")
+	k := &Kube{Dynamic: newDynamic(obj("OpenStackServer", "ns", "web-0", "u-1", map[string]any{"status": map[string]any{"phase": "Creating"}})), Events: rec}
+	require.NoError(t, k.PatchStatus(context.Background(), StatusPatch{Ref: ref, Phase: "Ready", Conditions: []metav1.Condition{
+		{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Active", Message: "the server is ACTIVE"}}}))
+	var events []corev1.Event
+	require.Eventually(t, func() bool {
+		list, err := core.CoreV1().Events("ns").List(context.Background(), metav1.ListOptions{})
+		require.NoError(t, err)
+		events = list.Items
+		return len(events) > 0
+	}, 5*time.Second, 10*time.Millisecond, "the Event is sent")
+	e := events[0]
+	require.Equal(t, "web-0", e.InvolvedObject.Name)
+	require.Equal(t, "u-1", string(e.InvolvedObject.UID))
+	require.Equal(t, "OpenStackServer", e.InvolvedObject.Kind)
+	require.Equal(t, corev1.EventSource{Component: "stackflow-worker", Host: "worker-0"}, e.Source)
+	var all []string
+	for _, e := range events {
+		all = append(all, e.Reason+": "+e.Message)
+	}
+	require.Contains(t, strings.Join(all, "\n"), "Ready: the server is ACTIVE", "the condition that moved, with its message")
+
+	// The same status again tells nothing new.
+	n := len(events)
+	require.NoError(t, k.PatchStatus(context.Background(), StatusPatch{Ref: ref, Phase: "Ready"}))
+	time.Sleep(100 * time.Millisecond)
+	list, err := core.CoreV1().Events("ns").List(context.Background(), metav1.ListOptions{})
+	require.NoError(t, err)
+	require.Len(t, list.Items, n)
+
+	var none *EventRecorder
+	none.Record(ref, []StatusEvent{{Type: "Normal", Reason: "x"}}) // no recorder: nothing, no panic
+}
+
+// ApplyObject creates a derived object with its defaults (the images from the worker's environment, or
+// the built-in ones) and then applies the owned fields with force; an existing object gets only the
+// owned fields, so what a person changed of the defaults stays.
+func TestApplyObject(t *testing.T) {
+	ref := api.Ref("NovaExternalCompute", "ns", "compute-0")
+	in := ApplyInput{Ref: ref, Labels: map[string]string{"node": "compute-0"},
+		Owned:           map[string]json.RawMessage{"spec": json.RawMessage(`{"cellName":"cell1","dataplaneNodeName":"compute-0"}`)},
+		Defaults:        map[string]json.RawMessage{"spec": json.RawMessage(`{"deploy":true,"cellName":"cell0"}`)},
+		SpecEnvDefaults: map[string]string{"novaImage": "STACKFLOW_NOVA_COMPUTE_IMAGE", "libvirtImage": "STACKFLOW_NOVA_LIBVIRT_IMAGE"}}
+	t.Setenv("STACKFLOW_NOVA_COMPUTE_IMAGE", "registry.local/nova-compute:1")
+	t.Setenv("STACKFLOW_NOVA_LIBVIRT_IMAGE", "")
+	// The fake has no server-side apply: the apply is recorded and answered with the object as it is.
+	applied := func(c *dynamicfake.FakeDynamicClient) *[]map[string]any {
+		var bodies []map[string]any
+		c.PrependReactor("patch", "novaexternalcomputes", func(a k8stesting.Action) (bool, runtime.Object, error) {
+			p := a.(k8stesting.PatchAction)
+			require.Equal(t, types.ApplyPatchType, p.GetPatchType())
+			var b map[string]any
+			require.NoError(t, json.Unmarshal(p.GetPatch(), &b))
+			bodies = append(bodies, b)
+			cur, err := c.Tracker().Get(a.GetResource(), a.GetNamespace(), p.GetName())
+			return true, cur, err
+		})
+		return &bodies
+	}
+	t.Run("missing: created with defaults, owned fields over them, then applied", func(t *testing.T) {
+		c := newDynamic()
+		bodies := applied(c)
+		_, err := (&Kube{Dynamic: c}).ApplyObject(context.Background(), in)
+		require.NoError(t, err)
+		require.Equal(t, []string{"create", "patch"}, verbs(c))
+		spec := get(t, c, ref).Object["spec"]
+		requireJSON(t, `{"deploy":true,"cellName":"cell1","dataplaneNodeName":"compute-0",
+			"novaImage":"registry.local/nova-compute:1","libvirtImage":"`+DefaultImages["STACKFLOW_NOVA_LIBVIRT_IMAGE"]+`"}`, spec)
+		require.Len(t, *bodies, 1)
+		requireJSON(t, `{"apiVersion":"nova.openstack.org/v1beta1","kind":"NovaExternalCompute",
+			"metadata":{"name":"compute-0","namespace":"ns","labels":{"node":"compute-0"}},
+			"spec":{"cellName":"cell1","dataplaneNodeName":"compute-0"}}`, (*bodies)[0])
+	})
+	t.Run("existing: only the owned fields applied, the defaults left as they are", func(t *testing.T) {
+		c := newDynamic(obj("NovaExternalCompute", "ns", "compute-0", "u-1", map[string]any{"spec": map[string]any{"deploy": false, "novaImage": "mine"}}))
+		bodies := applied(c)
+		uid, err := (&Kube{Dynamic: c}).ApplyObject(context.Background(), in)
+		require.NoError(t, err)
+		require.Equal(t, "u-1", uid)
+		require.Equal(t, []string{"patch"}, verbs(c))
+		require.Len(t, *bodies, 1)
+		require.NotContains(t, (*bodies)[0]["spec"], "deploy")
+		require.NotContains(t, (*bodies)[0]["spec"], "novaImage")
+	})
+	t.Run("an owned field that is no JSON: permanent, nothing written", func(t *testing.T) {
+		bad := in
+		bad.Owned = map[string]json.RawMessage{"spec": json.RawMessage(`{`)}
+		c := newDynamic()
+		_, err := (&Kube{Dynamic: c}).ApplyObject(context.Background(), bad)
+		requirePermanent(t, err, ErrInvalid)
+		require.Empty(t, verbs(c))
+	})
 }

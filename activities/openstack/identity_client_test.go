@@ -6,6 +6,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
+	"sync"
 	"testing"
 
 	"github.com/gophercloud/gophercloud/v2"
@@ -16,6 +18,11 @@ import (
 	"github.com/gophercloud/gophercloud/v2/openstack/identity/v3/services"
 	"github.com/gophercloud/gophercloud/v2/openstack/identity/v3/users"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/stackflow/stackflow/activities/kube"
 )
 
 func TestGopherIdentityCatalog(t *testing.T) {
@@ -148,4 +155,95 @@ func keystoneAuth(t *testing.T, answer func(body any) int) string {
 	}))
 	t.Cleanup(srv.Close)
 	return srv.URL
+}
+
+// serviceKeystone is a Keystone whose catalog has its own identity endpoint and a compute API in region
+// r2 (internal and public at different paths), logging in the service user nova with password s3cret;
+// the compute API answers its flavor list and creates. It records the login requests and the compute
+// paths asked.
+func serviceKeystone(t *testing.T) (url string, logins *[]any, compute *[]string) {
+	var mu sync.Mutex
+	logins, compute = &[]any{}, &[]string{}
+	var srv *httptest.Server
+	srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		switch {
+		case r.Method == http.MethodPost && r.URL.Path == "/v3/auth/tokens":
+			var body any
+			require.NoError(t, json.NewDecoder(r.Body).Decode(&body))
+			mu.Lock()
+			*logins = append(*logins, body)
+			mu.Unlock()
+			pw := body.(map[string]any)["auth"].(map[string]any)["identity"].(map[string]any)["password"].(map[string]any)["user"].(map[string]any)["password"]
+			if pw != "s3cret" {
+				w.WriteHeader(http.StatusUnauthorized)
+				_, _ = io.WriteString(w, `{"error": {"code": 401, "title": "Unauthorized", "message": "The request you have made requires authentication."}}`)
+				return
+			}
+			ep := func(iface, region, path string) map[string]any {
+				return map[string]any{"interface": iface, "region": region, "region_id": region, "url": srv.URL + path}
+			}
+			w.Header().Set("X-Subject-Token", "token")
+			w.WriteHeader(http.StatusCreated)
+			_ = json.NewEncoder(w).Encode(map[string]any{"token": map[string]any{"expires_at": "2099-01-01T00:00:00.000000Z", "methods": []string{"password"},
+				"user":    map[string]any{"id": "u-1", "name": "nova", "domain": map[string]any{"id": "default", "name": "Default"}},
+				"project": map[string]any{"id": "p-1", "name": "service", "domain": map[string]any{"id": "default", "name": "Default"}},
+				"catalog": []map[string]any{
+					{"type": "identity", "name": "keystone", "endpoints": []map[string]any{ep("public", "RegionOne", "/v3")}},
+					{"type": "compute", "name": "nova", "endpoints": []map[string]any{ep("internal", "r2", "/r2/internal/v2.1"), ep("public", "r2", "/r2/public/v2.1")}},
+				}}})
+		case strings.HasPrefix(r.URL.Path, "/r2/"):
+			mu.Lock()
+			*compute = append(*compute, r.Method+" "+r.URL.Path)
+			mu.Unlock()
+			if r.Method == http.MethodPost {
+				w.WriteHeader(http.StatusOK)
+				_, _ = io.WriteString(w, `{"flavor": {"id": "f-2", "name": "m1.small", "vcpus": 1, "ram": 2048, "disk": 20}}`)
+				return
+			}
+			_, _ = io.WriteString(w, `{"flavors": [{"id": "f-1", "name": "m1.tiny", "vcpus": 1, "ram": 512, "disk": 1}]}`)
+		case r.URL.Path == "/v3/regions/r2":
+			_, _ = io.WriteString(w, `{"region": {"id": "r2"}}`)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL, logins, compute
+}
+
+// A service user logs in to the service project of domain Default with its password from the Secret,
+// and reaches its region's compute API at the internal endpoint (EnsureFlavors through it).
+func TestServiceUserClients(t *testing.T) {
+	url, logins, compute := serviceKeystone(t)
+	pw := func(v string) *corev1.Secret {
+		return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "nova-pw"}, Data: map[string][]byte{"password": []byte(v)}}
+	}
+	user := ServiceUser{AuthURL: url + "/v3", User: "nova", Password: kube.SecretKeyRef{Namespace: "ns", Name: "nova-pw", Key: "password"}}
+	o := &OpenStack{Core: fake.NewClientset(pw("s3cret"))}
+	ctx := context.Background()
+
+	res, err := o.EnsureFlavors(ctx, FlavorsInput{Auth: user, Region: "r2", Flavors: []Flavor{
+		{Name: "m1.tiny", VCPUs: 1, RAM: 512, Disk: 1}, {Name: "m1.small", VCPUs: 1, RAM: 2048, Disk: 20}}})
+	require.NoError(t, err)
+	require.Equal(t, FlavorsResult{Created: []string{"m1.small"}, Adopted: []string{"m1.tiny"}}, *res)
+	require.Equal(t, []string{"GET /r2/internal/v2.1/flavors/detail", "POST /r2/internal/v2.1/flavors"}, *compute, "the internal endpoint of the region")
+	scope := (*logins)[0].(map[string]any)["auth"].(map[string]any)["scope"]
+	require.Equal(t, map[string]any{"project": map[string]any{"name": "service", "domain": map[string]any{"name": "Default"}}}, scope)
+
+	k, err := o.serviceIdentity(ctx, user)
+	require.NoError(t, err)
+	require.NoError(t, k.GetRegion(ctx, "r2"), "Keystone's own endpoint from the catalog")
+
+	_, err = o.EnsureFlavors(ctx, FlavorsInput{Auth: user, Region: "r3"})
+	requireOutcome(t, err, "retryable", "")
+	require.Contains(t, err.Error(), "no compute API in region r3")
+
+	wrong := &OpenStack{Core: fake.NewClientset(pw("old"))}
+	_, err = wrong.EnsureFlavors(ctx, FlavorsInput{Auth: user, Region: "r2"})
+	requireOutcome(t, err, "permanent", ErrOSCredentials)
+
+	none := &OpenStack{Core: fake.NewClientset()}
+	_, err = none.EnsureFlavors(ctx, FlavorsInput{Auth: user, Region: "r2"})
+	requireOutcome(t, err, "permanent", kube.ErrSecretMissing)
 }
