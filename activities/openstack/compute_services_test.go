@@ -3,11 +3,12 @@ package openstack
 import (
 	"context"
 	"fmt"
+	"testing"
+	"time"
+
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/temporal"
 	"go.uber.org/mock/gomock"
-	"testing"
-	"time"
 
 	"github.com/stackflow/stackflow/activities/openstack/mock"
 )

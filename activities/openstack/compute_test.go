@@ -3,14 +3,15 @@ package openstack
 import (
 	"context"
 	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
 	"github.com/stretchr/testify/require"
 	"go.uber.org/mock/gomock"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
-	"strings"
-	"testing"
-	"time"
 
 	"github.com/stackflow/stackflow/activities/openstack/mock"
 	infrav1 "github.com/stackflow/stackflow/api/infrastructure/v1beta1"

@@ -3,6 +3,7 @@ package openstack
 import (
 	"context"
 	"fmt"
+
 	"go.temporal.io/sdk/temporal"
 )
 

@@ -3,12 +3,13 @@ package openstack
 import (
 	"context"
 	"fmt"
+	"testing"
+
 	"github.com/stretchr/testify/require"
 	"go.uber.org/mock/gomock"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
-	"testing"
 
 	"github.com/stackflow/stackflow/activities/kube"
 	"github.com/stackflow/stackflow/activities/openstack/mock"

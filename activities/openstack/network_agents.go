@@ -3,9 +3,10 @@ package openstack
 import (
 	"context"
 	"fmt"
-	"go.temporal.io/sdk/temporal"
 	"sort"
 	"strings"
+
+	"go.temporal.io/sdk/temporal"
 )
 
 // Binaries of the Neutron agents of an OVN chassis, as Neutron's agent API names them.

@@ -2,12 +2,13 @@ package openstack
 
 import (
 	"context"
-	"github.com/stretchr/testify/require"
+	"encoding/json"
 	"testing"
 
-	"github.com/stackflow/stackflow/activities/internal/outcome"
+	"github.com/stretchr/testify/require"
 	"go.uber.org/mock/gomock"
 
+	"github.com/stackflow/stackflow/activities/internal/outcome"
 	"github.com/stackflow/stackflow/activities/openstack/mock"
 	infrav1 "github.com/stackflow/stackflow/api/infrastructure/v1beta1"
 )
@@ -249,6 +250,141 @@ func TestResolveNetworks(t *testing.T) {
 			got, err := resolveExternalNetwork(context.Background(), n, tc.param)
 			requireOutcome(t, err, tc.outcome, tc.errType)
 			require.Equal(t, tc.want, got)
+		})
+	}
+}
+
+// The port a spec asks for reaches Neutron whole: fixed IPs by subnet or address, its MAC, allowed
+// address pairs, the VNIC type, and port security either on with the security groups or off without them.
+func TestEnsurePortCreateOptions(t *testing.T) {
+	sub, addr, mac, direct, pairMAC := "s-1", "10.0.0.9", "fa:16:3e:00:00:01", "direct", "fa:16:3e:00:00:02"
+	yes, no := true, false
+	base := ResolvedPort{Name: "web-0", Description: testMarker.Description(), NetworkID: "net-1", SecurityGroups: []string{"sg-1", "sg-2"}}
+	for _, tc := range []struct {
+		name string
+		port func(p *ResolvedPort)
+		want map[string]any
+	}{
+		{"the defaults: the security groups given", func(*ResolvedPort) {}, map[string]any{
+			"network_id": "net-1", "name": "web-0", "description": testMarker.Description(), "security_groups": []any{"sg-1", "sg-2"}}},
+		{"everything a spec can say", func(p *ResolvedPort) {
+			p.FixedIPs = []ResolvedFixedIP{{SubnetID: &sub}, {IPAddress: &addr}}
+			p.MACAddress, p.VNICType, p.AdminStateUp, p.PropagateUplinkStatus = &mac, &direct, &no, &yes
+			p.AllowedAddressPairs = []infrav1.AddressPair{{IPAddress: "10.0.0.100"}, {IPAddress: "10.0.0.101", MACAddress: &pairMAC}}
+			p.DisablePortSecurity = &no
+		}, map[string]any{
+			"network_id": "net-1", "name": "web-0", "description": testMarker.Description(), "security_groups": []any{"sg-1", "sg-2"},
+			"fixed_ips": []any{map[string]any{"subnet_id": "s-1"}, map[string]any{"ip_address": "10.0.0.9"}}, "mac_address": mac,
+			"admin_state_up": false, "propagate_uplink_status": true, "binding:vnic_type": "direct", "port_security_enabled": true,
+			"allowed_address_pairs": []any{map[string]any{"ip_address": "10.0.0.100"}, map[string]any{"ip_address": "10.0.0.101", "mac_address": pairMAC}}}},
+		{"port security off: no security groups", func(p *ResolvedPort) { p.DisablePortSecurity = &yes }, map[string]any{
+			"network_id": "net-1", "name": "web-0", "description": testMarker.Description(), "port_security_enabled": false}},
+		{"no security groups: Neutron's default group", func(p *ResolvedPort) { p.SecurityGroups = nil }, map[string]any{
+			"network_id": "net-1", "name": "web-0", "description": testMarker.Description()}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := base
+			p.SecurityGroups = slicesClone(base.SecurityGroups)
+			tc.port(&p)
+			n := mock.NewMockNetworkClient(gomock.NewController(t))
+			n.EXPECT().ListPorts(gomock.Any(), gomock.Any()).Return(nil, nil)
+			var sent map[string]any
+			n.EXPECT().CreatePort(gomock.Any(), gomock.Any()).DoAndReturn(func(_ context.Context, o PortCreateOptsBuilder) (*Port, error) {
+				m, err := o.ToPortCreateMap()
+				require.NoError(t, err)
+				b, _ := json.Marshal(m["port"])
+				require.NoError(t, json.Unmarshal(b, &sent))
+				return &Port{ID: "p-1", Name: "web-0", MACAddress: mac, FixedIPs: []FixedIP{{IPAddress: "10.0.0.9"}}}, nil
+			})
+			n.EXPECT().ReplaceTags(gomock.Any(), "ports", "p-1", gomock.Any()).Return(nil)
+			info, err := withNeutron(t, testID, n).EnsurePort(context.Background(), PortInput{Identity: testID, Marker: testMarker, Port: p})
+			require.NoError(t, err)
+			require.Equal(t, tc.want, sent)
+			require.Equal(t, PortInfo{ID: "p-1", Name: "web-0", MAC: mac, FixedIPs: []string{"10.0.0.9"}}, *info)
+		})
+	}
+}
+
+func slicesClone(s []string) []string { return append([]string(nil), s...) }
+
+// A subnet and a security group of the spec are found by ID or by filter; none or two are errors that
+// say so.
+func TestResolveSubnetAndSecurityGroup(t *testing.T) {
+	id := "s-1"
+	filter := &infrav1.SubnetFilter{Name: "private", CIDR: "10.0.0.0/24"}
+	gone := httpErr(404, `{"NeutronError": {"message": "Subnet s-1 could not be found."}}`)
+	for _, tc := range []struct {
+		name    string
+		param   infrav1.SubnetParam
+		expect  func(n *mock.MockNetworkClientMockRecorder)
+		want    string
+		errType string
+	}{
+		{"by ID", infrav1.SubnetParam{ID: &id}, func(n *mock.MockNetworkClientMockRecorder) {
+			n.GetSubnet(gomock.Any(), "s-1").Return(&Subnet{ID: "s-1"}, nil)
+		}, "s-1", ""},
+		{"by ID, gone", infrav1.SubnetParam{ID: &id}, func(n *mock.MockNetworkClientMockRecorder) {
+			n.GetSubnet(gomock.Any(), "s-1").Return(nil, gone)
+		}, "", ErrOSNotFound},
+		{"by filter, on the port's network", infrav1.SubnetParam{Filter: filter}, func(n *mock.MockNetworkClientMockRecorder) {
+			n.ListSubnets(gomock.Any(), SubnetListOpts{NetworkID: "net-1", Name: "private", CIDR: "10.0.0.0/24"}).Return([]Subnet{{ID: "s-2"}}, nil)
+		}, "s-2", ""},
+		{"by filter, none", infrav1.SubnetParam{Filter: filter}, func(n *mock.MockNetworkClientMockRecorder) {
+			n.ListSubnets(gomock.Any(), gomock.Any()).Return(nil, nil)
+		}, "", ErrOSNotFound},
+		{"by filter, two", infrav1.SubnetParam{Filter: filter}, func(n *mock.MockNetworkClientMockRecorder) {
+			n.ListSubnets(gomock.Any(), gomock.Any()).Return([]Subnet{{ID: "s-2"}, {ID: "s-3"}}, nil)
+		}, "", ErrOSAmbiguous},
+		{"neither", infrav1.SubnetParam{}, func(*mock.MockNetworkClientMockRecorder) {}, "", ErrOSNotFound},
+	} {
+		t.Run("subnet "+tc.name, func(t *testing.T) {
+			n := mock.NewMockNetworkClient(gomock.NewController(t))
+			tc.expect(n.EXPECT())
+			got, err := resolveSubnet(context.Background(), n, "net-1", tc.param)
+			if tc.errType != "" {
+				requireOutcome(t, err, "permanent", tc.errType)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tc.want, got)
+		})
+	}
+	sg := "sg-1"
+	sgFilter := &infrav1.SecurityGroupFilter{Name: "web"}
+	for _, tc := range []struct {
+		name    string
+		param   infrav1.SecurityGroupParam
+		expect  func(n *mock.MockNetworkClientMockRecorder)
+		want    string
+		errType string
+	}{
+		{"by ID", infrav1.SecurityGroupParam{ID: &sg}, func(n *mock.MockNetworkClientMockRecorder) {
+			n.GetSecurityGroup(gomock.Any(), "sg-1").Return(&SecGroup{ID: "sg-1"}, nil)
+		}, "sg-1", ""},
+		{"by filter", infrav1.SecurityGroupParam{Filter: sgFilter}, func(n *mock.MockNetworkClientMockRecorder) {
+			n.ListSecurityGroups(gomock.Any(), SecGroupListOpts{Name: "web"}).Return([]SecGroup{{ID: "sg-2"}}, nil)
+		}, "sg-2", ""},
+		{"by filter, two", infrav1.SecurityGroupParam{Filter: sgFilter}, func(n *mock.MockNetworkClientMockRecorder) {
+			n.ListSecurityGroups(gomock.Any(), gomock.Any()).Return([]SecGroup{{ID: "sg-2"}, {ID: "sg-3"}}, nil)
+		}, "", ErrOSAmbiguous},
+		{"Neutron down: retried", infrav1.SecurityGroupParam{Filter: sgFilter}, func(n *mock.MockNetworkClientMockRecorder) {
+			n.ListSecurityGroups(gomock.Any(), gomock.Any()).Return(nil, httpErr(503, "unavailable"))
+		}, "", "retry"},
+		{"neither", infrav1.SecurityGroupParam{}, func(*mock.MockNetworkClientMockRecorder) {}, "", ErrOSNotFound},
+	} {
+		t.Run("security group "+tc.name, func(t *testing.T) {
+			n := mock.NewMockNetworkClient(gomock.NewController(t))
+			tc.expect(n.EXPECT())
+			got, err := resolveSecurityGroup(context.Background(), n, tc.param)
+			switch tc.errType {
+			case "":
+				require.NoError(t, err)
+				require.Equal(t, tc.want, got)
+			case "retry":
+				requireOutcome(t, err, "retryable", "")
+			default:
+				requireOutcome(t, err, "permanent", tc.errType)
+			}
 		})
 	}
 }

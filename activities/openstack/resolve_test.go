@@ -2,9 +2,10 @@ package openstack
 
 import (
 	"context"
+	"testing"
+
 	"github.com/stretchr/testify/require"
 	"go.uber.org/mock/gomock"
-	"testing"
 
 	"github.com/stackflow/stackflow/activities/openstack/mock"
 	infrav1alpha1 "github.com/stackflow/stackflow/api/infrastructure/v1alpha1"
