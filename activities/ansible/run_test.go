@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -280,4 +281,79 @@ func TestExtractPlaybooks(t *testing.T) {
 	v2, err := PlaybooksVersion(os.DirFS(dir))
 	require.NoError(t, err)
 	require.NotEqual(t, v1, v2)
+}
+
+// What ansible-playbook is handed of the host, the step and the files, case by case; and a run that
+// cannot start for want of what it names.
+func TestRunPlaybookInputs(t *testing.T) {
+	raw := func(v string) json.RawMessage { return json.RawMessage(v) }
+	for _, tc := range []struct {
+		name    string
+		in      func(in *PlaybookInput)
+		host    map[string]any
+		vars    map[string]any
+		errType string
+		errText string
+	}{
+		{"no inventory ConfigMap: the node's variables alone", func(in *PlaybookInput) {
+			in.InventoryConfigMap = ""
+			in.HostVars = map[string]json.RawMessage{"ansible_host": raw(`"192.0.2.10"`), "ansible_user": raw(`"root"`)}
+		}, map[string]any{"ansible_host": "192.0.2.10", "ansible_user": "root", "ansible_python_interpreter": "/usr/bin/python3"}, nil, "", ""},
+		{"the node's interpreter wins over the default", func(in *PlaybookInput) {
+			in.HostVars = map[string]json.RawMessage{"ansible_python_interpreter": raw(`"/usr/libexec/platform-python"`)}
+		}, map[string]any{"ansible_host": "192.0.2.10", "ansible_user": "cloud-admin", "edpm_role": "compute-hci",
+			"ansible_python_interpreter": "/usr/libexec/platform-python"}, nil, "", ""},
+		{"the step's variables, a Secret read once for two files", func(in *PlaybookInput) {
+			in.ExtraVars = map[string]json.RawMessage{"edpm_nova_compute_image": raw(`"nova-compute:1"`), "stackflow_step": raw(`"not this"`)}
+			in.Files = append(in.Files, oslo.ConfigFile{Dest: "/etc/nova/nova.conf.d/02-more.conf",
+				SecretOptions: []oslo.SecretOption{{Section: "oslo_messaging_notifications", Option: "transport_url", Secret: "nova-cell1-mq", Key: "transport_url"}}})
+		}, nil, map[string]any{"edpm_nova_compute_image": "nova-compute:1", "stackflow_step": "nova-compute", "stackflow_run": "manual"}, "", ""},
+		{"the inventory ConfigMap gone: permanent", func(in *PlaybookInput) { in.InventoryConfigMap = "gone" }, nil, nil,
+			ErrSecretMissing, "inventory ConfigMap openstack/gone not found"},
+		{"the host not in the inventory: permanent", func(in *PlaybookInput) { in.Host = "edpm-compute-9" }, nil, nil,
+			ErrAnsible, "inventory has no host edpm-compute-9"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a, bin := playbookRun(t, `{"plays":[],"stats":{"edpm-compute-0":{"ok":1}}}`, 0)
+			in := runInput()
+			tc.in(&in)
+			_, err := a.RunPlaybook(context.Background(), in)
+			if tc.errType != "" {
+				var app *temporal.ApplicationError
+				require.True(t, errors.As(err, &app) && app.NonRetryable(), "permanent: %v", err)
+				require.Equal(t, tc.errType, app.Type())
+				require.ErrorContains(t, err, tc.errText)
+				_, statErr := os.Stat(filepath.Join(bin, "args"))
+				require.True(t, os.IsNotExist(statErr), "ansible-playbook never started")
+				return
+			}
+			require.NoError(t, err)
+			if tc.host != nil {
+				var inv struct {
+					All struct {
+						Hosts map[string]map[string]any `json:"hosts"`
+					} `json:"all"`
+				}
+				b, err := os.ReadFile(filepath.Join(bin, "inventory.json"))
+				require.NoError(t, err)
+				require.NoError(t, json.Unmarshal(b, &inv))
+				require.Equal(t, tc.host, inv.All.Hosts[in.Host])
+			}
+			if tc.vars != nil {
+				var vars map[string]any
+				b, err := os.ReadFile(filepath.Join(bin, "vars.json"))
+				require.NoError(t, err)
+				require.NoError(t, json.Unmarshal(b, &vars))
+				for k, v := range tc.vars {
+					require.Equal(t, v, vars[k], k)
+				}
+				require.Len(t, vars["stackflow_files"], 2)
+				for i := range 2 {
+					conf, err := os.ReadFile(filepath.Join(bin, fmt.Sprintf("file-%d", i)))
+					require.NoError(t, err)
+					require.Contains(t, string(conf), "transport_url = rabbit://u:s3cret@h:5672/v")
+				}
+			}
+		})
+	}
 }

@@ -215,3 +215,65 @@ func TestDiff(t *testing.T) {
 		permanent(t, err, ErrValuesMissing)
 	})
 }
+
+// An install the API server cannot be reached for is retried; one it refuses, or a chart that does not
+// render, is not; a failed first install is removed before the next one.
+func TestInstallFailures(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		create    error
+		retryable bool
+		errType   string
+	}{
+		{"API server unreachable: retried", errors.New(`Post "https://10.0.0.1:6443/api/v1/namespaces/openstack/configmaps": dial tcp 10.0.0.1:6443: connect: connection refused`), true, ""},
+		{"refused: permanent", errors.New(`ConfigMap "keystone" is invalid: metadata.name: Invalid value`), false, ErrUpgradeFailed},
+		{"rendered objects the cluster cannot build: permanent", errors.New(`unable to build kubernetes objects from release manifest: resource mapping not found`), false, ErrRender},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h, _ := releases(t, &kubefake.FailingKubeClient{PrintingKubeClient: kubefake.PrintingKubeClient{Out: io.Discard}, CreateError: tc.create})
+			_, err := h.UpgradeOrInstall(context.Background(), want("1.0.0", "h2"))
+			require.ErrorContains(t, err, "install of release openstack/keystone (chart keystone-1.0.0)")
+			var app *temporal.ApplicationError
+			if tc.retryable {
+				require.False(t, errors.As(err, &app), "retryable: %v", err)
+				return
+			}
+			permanent(t, err, tc.errType)
+		})
+	}
+	t.Run("after a failed first install: removed, installed anew", func(t *testing.T) {
+		h, store := releases(t, nil)
+		revision(t, store, 1, release.StatusFailed, "1.0.0", "h1", false)
+		got, err := h.UpgradeOrInstall(context.Background(), want("1.0.0", "h2"))
+		require.NoError(t, err)
+		require.Equal(t, UpgradeResult{Action: "install", Revision: 1}, *got)
+		last, err := store.Last("keystone")
+		require.NoError(t, err)
+		require.Equal(t, release.StatusDeployed, last.Info.Status)
+		require.Equal(t, "h2", last.Labels[ReleaseLabelValuesHash])
+	})
+	t.Run("pending: refused until recovered", func(t *testing.T) {
+		h, store := releases(t, nil)
+		revision(t, store, 1, release.StatusDeployed, "1.0.0", "h1", true)
+		revision(t, store, 2, release.StatusPendingRollback, "1.0.0", "h1", false)
+		_, err := h.UpgradeOrInstall(context.Background(), want("1.0.0", "h2"))
+		permanent(t, err, ErrPending)
+		got, err := h.Recover(context.Background(), RecoverInput{Release: "keystone", Namespace: "openstack"})
+		require.NoError(t, err)
+		require.Equal(t, "rollback", got.Action)
+		require.Equal(t, "pending-rollback", got.Status)
+		up, err := h.UpgradeOrInstall(context.Background(), want("1.0.0", "h2"))
+		require.NoError(t, err)
+		require.Equal(t, "upgrade", up.Action)
+		require.Equal(t, got.LastGood, up.Previous)
+	})
+	t.Run("a rollback to a revision that is not there: an error, the release as it was", func(t *testing.T) {
+		h, store := releases(t, nil)
+		revision(t, store, 1, release.StatusFailed, "1.0.0", "h1", false)
+		revision(t, store, 2, release.StatusFailed, "1.0.1", "h1", false)
+		_, err := h.Rollback(context.Background(), RollbackInput{Release: "keystone", Namespace: "openstack", To: 7, Failed: 2})
+		require.ErrorContains(t, err, "rollback openstack/keystone to revision 7")
+		hist, _ := store.History("keystone")
+		require.Len(t, hist, 2)
+	})
+}

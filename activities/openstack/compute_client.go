@@ -210,6 +210,7 @@ type (
 	Server                   = servers.Server
 	ServerCreateOpts         = servers.CreateOpts
 	ServerCreateOptsBuilder  = servers.CreateOptsBuilder
+	ServerFault              = servers.Fault
 	ServerGroup              = servergroups.ServerGroup
 	ServerListOpts           = servers.ListOpts
 	ServerNetwork            = servers.Network

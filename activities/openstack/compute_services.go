@@ -225,6 +225,13 @@ func logInfo(ctx context.Context, msg string, kv ...any) {
 	}
 }
 
+// logWarn is logInfo at warning level.
+func logWarn(ctx context.Context, msg string, kv ...any) {
+	if activity.IsActivity(ctx) {
+		activity.GetLogger(ctx).Warn(msg, kv...)
+	}
+}
+
 // DeleteServersOnHost deletes every instance Nova lists on the host (every project) and returns their
 // IDs, sorted; instances already gone are not an error. A compute being removed under an approved (or
 // Skip) drain failure uses it: its instances go with it. It does not wait: WaitHostEmpty does.

@@ -366,3 +366,57 @@ func roundTrip(m map[string]any, into any) error {
 	}
 	return json.Unmarshal(b, into)
 }
+
+// What a status read reports of a server: its addresses by network name (floating ones external), its
+// fault with Nova's code, and DELETED for one that is gone.
+func TestGetServer(t *testing.T) {
+	ref := ResourceRef{Identity: testID, ID: "vm-1"}
+	server := &Server{ID: "vm-1", Name: "web-0", Status: "ERROR", Fault: ServerFault{Message: "No valid host was found.", Code: 500},
+		Addresses: map[string]any{
+			"public":  []any{map[string]any{"addr": "203.0.113.7", "OS-EXT-IPS:type": "floating"}},
+			"private": []any{map[string]any{"addr": "10.0.0.5", "OS-EXT-IPS:type": "fixed"}, map[string]any{"addr": "fd00::5"}, map[string]any{"version": 4}},
+		}}
+	for _, tc := range []struct {
+		name    string
+		answer  func(n *mock.MockComputeClientMockRecorder)
+		want    *ServerInfo
+		outcome string
+	}{
+		{"in error, with addresses", func(n *mock.MockComputeClientMockRecorder) { n.GetServer(gomock.Any(), "vm-1").Return(server, nil) },
+			&ServerInfo{ID: "vm-1", Name: "web-0", Status: "ERROR", Fault: "No valid host was found. (code 500)", Addresses: []Address{
+				{Type: "InternalIP", Address: "10.0.0.5"}, {Type: "InternalIP", Address: "fd00::5"}, {Type: "ExternalIP", Address: "203.0.113.7"}}}, "ok"},
+		{"gone", func(n *mock.MockComputeClientMockRecorder) {
+			n.GetServer(gomock.Any(), "vm-1").Return(nil, httpErr(404, `{"itemNotFound": {"message": "Instance vm-1 could not be found."}}`))
+		}, &ServerInfo{ID: "vm-1", Status: ServerDeleted}, "ok"},
+		{"Nova down: retried", func(n *mock.MockComputeClientMockRecorder) {
+			n.GetServer(gomock.Any(), "vm-1").Return(nil, httpErr(503, "unavailable"))
+		}, nil, "retryable"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := mock.NewMockComputeClient(gomock.NewController(t))
+			tc.answer(n.EXPECT())
+			got, err := withNova(t, testID, n).GetServer(context.Background(), ref)
+			requireOutcome(t, err, tc.outcome, "")
+			require.Equal(t, tc.want, got)
+		})
+	}
+}
+
+// DeleteServersOnHost through Nova's answers: an instance already gone is deleted as far as it goes, one
+// Nova will not delete now (a task under way) has the activity retried.
+func TestDeleteServersOnHostOutcomes(t *testing.T) {
+	in := ComputeHostInput{Cloud: hostCloud, Host: "c0"}
+	n := mock.NewMockComputeClient(gomock.NewController(t))
+	n.EXPECT().ListServers(gomock.Any(), ServerListOpts{AllTenants: true, Host: "c0"}).Return([]Server{{ID: "vm-2"}, {ID: "vm-1"}}, nil)
+	n.EXPECT().DeleteServer(gomock.Any(), "vm-2").Return(nil)
+	n.EXPECT().DeleteServer(gomock.Any(), "vm-1").Return(httpErr(404, `{"itemNotFound": {"message": "gone"}}`))
+	gone, err := withNova(t, hostCloud.Identity(), n).DeleteServersOnHost(context.Background(), in)
+	require.NoError(t, err)
+	require.Equal(t, []string{"vm-1", "vm-2"}, gone)
+
+	n = mock.NewMockComputeClient(gomock.NewController(t))
+	n.EXPECT().ListServers(gomock.Any(), gomock.Any()).Return([]Server{{ID: "vm-1"}}, nil)
+	n.EXPECT().DeleteServer(gomock.Any(), "vm-1").Return(httpErr(409, `{"conflictingRequest": {"message": "Cannot 'delete' instance vm-1 while it is in task_state migrating"}}`))
+	_, err = withNova(t, hostCloud.Identity(), n).DeleteServersOnHost(context.Background(), in)
+	requireOutcome(t, err, "retryable", "")
+}

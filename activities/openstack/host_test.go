@@ -208,4 +208,34 @@ func TestDeleteServiceUser(t *testing.T) {
 			require.NoError(t, o.DeleteServiceUser(context.Background(), in))
 		})
 	}
+	t.Run("the administrator's Secret gone (its namespace being deleted): left, Keystone not asked", func(t *testing.T) {
+		o := &OpenStack{Core: fake.NewClientset(), identity: func(context.Context) (IdentityClient, string, error) {
+			t.Fatal("Keystone asked without credentials")
+			return nil, "", nil
+		}}
+		require.NoError(t, o.DeleteServiceUser(context.Background(), in))
+	})
+	t.Run("Keystone refuses the delete: permanent", func(t *testing.T) {
+		k := mock.NewMockIdentityClient(gomock.NewController(t))
+		k.EXPECT().ListUsers(gomock.Any(), find).Return([]User{{ID: "user-1", Description: in.description()}}, nil)
+		k.EXPECT().DeleteUser(gomock.Any(), "user-1").Return(httpErr(403, `{"error": {"code": 403, "message": "You are not authorized to perform the requested action: identity:delete_user."}}`))
+		o := &OpenStack{Core: fake.NewClientset(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "admin"}}),
+			identity: func(context.Context) (IdentityClient, string, error) { return k, "", nil }}
+		requireOutcome(t, o.DeleteServiceUser(context.Background(), in), "permanent", ErrOSForbidden)
+	})
+}
+
+// A role is global: a domain's role of the same name is not it, and is not taken for it.
+func TestEnsureRoleIsGlobal(t *testing.T) {
+	k := mock.NewMockIdentityClient(gomock.NewController(t))
+	k.EXPECT().ListRoles(gomock.Any(), RoleListOpts{Name: "service"}).Return([]Role{{ID: "r-dom", Name: "service", DomainID: "d-1"}}, nil)
+	k.EXPECT().CreateRole(gomock.Any(), RoleCreateOpts{Name: "service"}).Return(&Role{ID: "r-1", Name: "service"}, nil)
+	id, err := ensureRole(context.Background(), k, "service")
+	require.NoError(t, err)
+	require.Equal(t, "r-1", id)
+
+	k.EXPECT().ListRoles(gomock.Any(), RoleListOpts{Name: "admin"}).Return([]Role{{ID: "r-dom", DomainID: "d-1"}, {ID: "r-admin"}}, nil)
+	id, err = ensureRole(context.Background(), k, "admin")
+	require.NoError(t, err)
+	require.Equal(t, "r-admin", id)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"go.temporal.io/sdk/activity"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -112,7 +111,7 @@ func (o *OpenStack) EnsureServiceUser(ctx context.Context, in ServiceUserInput) 
 func (o *OpenStack) DeleteServiceUser(ctx context.Context, in ServiceUserInput) error {
 	_, err := o.Core.CoreV1().Secrets(in.Admin.Namespace).Get(ctx, in.Admin.Name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		activity.GetLogger(ctx).Warn("Keystone administrator's Secret is gone: the service user, if it exists, is left", "secret", in.Admin.String(), "user", in.User)
+		logWarn(ctx, "Keystone administrator's Secret is gone: the service user, if it exists, is left", "secret", in.Admin.String(), "user", in.User)
 		return nil
 	}
 	c, _, err := o.adminIdentity(ctx, in.Admin)
