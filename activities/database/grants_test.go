@@ -162,3 +162,31 @@ func TestDropDatabase(t *testing.T) {
 		})
 	}
 }
+
+// A drop the server cannot finish now is retried; one the administrator may not make is not; a name
+// that could not be quoted safely never reaches the server.
+func TestDropDatabaseFailures(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		server  []server
+		errType string
+	}{
+		{"server gone away while dropping: retried", []server{owns(ours, "nova_cell1"), func(m sqlmock.Sqlmock) {
+			m.ExpectExec("DROP DATABASE").WillReturnError(&mysql.MySQLError{Number: 2006, Message: "MySQL server has gone away"})
+		}}, "retryable"},
+		{"the user's drop refused: permanent", []server{owns("", "nova_cell1"), func(m sqlmock.Sqlmock) {
+			m.ExpectExec("DROP USER").WillReturnError(&mysql.MySQLError{Number: 1227, Message: "Access denied; you need (at least one of) the CREATE USER privilege(s)"})
+		}}, ErrDatabaseAuth},
+		{"the ownership query fails: retried", []server{func(m sqlmock.Sqlmock) {
+			m.ExpectQuery("SELECT SCHEMA_COMMENT").WillReturnError(&mysql.MySQLError{Number: 2013, Message: "Lost connection to MySQL server during query"})
+		}}, "retryable"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := withServer(t, tc.server...)
+			requireOutcome(t, d.DropDatabase(context.Background(), testInput), tc.errType)
+		})
+	}
+	in := testInput
+	in.User = "nova'@'%"
+	requireOutcome(t, withConnections(t).DropDatabase(context.Background(), in), ErrDatabaseInvalid)
+}
