@@ -3,6 +3,7 @@ package openstack
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -109,8 +110,11 @@ func TestMigrateDecisions(t *testing.T) {
 			if tc.setup != nil {
 				tc.setup(f)
 			}
-			o := &OpenStack{PollInterval: time.Millisecond}
-			res, err := o.migrate(context.Background(), f, tc.in)
+			o := &OpenStack{PollInterval: time.Millisecond, compute: func(_ context.Context, id Identity) (ComputeClient, error) {
+				require.Equal(t, tc.in.Cloud.Identity(), id, "the cloud of the input")
+				return f, nil
+			}}
+			res, err := o.MigrateServers(context.Background(), tc.in)
 			if tc.failure != "" {
 				var app *temporal.ApplicationError
 				require.True(t, errors.As(err, &app) && app.NonRetryable(), "a permanent failure: %v", err)
@@ -187,13 +191,22 @@ func TestSweepByMarker(t *testing.T) {
 			f := setup()
 			var cinder VolumeClient = f
 			if tc.noCinder {
-				cinder = nil
+				cinder = nil // regionVolumeFor's answer for a cloud without block storage
 			}
 			var nova ComputeClient = f
 			if tc.noNova {
 				nova = nil
 			}
-			res, err := sweep(context.Background(), nova, f, cinder, tc.in, time.Millisecond)
+			o := &OpenStack{PollInterval: time.Millisecond,
+				compute: func(context.Context, Identity) (ComputeClient, error) {
+					if tc.noNova {
+						return nil, fmt.Errorf("region r2: %w", errNoComputeAPI)
+					}
+					return f, nil
+				},
+				network: func(context.Context, Identity) (NetworkClient, error) { return f, nil },
+				volume:  func(context.Context, Identity) (VolumeClient, error) { return cinder, nil }}
+			res, err := o.SweepOwned(context.Background(), tc.in)
 			require.NoError(t, err)
 			require.Equal(t, tc.want, *res)
 			require.Contains(t, f.servers, "srv-other", "another owner's server stays")

@@ -62,7 +62,8 @@ func TestEnsureEndpoints(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			k := mock.NewMockIdentityClient(gomock.NewController(t))
 			tc.expect(k.EXPECT())
-			got, err := ensureEndpoints(context.Background(), k, in)
+			o := &OpenStack{identity: func(context.Context) (IdentityClient, string, error) { return k, "", nil }}
+			got, err := o.EnsureEndpoints(context.Background(), in)
 			requireOutcome(t, err, tc.outcome, tc.errType)
 			if tc.outcome == "ok" {
 				require.Equal(t, tc.want, got.IDs)

@@ -62,6 +62,19 @@ func (o *OpenStack) networkFor(ctx context.Context, id Identity) (NetworkClient,
 	return gopherNetwork{c.network}, nil
 }
 
+// regionNetworkFor is networkFor in a region that may have no compute API (what was made there for a
+// server is swept without Nova).
+func (o *OpenStack) regionNetworkFor(ctx context.Context, id Identity) (NetworkClient, error) {
+	if o.network != nil {
+		return o.network(ctx, id)
+	}
+	c, err := o.regionClients(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return gopherNetwork{c.network}, nil
+}
+
 // gopherNetwork is NetworkClient on gophercloud.
 type gopherNetwork struct{ c *gophercloud.ServiceClient }
 

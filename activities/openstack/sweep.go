@@ -2,6 +2,7 @@ package openstack
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"time"
@@ -41,20 +42,22 @@ func (r SweepResult) Found() int {
 // was created but never recorded (a crash between the create and the record).
 func (o *OpenStack) SweepOwned(ctx context.Context, in SweepInput) (*SweepResult, error) {
 	return heartbeat.While(ctx, func(ctx context.Context) (*SweepResult, error) {
-		c, err := o.regionClients(ctx, in.Identity)
+		// A region with no compute API holds no server, but may hold the ports and addresses made for one.
+		nova, err := o.computeFor(ctx, in.Identity)
+		if errors.Is(err, errNoComputeAPI) {
+			nova = nil
+		} else if err != nil {
+			return nil, err
+		}
+		neutron, err := o.regionNetworkFor(ctx, in.Identity)
 		if err != nil {
 			return nil, err
 		}
-		var cinder VolumeClient
-		if bs, err := c.blockStorage(); err == nil {
-			cinder = gopherVolume{bs}
+		cinder, err := o.regionVolumeFor(ctx, in.Identity)
+		if err != nil {
+			return nil, err
 		}
-		// A region with no compute API holds no server, but may hold the ports and addresses made for one.
-		var nova ComputeClient
-		if c.compute != nil {
-			nova = gopherCompute{c.compute}
-		}
-		return sweep(ctx, nova, gopherNetwork{c.network}, cinder, in, o.poll())
+		return sweep(ctx, nova, neutron, cinder, in, o.poll())
 	})
 }
 

@@ -34,6 +34,23 @@ func (o *OpenStack) volumeFor(ctx context.Context, id Identity) (VolumeClient, e
 	return gopherVolume{bs}, nil
 }
 
+// regionVolumeFor is volumeFor in a region that may have no compute API, and nil (no error) for a cloud
+// with no block storage: there is no volume to sweep.
+func (o *OpenStack) regionVolumeFor(ctx context.Context, id Identity) (VolumeClient, error) {
+	if o.volume != nil {
+		return o.volume(ctx, id)
+	}
+	c, err := o.regionClients(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	bs, err := c.blockStorage()
+	if err != nil {
+		return nil, nil
+	}
+	return gopherVolume{bs}, nil
+}
+
 // gopherVolume is VolumeClient on gophercloud.
 type gopherVolume struct{ c *gophercloud.ServiceClient }
 
