@@ -3,6 +3,7 @@ package openstack
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -284,7 +285,7 @@ func TestEnsurePortCreateOptions(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := base
-			p.SecurityGroups = slicesClone(base.SecurityGroups)
+			p.SecurityGroups = slices.Clone(base.SecurityGroups)
 			tc.port(&p)
 			n := mock.NewMockNetworkClient(gomock.NewController(t))
 			n.EXPECT().ListPorts(gomock.Any(), gomock.Any()).Return(nil, nil)
@@ -304,8 +305,6 @@ func TestEnsurePortCreateOptions(t *testing.T) {
 		})
 	}
 }
-
-func slicesClone(s []string) []string { return append([]string(nil), s...) }
 
 // A subnet and a security group of the spec are found by ID or by filter; none or two are errors that
 // say so.
