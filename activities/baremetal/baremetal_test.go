@@ -7,11 +7,10 @@ import (
 
 	"github.com/gophercloud/gophercloud/v2"
 	"github.com/stretchr/testify/require"
-
-	"github.com/stackflow/stackflow/activities/internal/outcome"
 	"go.uber.org/mock/gomock"
 
 	"github.com/stackflow/stackflow/activities/baremetal/mock"
+	"github.com/stackflow/stackflow/activities/internal/outcome"
 	"github.com/stackflow/stackflow/activities/openstack"
 	osmock "github.com/stackflow/stackflow/activities/openstack/mock"
 )

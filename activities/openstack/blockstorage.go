@@ -5,8 +5,9 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/stackflow/stackflow/activities/internal/heartbeat"
 	"go.temporal.io/sdk/temporal"
+
+	"github.com/stackflow/stackflow/activities/internal/heartbeat"
 )
 
 // VolumeInput asks for one Cinder volume, found again by its name and marker metadata on retry. ImageID

@@ -6,9 +6,9 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/stackflow/stackflow/activities/internal/heartbeat"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/stackflow/stackflow/activities/internal/heartbeat"
 	infrav1 "github.com/stackflow/stackflow/api/infrastructure/v1beta1"
 )
 
