@@ -216,7 +216,7 @@ func TestRunJob(t *testing.T) {
 			case ErrManagedByOther:
 				requirePermanent(t, err, tc.errType)
 			default:
-				requireRetryable(t, err)
+				requireOutcome(t, err, "retryable", "")
 				requireType(t, err, tc.errType)
 			}
 		})

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -22,6 +21,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/stackflow/stackflow/activities/internal/outcome"
 	"github.com/stackflow/stackflow/api"
 	"github.com/stackflow/stackflow/api/lifecycle"
 )
@@ -186,7 +186,7 @@ func TestListObjects(t *testing.T) {
 		return true, nil, apierrors.NewServiceUnavailable("etcd")
 	})
 	_, err = k.ListObjects(context.Background(), ListInput{Ref: api.Ref("OpenStackServer", "a", "")})
-	requireRetryable(t, err)
+	requireOutcome(t, err, "retryable", "")
 }
 
 // requireJSON compares v as JSON (the fake's numbers come back as int64 or float64).
@@ -197,15 +197,8 @@ func requireJSON(t *testing.T, want string, v any) {
 	require.JSONEq(t, want, string(b))
 }
 
-// requireRetryable fails unless err is an error Temporal retries.
-func requireRetryable(t *testing.T, err error) {
-	t.Helper()
-	require.Error(t, err)
-	var app *temporal.ApplicationError
-	if errors.As(err, &app) {
-		require.False(t, app.NonRetryable(), "retryable: %v", err)
-	}
-}
+// requireOutcome is outcome.Require.
+var requireOutcome = outcome.Require
 
 func TestPatchStatus(t *testing.T) {
 	ref := api.Ref("OpenStackServer", "ns", "web-0")
@@ -331,7 +324,7 @@ func TestRemoveFinalizer(t *testing.T) {
 		c.PrependReactor("patch", "novas", func(k8stesting.Action) (bool, runtime.Object, error) {
 			return true, nil, apierrors.NewInvalid(schema.GroupKind{Group: "nova.openstack.org", Kind: "Nova"}, "nova", nil)
 		})
-		requireRetryable(t, (&Kube{Dynamic: c}).RemoveFinalizer(context.Background(), ref))
+		requireOutcome(t, (&Kube{Dynamic: c}).RemoveFinalizer(context.Background(), ref), "retryable", "")
 	})
 }
 
@@ -492,7 +485,7 @@ func TestDeleteObjectAndWaitDeleted(t *testing.T) {
 				require.NoError(t, err)
 				return
 			}
-			requireRetryable(t, err)
+			requireOutcome(t, err, "retryable", "")
 			require.Contains(t, err.Error(), lifecycle.Finalizer)
 		})
 	}
@@ -541,7 +534,7 @@ func TestCloudUsersAndWaitCloudUnused(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []string{"Nova/nova", "OpenStackCluster/c-0", "OpenStackServer/web-0"}, users, "this Secret's users of this namespace, sorted")
 	err = k.WaitCloudUnused(context.Background(), in)
-	requireRetryable(t, err)
+	requireOutcome(t, err, "retryable", "")
 	require.Contains(t, err.Error(), "Nova/nova, OpenStackCluster/c-0, OpenStackServer/web-0")
 
 	require.NoError(t, k.WaitCloudUnused(context.Background(), CloudInput{Namespace: "ns", Secret: "cloud-c"}))
@@ -573,7 +566,7 @@ func TestWaitNoComputes(t *testing.T) {
 				require.NoError(t, err)
 				return
 			}
-			requireRetryable(t, err)
+			requireOutcome(t, err, "retryable", "")
 			require.Contains(t, err.Error(), "("+tc.users+")")
 		})
 	}

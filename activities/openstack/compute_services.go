@@ -136,7 +136,7 @@ func (o *OpenStack) DeleteComputeService(ctx context.Context, in ComputeHostInpu
 		// nova-compute registers its resource provider in Placement without the API: one left behind
 		// would refuse the next compute of this name (409 on its provider).
 		logInfo(ctx, "no compute API in the catalog: no compute service to delete, only its resource provider", "host", in.Host, "region", in.Cloud.ComputeRegion)
-		placement, err := o.regionPlacementFor(ctx, id)
+		placement, err := o.placementFor(ctx, id)
 		if err != nil {
 			return nil // no Placement either: nothing of the compute can be left
 		}

@@ -23,26 +23,10 @@ type PlacementClient interface {
 	DeleteAllocations(ctx context.Context, consumer string) error
 }
 
-// placementFor is the Placement client of an identity (a permanent error when the cloud has none), or
-// what a unit test set in o.placement.
+// placementFor is the Placement client of an identity, or what a unit test set in o.placement. It is
+// found in a region with no compute API too (regionClients): nova-compute registers its resource
+// provider without the API, and what it left is removed without Nova.
 func (o *OpenStack) placementFor(ctx context.Context, id Identity) (PlacementClient, error) {
-	if o.placement != nil {
-		return o.placement(ctx, id)
-	}
-	c, err := o.clientsFor(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	pl, err := c.placementAPI()
-	if err != nil {
-		return nil, err
-	}
-	return gopherPlacement{pl}, nil
-}
-
-// regionPlacementFor is placementFor in a region that may have no compute API (what is left of a compute
-// there is removed without Nova).
-func (o *OpenStack) regionPlacementFor(ctx context.Context, id Identity) (PlacementClient, error) {
 	if o.placement != nil {
 		return o.placement(ctx, id)
 	}
