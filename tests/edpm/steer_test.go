@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -179,9 +180,16 @@ spec: {role: steered, hostName: edpm-compute-0, ansibleHost: %s, deploy: true}
 				ready := e2e.Condition(get(t, gvrNode, name), lifecycle.ConditionReady)
 				return ready != nil && ready.Reason == "Cancelled" && ready.Status == metav1.ConditionFalse, e2e.CondString(ready)
 			})
-			st, err := env.WorkflowStatus(context.Background(), id)
-			require.NoError(t, err)
-			require.Equal(t, "Canceled", st.String())
+			// The workflow writes that condition as its compensation, before its run closes: wait for
+			// the close, which must be a cancellation (another close never turns into one).
+			e2e.WaitFor(t, id+" closed as cancelled", time.Minute, func() (bool, string) {
+				st, err := env.WorkflowStatus(context.Background(), id)
+				require.NoError(t, err)
+				if st != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+					require.Equal(t, enumspb.WORKFLOW_EXECUTION_STATUS_CANCELED, st, "how the cancelled run closed")
+				}
+				return st == enumspb.WORKFLOW_EXECUTION_STATUS_CANCELED, st.String()
+			})
 
 			// kubectl describe tells the story as Events, in order: paused, resumed, the failure with its
 			// reason, the retry, Ready, cancelled.
