@@ -6,7 +6,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -64,6 +66,12 @@ func TestLeftoversReportsProcessesAndFailsClosed(t *testing.T) {
 	proc := exec.Command("bash", "-c", "exec -a 'python3 -m nova.cmd.compute' sleep 60")
 	require.NoError(t, proc.Start())
 	t.Cleanup(func() { _ = proc.Process.Kill(); _ = proc.Wait() })
+	// Until bash has exec'd, the command line is bash's: wait for the one the check is to see.
+	cmdline := fmt.Sprintf("/proc/%d/cmdline", proc.Process.Pid)
+	require.Eventually(t, func() bool {
+		b, err := os.ReadFile(cmdline)
+		return err == nil && strings.HasPrefix(string(b), "python3 -m nova.cmd.compute\x00")
+	}, 10*time.Second, 10*time.Millisecond, "the stand-in's command line")
 	host := local.TestHost{Name: "h", Namespace: "stackflow-test-netns", Root: t.TempDir()}
 	orig := listNetnsPIDs
 	t.Cleanup(func() { listNetnsPIDs = orig })
