@@ -6,27 +6,19 @@ package local
 //	etc/<service>/      rendered configuration (mode 0600: it holds passwords)
 //	data/               MariaDB datadir, RabbitMQ mnesia, Glance images, Keystone keys, lock paths
 //	lib/python/         WSGI entry point, bootstrap script
-//	ovn/                OVN's databases, northd and the local compute's chassis (openstack_ovn.go)
-//	markers/            one file per one-time step (schema migrations, cells, Keystone bootstrap)
+//	ovn/                OVN's databases, northd and the gateway chassis (openstack_ovn.go)
+//	markers/            one file per one-time step (schema migrations, Keystone bootstrap)
 //	passwords.json      generated passwords, kept across down/up (0600)
 //	clouds.yaml         the admin cloud (CloudName) for clients on this machine
 //
 // Every API runs under uwsgi and listens on 127.0.0.1 and on the EDPM hosts' gateway HostGateway; the
 // catalog's public and admin endpoints are on 127.0.0.1, its internal endpoints on the gateway, so a
 // service on a test host needs nothing but the catalog. RabbitMQ and MariaDB listen on both as well (the
-// Nova control plane's pods on the real node reach them on the gateway).
+// Nova control planes' pods on the real node reach them on the gateway).
 //
-// What Debian's nova-compute (fake driver) on an EDPM test host needs from this cloud, all of which the
-// data-plane workflows generate:
-//   - message bus: the Secret named by OpenStackInfo.TransportURLSecret, key transport_url
-//     (rabbit://openstack:…@198.51.100.1:5672/, the DEFAULT vhost; cell1 uses the same broker and vhost,
-//     since one conductor serves the API and cell1);
-//   - service user "nova" in project "service" (domain Default), its password in the Secret
-//     OpenStackInfo.ServiceSecret (key NovaPassword);
-//   - Keystone http://198.51.100.1:5000/v3 as auth_url and valid_interfaces = internal;
-//   - compute_driver=fake.FakeDriver, vif_plugging_is_fatal=false, vif_plugging_timeout=0, and a unique
-//     [DEFAULT] host (the fake driver names its node after it, which is also its placement provider);
-//   - the scheduler maps new computes into cell1 by itself within seconds (discover_hosts_in_cells_interval).
+// The stack runs no Nova: every Nova is deployed by stackflow's Nova family (make run's samples, the
+// end-to-end packages' own), which creates its databases and vhosts with the administrators' Secrets
+// below and registers its compute API in a region of its own; the nova service user is the stack's.
 
 import (
 	"context"
@@ -49,7 +41,6 @@ const (
 	PlacementPort          = 8778
 	GlancePort             = 9292
 	NeutronPort            = 9696
-	NovaPort               = 8774
 	IronicPort             = 6385
 	CinderPort             = 8776
 )
@@ -65,17 +56,18 @@ const (
 	SampleCloudsSecret = "keystone-clouds"
 	SampleCloud        = "kupenstack"
 	CloudName          = "stackflow"
-	NovaCell           = "cell1"
-	LocalComputeHost   = "stackflow-compute-0"
-	ExternalNetwork    = "public"
-	ExternalSubnet     = "public-subnet"
-	TenantNetwork      = "private"
-	TenantSubnet       = "private-subnet"
-	RouterName         = "router1"
-	ImageName          = "cirros-tiny"
+	// GatewayChassis is the stack's own OVN chassis (Open vSwitch and ovn-controller on this machine), the
+	// gateway of the cloud's routers. It hosts no compute; the name is the one it had when it hosted the
+	// stack's own Nova compute, kept because Neutron does not move a router's gateway to a renamed chassis.
+	GatewayChassis  = "stackflow-compute-0"
+	ExternalNetwork = "public"
+	ExternalSubnet  = "public-subnet"
+	TenantNetwork   = "private"
+	TenantSubnet    = "private-subnet"
+	RouterName      = "router1"
+	ImageName       = "cirros-tiny"
 	// Secrets (namespace SystemNamespace) published once Kubernetes is up.
-	CloudsSecretName    = "openstack-clouds"
-	TransportSecretName = "cell1-transport"
+	CloudsSecretName = "openstack-clouds"
 	// DatabaseAdminSecretName holds MariaDB's administrator (keys username, password, host, port) and
 	// MessageBusAdminSecretName RabbitMQ's (management_url, username, password, amqp_host, amqp_port):
 	// what a Nova CR names to create its databases, users and vhosts.
@@ -88,15 +80,12 @@ const (
 	ServiceSecretName = "osp-secret"
 )
 
-// osFlavors are the flavors the cloud offers.
-var osFlavors = []map[string]any{
-	{"name": "m1.tiny", "ram": 512, "vcpus": 1, "disk": 1},
-	{"name": "m1.small", "ram": 2048, "vcpus": 1, "disk": 20},
-}
+// retiredNovaProcs are the processes of the Nova the stack ran before every Nova was stackflow's.
+var retiredNovaProcs = []string{"os-nova-api", "os-nova-conductor", "os-nova-scheduler", "os-nova-compute"}
 
 // upOpenStack starts MariaDB, RabbitMQ and the OpenStack services from Debian's packages on loopback
 // (APIs and RabbitMQ also on the hosts' gateway), creates the cloud's initial resources and publishes
-// clouds.yaml and cell1's message-bus URL. Idempotent: running processes are reused and one-time steps
+// clouds.yaml and the administrators' Secrets. Idempotent: running processes are reused and one-time steps
 // are skipped by their markers.
 func (s *Stack) upOpenStack(ctx context.Context) error {
 	start := time.Now()
@@ -118,12 +107,15 @@ func (s *Stack) upOpenStack(ctx context.Context) error {
 		return err
 	}
 
-	// Services migrate and start in parallel. Nova's conductor, scheduler and compute log in to
-	// Keystone and Placement as soon as they start (the first two exit if that fails), so they wait.
-	var started [8]bool
-	identity := make(chan struct{})
-	placement := make(chan struct{})
-	novaAPI := make(chan struct{})
+	// A state directory from before the stack ran no Nova of its own may still run its processes.
+	for _, name := range retiredNovaProcs {
+		if err := s.Stop(name, 15*time.Second); err != nil {
+			return fmt.Errorf("stop the retired %s: %w", name, err)
+		}
+	}
+
+	// Services migrate and start in parallel.
+	var started [6]bool
 	sctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
 	g, gctx = errgroup.WithContext(sctx)
@@ -131,41 +123,13 @@ func (s *Stack) upOpenStack(ctx context.Context) error {
 		if started[0], err = o.upKeystone(gctx); err != nil {
 			return err
 		}
-		if err := o.registerIdentity(gctx, started[0]); err != nil {
-			return err
-		}
-		close(identity)
-		return nil
+		return o.registerIdentity(gctx, started[0])
 	})
-	g.Go(func() (err error) {
-		started[1], err = o.upPlacement(gctx)
-		if err == nil {
-			close(placement)
-		}
-		return err
-	})
+	g.Go(func() (err error) { started[1], err = o.upPlacement(gctx); return err })
 	g.Go(func() (err error) { started[2], err = o.upGlance(gctx); return err })
 	g.Go(func() (err error) { started[3], err = o.upNeutron(gctx); return err })
 	g.Go(func() (err error) { started[4], err = o.upIronic(gctx); return err })
 	g.Go(func() (err error) { started[5], err = o.upCinder(gctx); return err })
-	g.Go(func() (err error) {
-		started[6], err = o.upNovaAPI(gctx)
-		if err == nil {
-			close(novaAPI)
-		}
-		return err
-	})
-	g.Go(func() (err error) {
-		for _, ch := range []chan struct{}{identity, placement, novaAPI} {
-			select {
-			case <-ch:
-			case <-gctx.Done():
-				return gctx.Err()
-			}
-		}
-		started[7], err = o.upNovaServices(gctx)
-		return err
-	})
 	if err := g.Wait(); err != nil {
 		return fmt.Errorf("openstack services: %w", err)
 	}
@@ -183,27 +147,19 @@ func (s *Stack) upOpenStack(ctx context.Context) error {
 	if err := writeIfChanged(s.CloudsYAML, clouds, 0o600); err != nil {
 		return err
 	}
-	flavors := make([]string, 0, len(osFlavors))
-	for _, f := range osFlavors {
-		flavors = append(flavors, f["name"].(string))
-	}
 	s.OpenStack = &OpenStackInfo{
-		AuthURL:            o.Keystone + "/v3",
-		Region:             o.Region,
-		ExternalNetwork:    ExternalNetwork,
-		TenantNetwork:      TenantNetwork,
-		TenantSubnet:       TenantSubnet,
-		Router:             RouterName,
-		Image:              ImageName,
-		Flavors:            flavors,
-		CellName:           NovaCell,
-		CloudsSecret:       SystemNamespace + "/" + CloudsSecretName,
-		TransportURLSecret: SystemNamespace + "/" + TransportSecretName,
-		ServiceSecret:      SystemNamespace + "/" + ServiceSecretName,
-		Cinder:             true,
+		AuthURL:         o.Keystone + "/v3",
+		Region:          o.Region,
+		ExternalNetwork: ExternalNetwork,
+		TenantNetwork:   TenantNetwork,
+		TenantSubnet:    TenantSubnet,
+		Router:          RouterName,
+		Image:           ImageName,
+		CloudsSecret:    SystemNamespace + "/" + CloudsSecretName,
+		ServiceSecret:   SystemNamespace + "/" + ServiceSecretName,
+		Cinder:          true,
 	}
 	s.QueueSecret(SystemNamespace, CloudsSecretName, map[string][]byte{"clouds.yaml": o.cloudsSecretYAML(), "cloud": []byte(CloudName)})
-	s.QueueSecret(SystemNamespace, TransportSecretName, map[string][]byte{"transport_url": []byte(o.EDPMTransport)})
 	s.QueueSecret(SystemNamespace, DatabaseAdminSecretName, map[string][]byte{
 		"username": []byte(DatabaseAdminUser), "password": []byte(o.Pw["db-admin"]),
 		"host": []byte(HostGateway), "port": []byte(fmt.Sprint(MariaDBPort))})
@@ -255,7 +211,6 @@ func (o *osEnv) bootstrapInput() []byte {
 			shared(svc("glance", "image", GlancePort, "")),
 			// neutron-server listens on the gateway only (one bind address, see apiNeutron).
 			shared(gatewayOnly(svc("neutron", "network", NeutronPort, ""))),
-			svc("nova", "compute", NovaPort, "/v2.1"),
 			svc("ironic", "baremetal", IronicPort, ""),
 			shared(svc("cinderv3", "volumev3", CinderPort, "/v3/%(project_id)s")),
 		},
@@ -268,10 +223,8 @@ func (o *osEnv) bootstrapInput() []byte {
 		"tenant": map[string]string{
 			"name": TenantNetwork, "subnet": TenantSubnet, "cidr": "198.51.100.0/24", "gateway": "198.51.100.1",
 		},
-		"router":       RouterName,
-		"flavors":      osFlavors,
-		"compute_host": o.ComputeHost,
-		"cinder":       true,
+		"router": RouterName,
+		"cinder": true,
 	}
 	b, _ := json.Marshal(in)
 	return b

@@ -30,25 +30,24 @@ type osEnv struct {
 	Share string
 	// Pw holds the generated passwords, by user ("admin", "rabbit", service users, "db-<user>").
 	Pw map[string]string
-	// Transport is the message-bus URL the services on this machine use; EDPMTransport the same
-	// broker reached from a test host.
-	Transport, EDPMTransport string
-	Keystone                 string
-	Region                   string
-	Gateway                  string
-	Physnet                  string
-	RabbitPort               int
-	RabbitManagementPort     int
-	// ControlHost names the control services (conductors, schedulers); ComputeHost the local
-	// nova-compute, which is also its hypervisor and resource-provider name.
-	ControlHost, ComputeHost string
+	// Transport is the message-bus URL the services on this machine use.
+	Transport            string
+	Keystone             string
+	Region               string
+	Gateway              string
+	Physnet              string
+	RabbitPort           int
+	RabbitManagementPort int
+	// ControlHost names the control services (conductors, schedulers); GatewayHost the stack's own OVN
+	// chassis, the gateway of the cloud's routers.
+	ControlHost, GatewayHost string
 }
 
 // osPasswordNames are the users that get a generated password.
 var osPasswordNames = []string{
 	"admin", "rabbit",
 	"keystone", "placement", "glance", "neutron", "nova", "ironic", "cinder",
-	"db-keystone", "db-placement", "db-glance", "db-neutron", "db-nova", "db-ironic", "db-cinder",
+	"db-keystone", "db-placement", "db-glance", "db-neutron", "db-ironic", "db-cinder",
 	"db-admin",
 }
 
@@ -70,7 +69,7 @@ func (s *Stack) newOSEnv() (*osEnv, error) {
 		Physnet:     "physnet1",
 		RabbitPort:  RabbitMQPort,
 		ControlHost: "stackflow-control",
-		ComputeHost: LocalComputeHost,
+		GatewayHost: GatewayChassis,
 	}
 	o.RabbitManagementPort = RabbitMQManagementPort
 	if err := mkdirs(o.Etc, o.Data, o.Lib, filepath.Join(dir, "markers")); err != nil {
@@ -82,7 +81,6 @@ func (s *Stack) newOSEnv() (*osEnv, error) {
 	}
 	o.Pw = pw
 	o.Transport = fmt.Sprintf("rabbit://openstack:%s@127.0.0.1:%d/", pw["rabbit"], RabbitMQPort)
-	o.EDPMTransport = fmt.Sprintf("rabbit://openstack:%s@%s:%d/", pw["rabbit"], HostGateway, RabbitMQPort)
 	return o, nil
 }
 
@@ -166,15 +164,11 @@ var osConfigs = map[string]string{
 	"glance/glance-api.conf":      "glance-api.conf.tmpl",
 	"neutron/neutron.conf":        "neutron.conf.tmpl",
 	"neutron/ml2_conf.ini":        "ml2_conf.ini.tmpl",
-	"nova/nova.conf":              "nova.conf.tmpl",
-	"nova/nova-cell0.conf":        "nova-cell0.conf.tmpl",
-	"nova/nova-compute.conf":      "nova-compute.conf.tmpl",
 	"ironic/ironic.conf":          "ironic.conf.tmpl",
 	"cinder/cinder.conf":          "cinder.conf.tmpl",
 	"rabbitmq/rabbitmq.conf":      "rabbitmq.conf.tmpl",
 	"rabbitmq/enabled_plugins":    "rabbitmq-enabled-plugins.tmpl",
 	"rabbitmq/rabbitmq-env.conf":  "rabbitmq-env.conf.tmpl",
-	"nova/api-paste.ini":          "@nova-common/api-paste.ini",
 	"neutron/api-paste.ini":       "@neutron-common/api-paste.ini",
 	"glance/glance-api-paste.ini": "@glance-common/glance-api-paste.ini",
 	"cinder/api-paste.ini":        "@cinder-common/api-paste.ini",
@@ -182,7 +176,6 @@ var osConfigs = map[string]string{
 	"placement/policy.yaml":       "policy.yaml.tmpl",
 	"glance/policy.yaml":          "policy.yaml.tmpl",
 	"neutron/policy.yaml":         "policy.yaml.tmpl",
-	"nova/policy.yaml":            "policy.yaml.tmpl",
 	"ironic/policy.yaml":          "policy.yaml.tmpl",
 	"cinder/policy.yaml":          "policy.yaml.tmpl",
 }
@@ -190,7 +183,7 @@ var osConfigs = map[string]string{
 // writeConfigs renders every configuration file and unpacks the Python helpers. Files are rewritten on
 // every Up; a running service keeps what it read at its start.
 func (o *osEnv) writeConfigs() error {
-	for _, d := range []string{"glance/images", "glance/staging", "nova", "nova-compute/instances", "neutron", "ironic", "cinder/coordination", "keystone"} {
+	for _, d := range []string{"glance/images", "glance/staging", "neutron", "ironic", "cinder/coordination", "keystone"} {
 		if err := mkdirs(filepath.Join(o.Data, d)); err != nil {
 			return err
 		}

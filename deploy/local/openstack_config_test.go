@@ -22,9 +22,9 @@ func testOSEnv(t *testing.T) (*osEnv, string) {
 	return &osEnv{
 		s: &Stack{StateDir: state}, Dir: dir,
 		Etc: filepath.Join(dir, "etc"), Data: filepath.Join(dir, "data"), Lib: filepath.Join(dir, "lib"),
-		Pw: pw, Transport: "rabbit://openstack:x@127.0.0.1:5672/", EDPMTransport: "rabbit://openstack:x@198.51.100.1:5672/",
+		Pw: pw, Transport: "rabbit://openstack:x@127.0.0.1:5672/",
 		Keystone: "http://127.0.0.1:5000", Region: OpenStackRegion, Gateway: HostGateway, Physnet: "physnet1",
-		RabbitPort: RabbitMQPort, ControlHost: "stackflow-control", ComputeHost: LocalComputeHost,
+		RabbitPort: RabbitMQPort, ControlHost: "stackflow-control", GatewayHost: GatewayChassis,
 	}, state
 }
 
@@ -102,10 +102,6 @@ func TestRenderedConfigsStayInStateDir(t *testing.T) {
 			"oslo_concurrency/lock_path", "paste_deploy/config_file", "oslo_policy/policy_file"},
 		"neutron/neutron.conf": {"DEFAULT/state_path", "DEFAULT/api_paste_config", "oslo_concurrency/lock_path",
 			"oslo_policy/policy_file"},
-		"nova/nova.conf": {"DEFAULT/state_path", "wsgi/api_paste_config", "oslo_concurrency/lock_path",
-			"oslo_policy/policy_file"},
-		"nova/nova-compute.conf": {"DEFAULT/state_path", "DEFAULT/instances_path", "oslo_concurrency/lock_path",
-			"compute/provider_config_location"},
 		"ironic/ironic.conf": {"DEFAULT/state_path", "oslo_concurrency/lock_path", "oslo_policy/policy_file"},
 		"cinder/cinder.conf": {"DEFAULT/state_path", "DEFAULT/api_paste_config", "oslo_concurrency/lock_path",
 			"coordination/backend_url", "oslo_policy/policy_file"},

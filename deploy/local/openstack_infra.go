@@ -85,7 +85,6 @@ var osDatabases = map[string][]string{
 	"placement": {"placement"},
 	"glance":    {"glance"},
 	"neutron":   {"neutron"},
-	"nova":      {"nova_api", "nova_cell0", "nova"},
 	"ironic":    {"ironic"},
 	"cinder":    {"cinder"},
 }

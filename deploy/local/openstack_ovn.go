@@ -12,8 +12,8 @@ import (
 )
 
 // The local cloud's OVN, from Debian's ovn-central, ovn-host and openvswitch-switch: the northbound and
-// southbound databases (ovsdb-server each) and ovn-northd, and the chassis of the stack's own
-// nova-compute (an ovsdb-server, ovs-vswitchd on the userspace datapath and ovn-controller). Neutron's
+// southbound databases (ovsdb-server each) and ovn-northd, and the stack's own chassis, the gateway of
+// the cloud's routers (an ovsdb-server, ovs-vswitchd on the userspace datapath and ovn-controller). Neutron's
 // ML2 uses the OVN mechanism driver: it writes the northbound database and binds a port only on a
 // host that is a chassis in the southbound one. The EDPM test hosts become chassis through their `ovn`
 // step (deploy/ansible/ovn.yml), reaching the southbound database on the hosts' gateway.
@@ -55,7 +55,7 @@ func (o *osEnv) ovnEnv() []string {
 func (o *osEnv) NB() string { return fmt.Sprintf("tcp:127.0.0.1:%d", OVNNorthboundPort) }
 func (o *osEnv) SB() string { return fmt.Sprintf("tcp:127.0.0.1:%d", OVNSouthboundPort) }
 
-// upOVN starts OVN's databases and northd, then the local compute's chassis. Idempotent.
+// upOVN starts OVN's databases and northd, then the gateway chassis. Idempotent.
 func (o *osEnv) upOVN(ctx context.Context) error {
 	if err := mkdirs(o.ovnDir("db"), o.ovnDir("run"), o.ovnDir("log")); err != nil {
 		return err
@@ -103,12 +103,12 @@ func (o *osEnv) upOVN(ctx context.Context) error {
 	return o.upLocalChassis(ctx)
 }
 
-// upLocalChassis makes the stack's own nova-compute host an OVN chassis: Neutron binds the ports of
-// servers booted there only then.
+// upLocalChassis makes this machine an OVN chassis, the gateway of the cloud's routers (OVN schedules
+// a router's gateway port only to a chassis that offers itself as one).
 func (o *osEnv) upLocalChassis(ctx context.Context) error {
 	db := "unix:" + o.ovnDir("run", procOVSDB+".sock")
 	if _, err := o.ovnCmd(ctx, "ovs-vsctl", "--db="+db, "--no-wait", "--", "init", "--", "set", "Open_vSwitch", ".",
-		"external_ids:system-id="+o.ComputeHost, "external_ids:hostname="+o.ComputeHost,
+		"external_ids:system-id="+o.GatewayHost, "external_ids:hostname="+o.GatewayHost,
 		"external_ids:ovn-remote="+o.SB(), "external_ids:ovn-encap-type=geneve", "external_ids:ovn-encap-ip=127.0.0.1",
 		"external_ids:ovn-bridge-datapath-type=netdev",
 		"external_ids:ovn-bridge-mappings="+o.Physnet+":br-ex",
@@ -130,12 +130,12 @@ func (o *osEnv) upLocalChassis(ctx context.Context) error {
 	}
 	sb := "unix:" + o.ovnDir("run", procOVNSB+".sock")
 	return o.s.WaitFor(ctx, "local chassis registered", procOVNCtl, 200*time.Millisecond, func(ctx context.Context) error {
-		out, err := o.ovnCmd(ctx, "ovn-sbctl", "--db="+sb, "--bare", "--columns=name", "find", "Chassis", "hostname="+o.ComputeHost)
+		out, err := o.ovnCmd(ctx, "ovn-sbctl", "--db="+sb, "--bare", "--columns=name", "find", "Chassis", "hostname="+o.GatewayHost)
 		if err != nil {
 			return err
 		}
 		if strings.TrimSpace(out) == "" {
-			return errors.New("no chassis for " + o.ComputeHost + " yet")
+			return errors.New("no chassis for " + o.GatewayHost + " yet")
 		}
 		return nil
 	})
@@ -166,14 +166,4 @@ func (o *osEnv) ovnCmd(ctx context.Context, name string, args ...string) (string
 		return "", fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, strings.TrimSpace(string(out)))
 	}
 	return string(out), nil
-}
-
-// OVSVsctl runs ovs-vsctl against the Open vSwitch of the stack's own compute (the chassis
-// LocalComputeHost): for tests and people who plug a port there as a hypervisor would.
-func (s *Stack) OVSVsctl(ctx context.Context, args ...string) (string, error) {
-	o, err := s.newOSEnv()
-	if err != nil {
-		return "", err
-	}
-	return o.ovnCmd(ctx, "ovs-vsctl", append([]string{"--db=unix:" + o.ovnDir("run", procOVSDB+".sock")}, args...)...)
 }

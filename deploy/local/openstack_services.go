@@ -10,8 +10,6 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
-
-	"golang.org/x/sync/errgroup"
 )
 
 // pyMain is the command line that runs a console script's entry point with Debian's python3 (the
@@ -94,7 +92,6 @@ var (
 	// neutron-server forks (API and OVN maintenance), which Zed's uwsgi application never starts. It has
 	// one bind address, the hosts' gateway, which this machine reaches too.
 	apiNeutron = api{proc: "os-neutron-server", app: "neutron", port: NeutronPort, files: []string{"neutron/neutron.conf", "neutron/ml2_conf.ini"}, path: "/", gatewayOnly: true}
-	apiNova    = api{proc: "os-nova-api", app: "nova", port: NovaPort, files: []string{"nova/api-paste.ini", "nova/nova.conf"}, path: "/"}
 	apiIronic  = api{proc: "os-ironic-api", app: "ironic", port: IronicPort, files: []string{"ironic/ironic.conf"}, path: "/"}
 	apiCinder  = api{proc: "os-cinder-api", app: "cinder", port: CinderPort, files: []string{"cinder/cinder.conf"}, path: "/"}
 )
@@ -251,127 +248,4 @@ func (o *osEnv) upCinder(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	return s1 || s2 || s3, o.waitAPI(ctx, apiCinder)
-}
-
-// upNovaAPI sets up cells v2 by hand and starts nova-api. The API database and both cell databases
-// migrate in parallel (each cell database on its own, --local_cell); the cell mappings nova-manage's
-// map_cell0 and create_cell would write are then two rows, inserted directly: those two commands
-// would cost two more Python start-ups on the longest path of a first start.
-func (o *osEnv) upNovaAPI(ctx context.Context) (bool, error) {
-	manage := func(files []string, args ...string) []string {
-		return pyMain("nova-manage", "nova.cmd.manage", "main", append(o.configArgs(files...), args...)...)
-	}
-	nova := []string{"nova/nova.conf"}
-	cell0 := []string{"nova/nova.conf", "nova/nova-cell0.conf"}
-	g, gctx := errgroup.WithContext(ctx)
-	for _, st := range []struct {
-		marker, what string
-		argv         []string
-	}{
-		{"nova-api-db", "nova-manage api_db sync", manage(nova, "api_db", "sync")},
-		{"nova-cell1-db", "nova-manage db sync (cell1)", manage(nova, "db", "sync", "--local_cell")},
-		{"nova-cell0-db", "nova-manage db sync (cell0)", manage(cell0, "db", "sync", "--local_cell")},
-	} {
-		g.Go(func() error {
-			return o.once(gctx, st.marker, func(ctx context.Context) error { return o.run(ctx, st.what, nil, st.argv...) })
-		})
-	}
-	if err := g.Wait(); err != nil {
-		return false, err
-	}
-	if err := o.once(ctx, "nova-cells", func(ctx context.Context) error {
-		_, err := o.sql(ctx, fmt.Sprintf(`
-INSERT INTO nova_api.cell_mappings (created_at, uuid, name, transport_url, database_connection, disabled)
-  SELECT UTC_TIMESTAMP(), '%[1]s', 'cell0', 'none:///', '%[2]s', 0 FROM DUAL
-  WHERE NOT EXISTS (SELECT 1 FROM nova_api.cell_mappings WHERE uuid = '%[1]s');
-INSERT INTO nova_api.cell_mappings (created_at, uuid, name, transport_url, database_connection, disabled)
-  SELECT UTC_TIMESTAMP(), UUID(), '%[3]s', '%[4]s', '%[5]s', 0 FROM DUAL
-  WHERE NOT EXISTS (SELECT 1 FROM nova_api.cell_mappings WHERE name = '%[3]s');
-`, novaCell0UUID, o.DB("nova", "nova_cell0"), NovaCell, o.Transport, o.DB("nova", "nova")))
-		if err != nil {
-			return fmt.Errorf("nova cell mappings: %w", err)
-		}
-		return nil
-	}); err != nil {
-		return false, err
-	}
-	started, err := o.startAPI(apiNova)
-	if err != nil {
-		return false, err
-	}
-	return started, o.waitAPI(ctx, apiNova)
-}
-
-// novaCell0UUID is the fixed identity Nova gives cell0.
-const novaCell0UUID = "00000000-0000-0000-0000-000000000000"
-
-// upNovaServices starts nova-conductor, nova-scheduler and the local nova-compute (fake driver), and
-// waits until the scheduler has mapped the compute into cell1, so the first boot finds it. Conductor
-// and scheduler check their Placement credentials at start, so Keystone must know the nova user.
-func (o *osEnv) upNovaServices(ctx context.Context) (bool, error) {
-	type proc = struct{ name, module, conf string }
-	procs := []proc{
-		{"os-nova-conductor", "nova.cmd.conductor", "nova/nova.conf"},
-		{"os-nova-scheduler", "nova.cmd.scheduler", "nova/nova.conf"},
-		{"os-nova-compute", "nova.cmd.compute", "nova/nova-compute.conf"},
-	}
-	alive := func(procs []proc) error {
-		for _, p := range procs {
-			if _, ok := o.s.Running(p.name); !ok {
-				return fmt.Errorf("%s exited:\n%s", p.name, o.s.LogTail(p.name, 20))
-			}
-		}
-		return nil
-	}
-	since, err := o.sql(ctx, "SELECT UTC_TIMESTAMP()")
-	if err != nil {
-		return false, err
-	}
-	conductorStarted, err := o.startPy(procs[0].name, procs[0].module, "main", procs[0].conf)
-	if err != nil {
-		return false, err
-	}
-	schedulerStarted, err := o.startPy(procs[1].name, procs[1].module, "main", procs[1].conf)
-	if err != nil {
-		return false, err
-	}
-	// nova-compute's first call to the conductor is lost if the conductor's queue does not exist yet,
-	// and is retried only a minute later: wait for a conductor heartbeat (sent after its RPC server
-	// started) before starting the compute.
-	if conductorStarted {
-		err := o.s.WaitFor(ctx, "nova-conductor reporting", "", time.Second, func(ctx context.Context) error {
-			if err := alive(procs[:2]); err != nil {
-				return err
-			}
-			n, err := o.sql(ctx, fmt.Sprintf("SELECT COUNT(*) FROM nova.services WHERE `binary`='nova-conductor' AND host='%s' AND deleted=0 AND updated_at >= '%s'", o.ControlHost, since))
-			if err != nil {
-				return err
-			}
-			if n == "0" {
-				return fmt.Errorf("no heartbeat from nova-conductor yet")
-			}
-			return nil
-		})
-		if err != nil {
-			return false, err
-		}
-	}
-	computeStarted, err := o.startPy(procs[2].name, procs[2].module, "main", procs[2].conf)
-	if err != nil {
-		return false, err
-	}
-	started := conductorStarted || schedulerStarted || computeStarted
-	return started, o.s.WaitFor(ctx, "nova-compute mapped to "+NovaCell, "", time.Second, func(ctx context.Context) error {
-		if err := alive(procs); err != nil {
-			return err
-		}
-		n, err := o.sql(ctx, "SELECT COUNT(*) FROM nova_api.host_mappings WHERE host='"+o.ComputeHost+"'")
-		if err != nil {
-			return err
-		}
-		if n != "1" {
-			return fmt.Errorf("host %s not mapped yet", o.ComputeHost)
-		}
-		return nil
-	})
 }

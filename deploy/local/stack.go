@@ -100,7 +100,7 @@ type Stack struct {
 	// CloudsYAML is a clouds.yaml with an admin cloud named CloudName.
 	CloudsYAML string `json:"cloudsYAML,omitempty"`
 	CloudName  string `json:"cloudName,omitempty"`
-	// OpenStack holds extra facts about the cloud (network names, image, flavors, RabbitMQ URL) as set up.
+	// OpenStack holds extra facts about the cloud (network names, image, Secrets) as set up.
 	OpenStack *OpenStackInfo `json:"openstack,omitempty"`
 	// TestHosts are the EDPM test hosts.
 	TestHosts []TestHost `json:"testHosts,omitempty"`
@@ -127,13 +127,6 @@ type OpenStackInfo struct {
 	Router string `json:"router"`
 	// Image is a small raw image in Glance.
 	Image string `json:"image"`
-	// Flavors lists the flavors created.
-	Flavors []string `json:"flavors"`
-	// CellName is the Nova cell computes join (cell1).
-	CellName string `json:"cellName"`
-	// TransportURLSecret names the Kubernetes Secret (namespace/name) holding cell1's message-bus URL
-	// under the key transport_url; secrets never appear here.
-	TransportURLSecret string `json:"transportURLSecret,omitempty"`
 	// ServiceSecret names the Kubernetes Secret (namespace/name) holding the nova service user's
 	// password (key NovaPassword), for NovaCells.
 	ServiceSecret string `json:"serviceSecret,omitempty"`
@@ -486,8 +479,8 @@ func (s *Stack) Status(w io.Writer) {
 		fmt.Fprintf(w, "openstack:        OS_CLIENT_CONFIG_FILE=%s OS_CLOUD=%s\n", s.CloudsYAML, s.CloudName)
 	}
 	if s.OpenStack != nil {
-		fmt.Fprintf(w, "                  keystone %s, cell %s, image %s, networks %s/%s\n",
-			s.OpenStack.AuthURL, s.OpenStack.CellName, s.OpenStack.Image, s.OpenStack.ExternalNetwork, s.OpenStack.TenantNetwork)
+		fmt.Fprintf(w, "                  keystone %s, image %s, networks %s/%s\n",
+			s.OpenStack.AuthURL, s.OpenStack.Image, s.OpenStack.ExternalNetwork, s.OpenStack.TenantNetwork)
 	}
 	for _, h := range s.TestHosts {
 		fmt.Fprintf(w, "test host:        %s ssh %s@%s -p %d (netns %s)\n", h.Name, h.User, h.Address, h.SSHPort, h.Namespace)

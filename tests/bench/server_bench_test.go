@@ -17,16 +17,26 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/stackflow/stackflow/deploy/local"
+	"github.com/stackflow/stackflow/tests/e2e"
 	serverstest "github.com/stackflow/stackflow/tests/servers"
 )
 
 // benchServers is how many servers both sides create at once.
 const benchServers = 20
 
-// benchZone pins both sides' servers to the stack's own fake compute host (an admin-only zone:host
-// form): other engineers' EDPM hosts may join the same cell, and a build scheduled there measures them,
-// not stackflow.
-var benchZone = "nova:" + local.LocalComputeHost
+// The benchmark's servers boot on a Nova that stackflow deploys for it, in the region and on the test
+// host tests/servers uses (benchmarks run one package at a time, never beside make test), its compute
+// API on a port of its own.
+var benchRegion = local.ServersRegions[0]
+
+const (
+	benchComputeHost = "edpm-compute-2"
+	benchNovaAPIPort = 19274
+)
+
+// benchZone pins both sides' servers to the benchmark's one compute host (an admin-only zone:host form),
+// so that neither side's builds are scheduled elsewhere.
+var benchZone = "nova:" + benchComputeHost
 
 // BenchmarkTwentyServers creates 20 OpenStackServers at once through stackflow (bridge, workflows,
 // worker) and the same 20 servers with a plain gophercloud program (resolve, port, server, wait for
@@ -39,11 +49,15 @@ var benchZone = "nova:" + local.LocalComputeHost
 func BenchmarkTwentyServers(b *testing.B) {
 	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Minute)
 	defer cancel()
-	env, err := serverstest.Setup(ctx, "stackflow-bench-servers", "bsv")
+	env, err := serverstest.Setup(ctx, "stackflow-bench-servers", "bsv", local.Hosts)
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer env.Close()
+	defer env.CloseNova()
+	if err := env.DeployNova(ctx, e2e.NovaOptions{Region: benchRegion, APIPort: benchNovaAPIPort}, benchComputeHost); err != nil {
+		b.Fatal(err)
+	}
 	if err := env.UnlimitCompute(ctx); err != nil {
 		b.Fatal(err)
 	}

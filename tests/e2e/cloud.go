@@ -35,11 +35,9 @@ type Cloud struct {
 	Network   *gophercloud.ServiceClient
 }
 
-// Cloud authenticates as the local cloud's admin (the stack's clouds.yaml).
-func (e *Env) Cloud(ctx context.Context) (*Cloud, error) { return e.CloudIn(ctx, "") }
-
-// CloudIn is Cloud with its compute client on the compute API of region: a Nova that stackflow deployed
-// in a region of its own (the cloud's own region when empty). The other services are the cloud's.
+// CloudIn authenticates as the local cloud's admin (the stack's clouds.yaml), its compute client on the
+// compute API of region: a Nova that stackflow deployed in a region of its own (the stack runs none, so
+// region must name one). The other services are the cloud's.
 func (e *Env) CloudIn(ctx context.Context, region string) (*Cloud, error) {
 	yml, err := os.ReadFile(e.Stack.CloudsYAML)
 	if err != nil {

@@ -29,7 +29,7 @@ type NovaOptions struct {
 	// MariaDB and RabbitMQ.
 	Namespace string
 	// Region is the Keystone region of its compute API; APIPort the port that API listens on (the
-	// stack's own Nova holds 8774, the Nova family's test and the samples their own ports).
+	// samples' Nova and each package's have ports of their own, so an endpoint's URL tells which it is).
 	Region  string
 	APIPort int
 	// Computes are test hosts that join the Nova's cell1 as EDPM computes, as `make run`'s sample computes
@@ -130,7 +130,7 @@ const NovaImage = "stackflow-nova"
 
 // novaManifest is the Nova CR: on the real node, databases named after the run, vhosts after the namespace, the API on
 // its own port in its own region, no global metadata service (cell1's when CellMetadataPort asks for
-// it), no console proxy (no test uses it), and the m1.tiny flavor the tests' servers boot with (a
+// it), no console proxy (no test uses it), and the flavor NovaFlavor the tests' servers boot with (a
 // Nova's API database starts with none).
 func novaManifest(o NovaOptions, run string) string {
 	cellMetadata := ""
@@ -168,10 +168,13 @@ spec:
       cellMessageBus: {adminSecret: %[9]s, transportURLSecret: nova-cell1-transport}
       noVNCProxyServiceTemplate: {enabled: false}%[11]s
   flavors:
-  - {name: m1.tiny, vcpus: 1, ram: 512, disk: 1}
+  - {name: %[12]s, vcpus: 1, ram: 512, disk: 1}
 `, o.Namespace, local.ServiceSecretName, local.HostGateway, o.Region, local.RealNodeLabel, local.ImageRef(NovaImage),
-		run, local.DatabaseAdminSecretName, local.MessageBusAdminSecretName, o.APIPort, cellMetadata)
+		run, local.DatabaseAdminSecretName, local.MessageBusAdminSecretName, o.APIPort, cellMetadata, NovaFlavor)
 }
+
+// NovaFlavor is the flavor a Nova of NovaOptions offers, the smallest that boots the stack's image.
+const NovaFlavor = "m1.tiny"
 
 // StartNova starts the Nova's own bridge and worker and creates the Nova; it does not wait for it.
 func (e *Env) StartNova(ctx context.Context, o NovaOptions) (_ *Nova, err error) {

@@ -23,8 +23,8 @@ import (
 // servedKinds are the kinds the tests' bridge serves.
 const servedKinds = "OpenStackDataPlane,OpenStackDataPlaneRole,OpenStackDataPlaneNode,NovaExternalCompute,OVNMetadataAgent,OpenStackDataPlaneUpdate,OpenStackDataPlaneDeployment"
 
-// NovaRegion is the region of the tests' Nova (the stack's own Nova is RegionOne, the samples' RegionTwo);
-// novaAPIPort is where its compute API listens (the stack's holds 8774, tests/nova's 18774).
+// NovaRegion is the region of the tests' Nova in the stack's Keystone; novaAPIPort is where its compute
+// API listens (tests/nova's holds 18774, tests/servers' 19174).
 const (
 	NovaRegion  = "EDPME2E"
 	novaAPIPort = 18874

@@ -5,10 +5,9 @@
 // booting on cell2, a NovaConductor deployed on its own, a customServiceConfig roll, the removal of a
 // cell, bad input, and no password in any workflow history.
 //
-// The stack runs its own Nova (cell1 of its own API database, RegionOne); this one lives beside it:
-// databases named after the run, vhosts named after the namespace, the compute API on its own port and
-// registered in region NovaRegion, so the two never share anything but Keystone, Placement, Neutron and
-// Glance.
+// It lives beside the other packages' Novas: databases named after the run, vhosts named after the
+// namespace, the compute API on its own port and registered in region NovaRegion, so they share nothing
+// but the stack's Keystone, Placement, Neutron and Glance.
 package nova
 
 import (

@@ -30,7 +30,7 @@ import (
 	novawf "github.com/stackflow/stackflow/workflows/nova"
 )
 
-// NovaRegion is the Keystone region this test's Nova serves: the stack's own Nova has RegionOne.
+// NovaRegion is the Keystone region this test's Nova serves: a region of its own in the stack's Keystone.
 const NovaRegion = "NovaE2E"
 
 // apiPort is where this Nova's compute API listens (its pod's own address; a port apart from the stack's
@@ -378,7 +378,7 @@ spec: {role: compute, hostName: %s, ansibleHost: %s, deploy: true}
 	require.Len(t, flvs, 1, "the spec's flavor, and only it")
 	require.Equal(t, []any{"m1.tiny", 1, 512, 1}, []any{flvs[0].Name, flvs[0].VCPUs, flvs[0].RAM, flvs[0].Disk})
 	require.Equal(t, `["m1.tiny"]`, e2e.Str(get(t, gvrNova, "nova"), "status", "flavors"))
-	cloud, err := env.Cloud(ctx)
+	cloud, err := env.CloudIn(ctx, NovaRegion)
 	require.NoError(t, err)
 	cloud.Compute = cc
 	serverID, err := cloud.BootServer(ctx, env.Run+"-vm", hostB, env.Stack.OpenStack.Image, env.Stack.OpenStack.TenantNetwork)

@@ -60,8 +60,8 @@ type Env struct {
 	Network   *gophercloud.ServiceClient
 	Provider  *gophercloud.ProviderClient
 	Endpoint  gophercloud.EndpointOpts
-	// Nova is the Nova stackflow deployed for the run (see DeployNova); nil when the run boots on the
-	// stack's own.
+	// Nova is the Nova stackflow deployed for the run (see DeployNova, UseNova); nil before, when the
+	// run has no compute API (the stack runs no Nova).
 	Nova *e2e.Nova
 
 	auth gophercloud.AuthOptions
@@ -260,8 +260,8 @@ func (e *Env) ServerSpec(flavor string, ports int) map[string]any {
 	}
 }
 
-// Flavor is the smallest flavor of the local cloud.
-func (e *Env) Flavor() string { return e.Stack.OpenStack.Flavors[0] }
+// Flavor is the flavor the run's Nova offers (e2e.NovaFlavor).
+func (e *Env) Flavor() string { return e2e.NovaFlavor }
 
 // Object builds an object of the run.
 func (e *Env) Object(apiVersion, kind, name string, spec map[string]any) *unstructured.Unstructured {

@@ -19,7 +19,7 @@ const temporalNamespace = "stackflow-e2e-servers"
 
 // The tests' servers boot on a Nova that stackflow deploys (region novaRegion, its compute API on
 // novaAPIPort, cell1's metadata service on novaMetadataPort), on the EDPM compute computeHost joins to
-// its cell1, as on `make run`'s cloud; the stack's own Nova serves no test of this package.
+// its cell1, as on `make run`'s cloud (the stack runs no Nova of its own).
 var novaRegion = local.ServersRegions[0]
 
 const (

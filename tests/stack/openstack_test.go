@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -16,14 +17,13 @@ import (
 	"github.com/gophercloud/gophercloud/v2/openstack"
 	"github.com/gophercloud/gophercloud/v2/openstack/baremetal/v1/nodes"
 	"github.com/gophercloud/gophercloud/v2/openstack/blockstorage/v3/volumes"
-	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/flavors"
-	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/servers"
 	"github.com/gophercloud/gophercloud/v2/openstack/config"
 	"github.com/gophercloud/gophercloud/v2/openstack/config/clouds"
+	"github.com/gophercloud/gophercloud/v2/openstack/identity/v3/endpoints"
+	"github.com/gophercloud/gophercloud/v2/openstack/identity/v3/services"
 	"github.com/gophercloud/gophercloud/v2/openstack/image/v2/images"
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/extensions/external"
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/extensions/layer3/floatingips"
-	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/extensions/portsbinding"
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/networks"
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/ports"
 	"github.com/stretchr/testify/require"
@@ -83,17 +83,26 @@ func eventually(t *testing.T, what string, timeout, interval time.Duration, chec
 	}
 }
 
-func TestOpenStackServerOnTenantPortWithFloatingIP(t *testing.T) {
+// TestOpenStackNetworkWithFloatingIP proves the networking every family's servers use: a port on the
+// tenant network and a floating IP from the external network through the cloud's router, whose gateway
+// OVN schedules to the stack's own chassis; and that the stack runs no Nova (every Nova is stackflow's).
+func TestOpenStackNetworkWithFloatingIP(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	cloud := newOpenStackCloud(ctx, t)
 	network := cloud.service(t, openstack.NewNetworkV2)
-	compute := cloud.service(t, openstack.NewComputeV2)
 	image := cloud.service(t, openstack.NewImageV2)
 
 	tenant := findNetwork(ctx, t, network, st.OpenStack.TenantNetwork)
 	external := findNetwork(ctx, t, network, st.OpenStack.ExternalNetwork)
 	require.True(t, external.External, "network %s is not external", external.Name)
+	findImage(ctx, t, image, st.OpenStack.Image)
+
+	// The router's gateway is on the stack's chassis.
+	northbound := fmt.Sprintf("tcp:127.0.0.1:%d", local.OVNNorthboundPort)
+	out, err := exec.Command("ovn-nbctl", "--timeout=10", "--db="+northbound, "--bare", "--columns=chassis_name", "list", "Gateway_Chassis").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	require.Contains(t, strings.Fields(string(out)), local.GatewayChassis, "the router's gateway chassis")
 
 	name := uniqueName("stack-test")
 	port, err := ports.Create(ctx, network, ports.CreateOpts{Name: name, NetworkID: tenant.ID}).Extract()
@@ -101,91 +110,49 @@ func TestOpenStackServerOnTenantPortWithFloatingIP(t *testing.T) {
 	t.Cleanup(func() { _ = ports.Delete(context.Background(), network, port.ID).ExtractErr() })
 	require.NotEmpty(t, port.FixedIPs, "port %s got no address on %s", port.ID, tenant.Name)
 
-	imageID := findImage(ctx, t, image, st.OpenStack.Image)
-	flavorID := findFlavor(ctx, t, compute, st.OpenStack.Flavors[0])
-	server, err := servers.Create(ctx, compute, servers.CreateOpts{
-		Name: name, ImageRef: imageID, FlavorRef: flavorID,
-		Networks: []servers.Network{{Port: port.ID}},
-	}, nil).Extract()
-	require.NoError(t, err)
-	serverGone := false
-	t.Cleanup(func() {
-		if !serverGone {
-			_ = servers.Delete(context.Background(), compute, server.ID).ExtractErr()
-		}
-	})
-	waitServerActive(ctx, t, compute, server.ID)
-
-	// The port is now the server's, bound by ML2/OVN to the chassis of the compute host.
-	var bound struct {
-		ports.Port
-		portsbinding.PortsBindingExt
-	}
-	require.NoError(t, ports.Get(ctx, network, port.ID).ExtractInto(&bound))
-	require.Equal(t, server.ID, bound.DeviceID)
-	require.Equal(t, local.LocalComputeHost, bound.HostID)
-	require.Equal(t, "ovs", bound.VIFType, "bound by ML2/OVN")
-	// Nova's fake driver plugs no VIF; a hypervisor would add the port to br-int with its iface-id, and
-	// then ovn-controller claims it on the chassis and Neutron reports it ACTIVE: done here as it would.
-	tap := "tap" + port.ID[:11]
-	_, err = st.OVSVsctl(ctx, "--", "add-port", "br-int", tap, "--", "set", "Interface", tap, "type=internal",
-		"external_ids:iface-id="+port.ID, "external_ids:attached-mac="+port.MACAddress, "external_ids:iface-status=active")
-	require.NoError(t, err)
-	t.Cleanup(func() { _, _ = st.OVSVsctl(context.Background(), "--if-exists", "del-port", "br-int", tap) })
-	eventually(t, "port "+port.ID+" ACTIVE once plugged on the chassis", time.Minute, time.Second, func() error {
-		p, err := ports.Get(ctx, network, port.ID).Extract()
-		if err != nil {
-			return err
-		}
-		if p.Status != "ACTIVE" {
-			return fmt.Errorf("port is %s", p.Status)
-		}
-		return nil
-	})
-	port, err = ports.Get(ctx, network, port.ID).Extract()
-	require.NoError(t, err)
-
 	fip, err := floatingips.Create(ctx, network, floatingips.CreateOpts{FloatingNetworkID: external.ID, PortID: port.ID}).Extract()
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = floatingips.Delete(context.Background(), network, fip.ID).ExtractErr() })
 	require.Equal(t, port.ID, fip.PortID)
 	require.Equal(t, port.FixedIPs[0].IPAddress, fip.FixedIP)
 	require.NotEmpty(t, fip.FloatingIP)
+	// ML2/OVN writes the floating IP as a NAT rule of the router in the northbound database.
+	eventually(t, "floating IP "+fip.FloatingIP+" a NAT rule of the router", time.Minute, time.Second, func() error {
+		out, err := exec.Command("ovn-nbctl", "--timeout=10", "--db="+northbound, "--bare", "--columns=external_ip", "find", "NAT", "type=dnat_and_snat").CombinedOutput()
+		if err != nil {
+			return backoffStop(fmt.Errorf("%w: %s", err, out))
+		}
+		if !slices.Contains(strings.Fields(string(out)), fip.FloatingIP) {
+			return fmt.Errorf("NAT external IPs %q", strings.Fields(string(out)))
+		}
+		return nil
+	})
 
 	// Tear down in dependency order and prove each object is gone.
 	require.NoError(t, floatingips.Delete(ctx, network, fip.ID).ExtractErr())
 	_, err = floatingips.Get(ctx, network, fip.ID).Extract()
 	require.True(t, gone(err), "floating IP %s still exists: %v", fip.ID, err)
-
-	_, err = st.OVSVsctl(ctx, "del-port", "br-int", tap)
-	require.NoError(t, err)
-	require.NoError(t, servers.Delete(ctx, compute, server.ID).ExtractErr())
-	eventually(t, "server "+server.ID+" deleted", 2*time.Minute, time.Second, func() error {
-		s, err := servers.Get(ctx, compute, server.ID).Extract()
-		if gone(err) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		return fmt.Errorf("server is %s", s.Status)
-	})
-	serverGone = true
-
-	// A port the user created survives the server that used it; it must be free again before deletion.
-	eventually(t, "port "+port.ID+" released", time.Minute, time.Second, func() error {
-		p, err := ports.Get(ctx, network, port.ID).Extract()
-		if err != nil {
-			return err
-		}
-		if p.DeviceID != "" {
-			return fmt.Errorf("port still used by %s", p.DeviceID)
-		}
-		return nil
-	})
 	require.NoError(t, ports.Delete(ctx, network, port.ID).ExtractErr())
 	_, err = ports.Get(ctx, network, port.ID).Extract()
 	require.True(t, gone(err), "port %s still exists: %v", port.ID, err)
+
+	// No Nova of the stack's: no compute endpoint in its region (the Novas stackflow deploys register
+	// theirs in regions of their own), no process of its own that runs Nova.
+	identity := cloud.service(t, openstack.NewIdentityV3)
+	pages, err := services.List(identity, services.ListOpts{ServiceType: "compute"}).AllPages(ctx)
+	require.NoError(t, err)
+	compute, err := services.ExtractServices(pages)
+	require.NoError(t, err)
+	for _, svc := range compute {
+		pages, err := endpoints.List(identity, endpoints.ListOpts{ServiceID: svc.ID, RegionID: st.OpenStack.Region}).AllPages(ctx)
+		require.NoError(t, err)
+		eps, err := endpoints.ExtractEndpoints(pages)
+		require.NoError(t, err)
+		require.Empty(t, eps, "compute endpoints of service %s in the stack's region %s", svc.Name, st.OpenStack.Region)
+	}
+	for name := range st.StartedPIDs() {
+		require.NotContains(t, name, "nova", "the stack started %s", name)
+	}
 }
 
 func TestOpenStackIronicFakeHardwareLifecycle(t *testing.T) {
@@ -294,7 +261,7 @@ func TestOpenStackReachableOnHostGateway(t *testing.T) {
 	cl := &http.Client{Timeout: 10 * time.Second}
 	for name, port := range map[string]int{
 		"keystone": local.KeystonePort, "placement": local.PlacementPort, "glance": local.GlancePort,
-		"neutron": local.NeutronPort, "nova": local.NovaPort, "ironic": local.IronicPort, "cinder": local.CinderPort,
+		"neutron": local.NeutronPort, "ironic": local.IronicPort, "cinder": local.CinderPort,
 	} {
 		url := fmt.Sprintf("http://%s:%d/", local.HostGateway, port)
 		resp, err := cl.Get(url)
@@ -341,38 +308,6 @@ func findImage(ctx context.Context, t *testing.T, client *gophercloud.ServiceCli
 	require.Len(t, all, 1, "image %s", name)
 	require.Equal(t, images.ImageStatusActive, all[0].Status)
 	return all[0].ID
-}
-
-func findFlavor(ctx context.Context, t *testing.T, client *gophercloud.ServiceClient, name string) string {
-	t.Helper()
-	pages, err := flavors.ListDetail(client, nil).AllPages(ctx)
-	require.NoError(t, err)
-	all, err := flavors.ExtractFlavors(pages)
-	require.NoError(t, err)
-	for _, f := range all {
-		if f.Name == name {
-			return f.ID
-		}
-	}
-	t.Fatalf("flavor %s not found", name)
-	return ""
-}
-
-func waitServerActive(ctx context.Context, t *testing.T, compute *gophercloud.ServiceClient, id string) {
-	t.Helper()
-	eventually(t, "server "+id+" ACTIVE", 3*time.Minute, time.Second, func() error {
-		s, err := servers.Get(ctx, compute, id).Extract()
-		if err != nil {
-			return err
-		}
-		switch s.Status {
-		case "ACTIVE":
-			return nil
-		case "ERROR":
-			t.Fatalf("server %s went to ERROR: %v", id, s.Fault)
-		}
-		return fmt.Errorf("status %s", s.Status)
-	})
 }
 
 // backoffStop marks an error that no amount of waiting will fix.

@@ -30,8 +30,7 @@ import (
 // ready for computes once its message-bus Secret (spec.transportURLSecret, key transport_url) and its
 // service Secret (spec.secret, the service password key) exist: that is all nova-compute needs of it.
 // Besides the NovaCells a Nova creates, a NovaCell may therefore simply reference the connection Secret
-// of a cell stackflow did not deploy (the local stack publishes openstack/cell1-transport for its own
-// cell1); no NovaCell workflow has to have run. A cell without hasAPIAccess gets computes configured
+// of a cell stackflow did not deploy; no NovaCell workflow has to have run. A cell without hasAPIAccess gets computes configured
 // for a cell without upcalls (see NovaComputeOptions).
 //
 // Once the playbook started nova-compute, the workflow waits until the compute API lists the host's

@@ -1,7 +1,7 @@
 """Registers and creates what the local cloud needs, idempotently, in one interpreter.
 
     bootstrap.py identity   service project, roles, service users, services and endpoints
-    bootstrap.py resources  image, networks, router, flavors; waits for compute, conductor, volume
+    bootstrap.py resources  image, networks, router; waits for Ironic's conductor and cinder-volume
 
 Input is a JSON document on stdin (URLs, passwords, names); nothing secret is printed. Every step looks
 its object up by name first, so a rerun on a running cloud only reads.
@@ -108,6 +108,13 @@ def identity():
             else:
                 ks.post("/endpoints", json={"endpoint": {"service_id": service["id"], "interface": iface,
                                                          "url": url, "region_id": region}})
+    # The stack once ran a Nova of its own: its compute endpoints in the stack's region go, since every
+    # Nova now is stackflow's, registered in a region of its own.
+    retired = services.get(("compute", "nova"))
+    if retired is not None:
+        for e in endpoints:
+            if e["service_id"] == retired["id"] and e.get("region_id") == CFG["region"]:
+                ks.delete("/endpoints/%s" % e["id"])
     print(json.dumps({"serviceProject": project["id"]}))
 
 
@@ -158,15 +165,6 @@ def networks():
     return {"public": public["id"], "private": private["id"], "router": router["id"]}
 
 
-def flavors():
-    nova = client("compute", "2.1")
-    have = {f["name"] for f in nova.get("/flavors").json()["flavors"]}
-    for f in CFG["flavors"]:
-        if f["name"] not in have:
-            nova.post("/flavors", json={"flavor": {"name": f["name"], "ram": f["ram"], "vcpus": f["vcpus"],
-                                                   "disk": f["disk"]}})
-
-
 def wait(what, check, timeout=180):
     deadline = time.time() + timeout
     last = None
@@ -178,16 +176,6 @@ def wait(what, check, timeout=180):
             last = e
         time.sleep(1)
     raise SystemExit("timed out waiting for %s (last error: %s)" % (what, last))
-
-
-def compute_up():
-    nova = client("compute", "2.53")
-    services = nova.get("/os-services", params={"binary": "nova-compute", "host": CFG["compute_host"]}).json()
-    if not any(s["state"] == "up" for s in services["services"]):
-        return False
-    hyps = nova.get("/os-hypervisors", params={"hypervisor_hostname_pattern": CFG["compute_host"]},
-                    raise_exc=False)
-    return hyps.status_code == 200 and len(hyps.json()["hypervisors"]) > 0
 
 
 def ironic_up():
@@ -204,8 +192,6 @@ def cinder_up():
 def resources():
     out = {"image": image()}
     out.update(networks())
-    flavors()
-    wait("nova-compute %s" % CFG["compute_host"], compute_up)
     wait("ironic conductor with fake-hardware", ironic_up)
     if CFG.get("cinder"):
         wait("cinder-volume", cinder_up)
