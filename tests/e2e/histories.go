@@ -48,6 +48,12 @@ func ScanHistories(ctx context.Context, c client.Client, namespace string, since
 	return s.Found, s.Runs, err
 }
 
+// ScanNamespace scans every run of namespace started at or after since (see Scan), values being the
+// ones no payload may show: the package's end-of-run scan for a Temporal namespace of a test's own.
+func ScanNamespace(ctx context.Context, c client.Client, namespace string, since time.Time, values []string) (Scan, error) {
+	return scanHistories(ctx, c, namespace, sinceQuery(since), values, nil)
+}
+
 // ScanWorkflow scans every run of one workflow (see Scan): what the package's end-of-run scan finds in it.
 func ScanWorkflow(ctx context.Context, c client.Client, namespace, workflowID string) (Scan, error) {
 	return scanHistories(ctx, c, namespace, fmt.Sprintf("WorkflowId = %q", workflowID), nil, nil)
