@@ -119,19 +119,21 @@ func Setup(ctx context.Context, temporalNS, prefix string, extra ...string) (_ *
 }
 
 // connect authenticates (the token's catalog names the endpoints) and makes the clients: Nova's of
-// computeRegion (the cloud's when empty), the other services' of the cloud's region.
+// computeRegion (none when empty: the stack runs no Nova, DeployNova or UseNova name one), the other
+// services' of the cloud's region.
 func (e *Env) connect(ctx context.Context, computeRegion string) (err error) {
 	if e.Provider, err = config.NewProviderClient(ctx, e.auth); err != nil {
 		return fmt.Errorf("authenticate: %w", err)
 	}
-	ceo := e.Endpoint
+	e.Compute = nil
 	if computeRegion != "" {
+		ceo := e.Endpoint
 		ceo.Region = computeRegion
+		if e.Compute, err = openstack.NewComputeV2(e.Provider, ceo); err != nil {
+			return err
+		}
+		e.Compute.Microversion = osacts.ComputeMicroversion
 	}
-	if e.Compute, err = openstack.NewComputeV2(e.Provider, ceo); err != nil {
-		return err
-	}
-	e.Compute.Microversion = osacts.ComputeMicroversion
 	if e.Network, err = openstack.NewNetworkV2(e.Provider, e.Endpoint); err != nil {
 		return err
 	}
@@ -207,6 +209,9 @@ func (e *Env) UnlimitCompute(ctx context.Context) error {
 	proj, err := res.ExtractProject()
 	if err != nil || proj == nil {
 		return fmt.Errorf("project of the token: %v", err)
+	}
+	if e.Compute == nil {
+		return errNoNova
 	}
 	unlimited := -1
 	_, err = quotasets.Update(ctx, e.Compute, proj.ID, quotasets.UpdateOpts{Instances: &unlimited, Cores: &unlimited, RAM: &unlimited}).Extract()
@@ -344,10 +349,16 @@ func (o Owned) String() string {
 	return "[" + strings.Join(s, "; ") + "]"
 }
 
+// errNoNova: a call that needs a compute API before DeployNova or UseNova named one.
+var errNoNova = errors.New("no compute API: DeployNova or UseNova first (the stack runs no Nova)")
+
 // ListOwned lists from Nova and Neutron everything carrying the owner marker of the object ref.
 func (e *Env) ListOwned(ctx context.Context, ref lifecycle.ObjectRef) (Owned, error) {
 	m := osacts.Marker{Owner: serverwf.OwnerOf(ref)}
 	var o Owned
+	if e.Compute == nil {
+		return o, errNoNova
+	}
 	pages, err := servers.List(e.Compute, servers.ListOpts{Tags: m.OwnerTag()}).AllPages(ctx)
 	if err != nil {
 		return o, err
