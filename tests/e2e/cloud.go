@@ -237,9 +237,8 @@ func NovaManage(t testing.TB, configFile string, args ...string) string {
 	return string(out)
 }
 
-// RemoveLeakedServers deletes, after a failure, the servers of the cloud (every project; the cloud's
-// region, the samples', those of the Novas the run deployed and the regions named, such as a Nova another
-// Env deployed) whose name carries the run's name, and their ports, and says what it removed. Object
+// RemoveLeakedServers deletes, after a failure, the servers of the cloud (every project; the regions of
+// the Novas the run deployed and the regions named, such as a Nova another Env deployed) whose name carries the run's name, and their ports, and says what it removed. Object
 // teardown is what removes a run's servers; this only keeps one failure from failing what comes next on
 // the cloud's quota or on a Nova's compute teardown. RunTests calls it after a failed package.
 func (e *Env) RemoveLeakedServers(regions ...string) {
@@ -249,7 +248,7 @@ func (e *Env) RemoveLeakedServers(regions ...string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	e.mu.Lock()
-	regions = append(append([]string{"", "RegionTwo"}, e.regions...), regions...)
+	regions = append(slices.Clone(e.regions), regions...)
 	e.mu.Unlock()
 	for _, region := range regions {
 		c, err := e.CloudIn(ctx, region)
