@@ -238,9 +238,10 @@ func NovaManage(t testing.TB, configFile string, args ...string) string {
 }
 
 // RemoveLeakedServers deletes, after a failure, the servers of the cloud (every project; the regions of
-// the Novas the run deployed and the regions named, such as a Nova another Env deployed) whose name carries the run's name, and their ports, and says what it removed. Object
-// teardown is what removes a run's servers; this only keeps one failure from failing what comes next on
-// the cloud's quota or on a Nova's compute teardown. RunTests calls it after a failed package.
+// the Novas the run deployed and the regions named, such as a Nova another Env deployed) whose name
+// carries the run's name, and their ports, and says what it removed. Object teardown is what removes a
+// run's servers; this only keeps one failure from failing what comes next on the cloud's quota or on a
+// Nova's compute teardown. RunTests calls it after a failed package.
 func (e *Env) RemoveLeakedServers(regions ...string) {
 	if e.Stack == nil || e.Stack.OpenStack == nil || e.Run == "" {
 		return
