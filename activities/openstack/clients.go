@@ -59,19 +59,36 @@ func (o *OpenStack) clientsFor(ctx context.Context, id Identity) (*osClients, er
 		return nil, err
 	}
 	if c.computeErr != nil {
-		return nil, c.computeErr
+		// Kept from a call that needed no Nova: a Nova registered since is found by logging in again.
+		o.mu.Lock()
+		if o.clients[id.clientsKey()] == c {
+			delete(o.clients, id.clientsKey())
+		}
+		o.mu.Unlock()
+		if c, err = o.regionClients(ctx, id); err != nil {
+			return nil, err
+		}
+		if c.computeErr != nil {
+			return nil, c.computeErr
+		}
 	}
 	return c, nil
 }
 
+// clientsKey is where an identity's clients are kept.
+func (id Identity) clientsKey() string {
+	return id.Namespace + "/" + id.SecretName + "/" + id.CloudName + "/" + id.Region + "/" + id.ComputeRegion
+}
+
 // regionClients is clientsFor that also returns the clients of a catalog with no compute endpoint (compute
-// nil, computeErr set): what stays of a compute in Placement and Neutron can be removed without Nova.
-// Such clients are not cached, so a Nova registered later is found on the next call.
+// nil, computeErr set): Glance, Ironic, Placement and Neutron serve without Nova (bare-metal provisioning,
+// what stays of a compute). They are kept like the others; clientsFor logs in again before it reports
+// that a compute API is missing.
 func (o *OpenStack) regionClients(ctx context.Context, id Identity) (*osClients, error) {
 	if id.SecretName == "" {
 		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("identity %s: a Secret name is required", id), ErrOSCredentials, nil)
 	}
-	key := id.Namespace + "/" + id.SecretName + "/" + id.CloudName + "/" + id.Region + "/" + id.ComputeRegion
+	key := id.clientsKey()
 	o.mu.Lock()
 	if o.clients == nil {
 		o.clients = map[string]*osClients{}
@@ -128,11 +145,9 @@ func (o *OpenStack) regionClients(ctx context.Context, id Identity) (*osClients,
 		nc.baremetal.Microversion = BaremetalMicroversion
 	}
 	nc.placement, nc.placemErr = openstack.NewPlacementV1(provider, eo)
-	if nc.computeErr == nil {
-		o.mu.Lock()
-		o.clients[key] = nc
-		o.mu.Unlock()
-	}
+	o.mu.Lock()
+	o.clients[key] = nc
+	o.mu.Unlock()
 	return nc, nil
 }
 
@@ -220,9 +235,10 @@ func (c *osClients) bareMetal() (*gophercloud.ServiceClient, error) {
 }
 
 // BaremetalServiceClient is the Ironic service client of an identity (at BaremetalMicroversion), or a
-// permanent error naming why its cloud has none: activities/baremetal makes its client of it.
+// permanent error naming why its cloud has none: activities/baremetal makes its client of it. Ironic
+// needs no Nova: a cloud with no compute API serves it.
 func (o *OpenStack) BaremetalServiceClient(ctx context.Context, id Identity) (*gophercloud.ServiceClient, error) {
-	c, err := o.clientsFor(ctx, id)
+	c, err := o.regionClients(ctx, id)
 	if err != nil {
 		return nil, err
 	}

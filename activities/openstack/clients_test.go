@@ -106,8 +106,9 @@ func TestClientsForRegionsAndCaching(t *testing.T) {
 		})
 	}
 
-	// What stays of a compute in a region with no compute API (its Placement provider) is removed with
-	// the clients of the other services; they are not kept, so a Nova registered later is found.
+	// A region with no compute API serves the other services (bare-metal provisioning, what stays of a
+	// compute in Placement and Neutron): those clients are kept too, and a call that needs Nova logs in
+	// again before it says there is none, so a Nova registered later is found.
 	none := id
 	none.ComputeRegion = "RegionThree"
 	c, err := o.regionClients(ctx, none)
@@ -116,9 +117,13 @@ func TestClientsForRegionsAndCaching(t *testing.T) {
 	require.ErrorIs(t, c.computeErr, errNoComputeAPI)
 	require.Equal(t, ks.URL+"/one/network/", c.network.Endpoint)
 	before := logins.Load()
-	_, err = o.regionClients(ctx, none)
+	kept, err := o.regionClients(ctx, none)
 	require.NoError(t, err)
-	require.Equal(t, before+1, logins.Load(), "clients without a compute API are not kept")
+	require.Same(t, c, kept, "clients without a compute API are kept")
+	require.Equal(t, before, logins.Load(), "no new login")
+	_, err = o.clientsFor(ctx, none)
+	require.ErrorIs(t, err, errNoComputeAPI)
+	require.Equal(t, before+1, logins.Load(), "asked for Nova, it logs in again first")
 
 	first, err := o.clientsFor(ctx, id)
 	require.NoError(t, err)
@@ -138,7 +143,7 @@ func TestClientsForRegionsAndCaching(t *testing.T) {
 	require.Equal(t, n+1, logins.Load())
 
 	require.NoError(t, core.CoreV1().Secrets("ns").Delete(ctx, "cloud", metav1.DeleteOptions{}))
-	kept, err := o.clientsFor(ctx, id)
+	kept, err = o.clientsFor(ctx, id)
 	require.NoError(t, err)
 	require.Same(t, changed, kept, "a deleted Secret keeps the clients already made")
 	_, err = o.clientsFor(ctx, Identity{Namespace: "ns", SecretName: "cloud", CloudName: "other"})

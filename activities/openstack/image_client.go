@@ -14,12 +14,13 @@ type ImageClient interface {
 	ListImages(ctx context.Context, opts images.ListOpts) ([]images.Image, error)
 }
 
-// imageFor is the Glance client of an identity, or what a unit test set in o.image.
+// imageFor is the Glance client of an identity (Glance needs no Nova: bare-metal provisioning asks a
+// cloud with no compute API), or what a unit test set in o.image.
 func (o *OpenStack) imageFor(ctx context.Context, id Identity) (ImageClient, error) {
 	if o.image != nil {
 		return o.image(ctx, id)
 	}
-	c, err := o.clientsFor(ctx, id)
+	c, err := o.regionClients(ctx, id)
 	if err != nil {
 		return nil, err
 	}
