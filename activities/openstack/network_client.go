@@ -49,22 +49,10 @@ type NetworkClient interface {
 	DeleteAgent(ctx context.Context, id string) error
 }
 
-// networkFor is the Neutron client of an identity: the cached gophercloud client (clientsFor), or what
-// a unit test set in o.network.
+// networkFor is the Neutron client of an identity: the cached gophercloud client (regionClients: Neutron
+// needs no Nova, so a region with no compute API serves it, as the sweep and a node's teardown through a
+// cloud with no Nova of its own ask), or what a unit test set in o.network.
 func (o *OpenStack) networkFor(ctx context.Context, id Identity) (NetworkClient, error) {
-	if o.network != nil {
-		return o.network(ctx, id)
-	}
-	c, err := o.clientsFor(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	return gopherNetwork{c.network}, nil
-}
-
-// regionNetworkFor is networkFor in a region that may have no compute API (what was made there for a
-// server is swept without Nova).
-func (o *OpenStack) regionNetworkFor(ctx context.Context, id Identity) (NetworkClient, error) {
 	if o.network != nil {
 		return o.network(ctx, id)
 	}

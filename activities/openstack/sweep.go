@@ -49,7 +49,7 @@ func (o *OpenStack) SweepOwned(ctx context.Context, in SweepInput) (*SweepResult
 		} else if err != nil {
 			return nil, err
 		}
-		neutron, err := o.regionNetworkFor(ctx, in.Identity)
+		neutron, err := o.networkFor(ctx, in.Identity)
 		if err != nil {
 			return nil, err
 		}

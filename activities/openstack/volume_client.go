@@ -23,7 +23,7 @@ func (o *OpenStack) volumeFor(ctx context.Context, id Identity) (VolumeClient, e
 	if o.volume != nil {
 		return o.volume(ctx, id)
 	}
-	c, err := o.clientsFor(ctx, id)
+	c, err := o.regionClients(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -34,8 +34,8 @@ func (o *OpenStack) volumeFor(ctx context.Context, id Identity) (VolumeClient, e
 	return gopherVolume{bs}, nil
 }
 
-// regionVolumeFor is volumeFor in a region that may have no compute API, and nil (no error) for a cloud
-// with no block storage: there is no volume to sweep.
+// regionVolumeFor is volumeFor that is nil (no error) for a cloud with no block storage: there is no
+// volume to sweep.
 func (o *OpenStack) regionVolumeFor(ctx context.Context, id Identity) (VolumeClient, error) {
 	if o.volume != nil {
 		return o.volume(ctx, id)
