@@ -35,9 +35,9 @@ const (
 	BaremetalMicroversion = "1.78"
 )
 
-// osClients are the service clients of one identity, kept while its Secret does not change. Compute,
-// network and image are required; the others are made when the catalog has them and report why not when
-// an activity needs one that is missing.
+// osClients are the service clients of one identity, kept while its Secret does not change. Network and
+// image are required; compute is nil in a region with no compute API (computeErr says so), and the others
+// are made when the catalog has them and report why not when an activity needs one that is missing.
 type osClients struct {
 	version string
 	compute *gophercloud.ServiceClient
