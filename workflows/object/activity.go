@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"time"
+	"unicode"
 
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
@@ -113,11 +114,22 @@ func KubeActivity(ctx workflow.Context) workflow.Context {
 	})
 }
 
-// FailureReason is the condition reason for a failure: the application error type when there is one.
+// FailureReason is the condition reason for a failure: the type of the outermost application error an
+// activity or the workflow classified. An error an activity returned unclassified reaches the workflow
+// with the name of its Go type as its type (fmt.Errorf's "wrapError", errors.New's "errorString"), and
+// one it wrapped around a classified error carries that one as its cause: such names are lower-case,
+// unlike every reason stackflow gives, and nothing a user could look up, so the cause's type is taken,
+// or Failed when none was classified.
 func FailureReason(err error) string {
-	var app *temporal.ApplicationError
-	if errors.As(err, &app) && app.Type() != "" {
-		return app.Type()
+	for err != nil {
+		var app *temporal.ApplicationError
+		if !errors.As(err, &app) {
+			break
+		}
+		if t := app.Type(); t != "" && !unicode.IsLower([]rune(t)[0]) {
+			return t
+		}
+		err = app.Unwrap()
 	}
 	return lifecycle.ReasonFailed
 }
