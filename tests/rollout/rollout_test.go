@@ -9,20 +9,23 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/stackflow/stackflow/activities/helm"
 	"github.com/stackflow/stackflow/activities/kube"
+	"github.com/stackflow/stackflow/api/lifecycle"
 	"github.com/stackflow/stackflow/workflows/controlplane"
 )
 
 // TestRollout is the control-plane story on 3 control and 2 compute kwok nodes: a KupenstackConfiguration
 // gives every node its OpenstackNode and labels and rolls out every component in graph order; a nova
 // profile change, previewed first, upgrades only nova; a nova chart version that never becomes Ready is
-// rolled back with a failed condition; disabling a node removes its labels; a node the configuration
-// drops, or every node once it is deleted, gets back the role labels its site had set.
+// rolled back with a failed condition, and so is one whose rollout is cancelled while it waits;
+// disabling a node removes its labels; a node the configuration drops, or every node once it is
+// deleted, gets back the role labels its site had set.
 func TestRollout(t *testing.T) {
 	t.Cleanup(func() { restoreNodes(t) })
 	startBridge(t, "bridge", servedKinds)
@@ -206,6 +209,48 @@ func TestRollout(t *testing.T) {
 		require.Equal(t, 4, releases(t, ns)["nova"].Revision)
 	})
 
+	t.Run("a rollout cancelled while it waits for readiness rolls back", func(t *testing.T) {
+		mergePatch(t, gvrProfile, child, map[string]any{"spec": map[string]any{"components": map[string]any{"nova": map[string]any{
+			"chart": map[string]any{"repository": charts.URL, "name": "nova", "version": "0.9.0"}, "readinessTimeout": "10m",
+		}}}})
+		// Held there: revision 5 never becomes Ready, and its wait lasts ten minutes. The component
+		// says its release is applied once its rollout has scheduled the wait (the same workflow task).
+		s := waitConfig(t, cfgName, 2*time.Minute, "nova's revision 5 applied and waited on", func(s configStatus, _ int64) bool {
+			st := s.component("nova")
+			return st.State == controlplane.ComponentDeploying && strings.Contains(st.Message, "release applied")
+		})
+		rels := releases(t, ns)
+		require.Equal(t, 5, rels["nova"].Revision)
+		require.Equal(t, "0.9.0", rels["nova"].ChartVersion)
+		require.NoError(t, env.Temporal.CancelWorkflow(context.Background(), s.WorkflowID, ""))
+
+		s = waitConfig(t, cfgName, 3*time.Minute, "the configuration cancelled", func(s configStatus, _ int64) bool {
+			return s.Phase == "Cancelled"
+		})
+		ready := s.condition(lifecycle.ConditionReady)
+		require.Equal(t, metav1.ConditionFalse, ready.Status)
+		require.Equal(t, "Cancelled", ready.Reason)
+		// The component's rollout put the release back before it ended: the cancellation does not leave
+		// a revision that never became Ready running.
+		d, err := env.Temporal.DescribeWorkflowExecution(context.Background(), controlplane.ComponentWorkflowID(s.WorkflowID, "nova"), "")
+		require.NoError(t, err)
+		require.Equal(t, enumspb.WORKFLOW_EXECUTION_STATUS_FAILED, d.WorkflowExecutionInfo.Status, "nova's rollout")
+		rels = releases(t, ns)
+		require.Equal(t, helm.ReleaseDeployed, rels["nova"].Status)
+		require.Equal(t, "0.1.0", rels["nova"].ChartVersion)
+		require.Equal(t, 6, rels["nova"].Revision, "revision 4 again, as revision 6")
+		require.Eventually(t, func() bool {
+			d, err := env.Kube.AppsV1().Deployments(ns).Get(context.Background(), "nova-api", metav1.GetOptions{})
+			return err == nil && available(*d) && d.Spec.Template.Spec.NodeSelector["stackflow.io/never-scheduled"] == ""
+		}, time.Minute, time.Second, "nova-api of the good revision is available")
+
+		// Back to the good version: the configuration stays Cancelled until its next change (the next
+		// subtest's), whose run finds nothing to upgrade, as the rollback deployed those values.
+		mergePatch(t, gvrProfile, child, map[string]any{"spec": map[string]any{"components": map[string]any{"nova": map[string]any{
+			"chart": map[string]any{"repository": charts.URL, "name": "nova", "version": "0.1.0"}, "readinessTimeout": "2m",
+		}}}})
+	})
+
 	t.Run("disabling a node removes its labels", func(t *testing.T) {
 		nodes := slices.Clone(nodeSpecs)
 		nodes[4] = map[string]any{"name": "compute-1", "type": "compute", "disabled": true}
@@ -224,7 +269,9 @@ func TestRollout(t *testing.T) {
 		n0, err := env.Kube.CoreV1().Nodes().Get(context.Background(), "compute-0", metav1.GetOptions{})
 		require.NoError(t, err)
 		require.Equal(t, "enabled", n0.Labels[controlplane.LabelCompute], "the other compute keeps its label")
-		waitConfig(t, cfgName, 2*time.Minute, "configuration Ready at the new generation", allDeployed)
+		s := waitConfig(t, cfgName, 2*time.Minute, "configuration Ready at the new generation", allDeployed)
+		require.Equal(t, int32(6), s.component("nova").Revision, "nova as the cancelled rollout's rollback left it")
+		require.Equal(t, 6, releases(t, ns)["nova"].Revision)
 
 		// Enabled again, it gets its label back.
 		mergePatch(t, gvrConfig, cfgName, map[string]any{"spec": map[string]any{"nodes": nodeSpecs}})

@@ -193,6 +193,12 @@ type Lifecycle struct {
 // ErrDeleted ends a reconcile because the object is gone or being deleted.
 var ErrDeleted = errors.New("object is being deleted")
 
+// ChangeCancelledFailure is the GetVersion change after which a run cancelled while its reconcile ran
+// ends cancelled even when the reconcile failed rather than returned the cancellation (a component's
+// rollout rolled back on it and failed): runs before it recorded the failure and continued as new,
+// which dropped the cancellation.
+const ChangeCancelledFailure = "lifecycle-cancelled-failure"
+
 // ErrContinueAsNew ends a reconcile that waited long enough for its run's history to be due (see
 // Lifecycle.ContinueAsNewDue): the lifecycle continues as new, and the next run reconciles the same
 // generation again from what the reconciler recorded.
@@ -269,6 +275,10 @@ func Run(ctx workflow.Context, in Input, r Reconciler, opts Options) error {
 			return lc.cancelled(ctx, r, err)
 		case errors.Is(err, ErrDeleted):
 			lc.state.Deleting = true
+		case err != nil && ctx.Err() != nil && workflow.GetVersion(ctx, ChangeCancelledFailure, workflow.DefaultVersion, 1) == 1:
+			// Cancelled while reconciling, and the reconcile failed of it (a child compensated and
+			// failed): the cancellation stands. The next run would not know of it.
+			return lc.cancelled(ctx, r, ctx.Err())
 		case errors.Is(err, ErrContinueAsNew):
 			lc.state.Resume = true
 		}

@@ -34,9 +34,16 @@ type scriptedReconciler struct {
 	steps    int
 	// teardown, when set, is what Teardown does after counting.
 	teardown func(workflow.Context) error
+	// failWhenCancelled: the reconcile waits until the workflow is cancelled and then fails with an error
+	// of its own, as one whose child rolled back on the cancellation and failed.
+	failWhenCancelled bool
 }
 
 func (r *scriptedReconciler) Reconcile(ctx workflow.Context, lc *Lifecycle, obj *kube.Object) error {
+	if r.failWhenCancelled {
+		_ = workflow.Await(ctx, func() bool { return false })
+		return temporal.NewNonRetryableApplicationError("component nova: cancelled while waiting for readiness; rolled back", "Cancelled", nil)
+	}
 	for i := 0; i < r.steps; i++ {
 		if err := lc.Step(ctx, "step"); err != nil {
 			return err
@@ -400,6 +407,28 @@ func (s *lifecycleSuite) TestCancelReportsCancelledState() {
 	s.True(errors.As(err, &canceled), "ends as cancelled: %v", err)
 	s.Equal("Cancelled", s.lastPatch().Phase)
 	s.Equal(0, s.removed, "cancel keeps the finalizer: the object still exists")
+}
+
+// A cancel that makes the running reconcile fail (a child compensated and failed) still ends the run as
+// cancelled: before, the failure was recorded and the run continued as new, dropping the cancellation.
+func (s *lifecycleSuite) TestCancelThatFailsTheReconcileEndsCancelled() {
+	s.rec.failWhenCancelled = true
+	s.signal(time.Second, lifecycle.SignalSpec, lifecycle.SpecSignal{Generation: 1})
+	s.env.RegisterDelayedCallback(s.env.CancelWorkflow, time.Minute)
+	s.chain.Execute("Test", Input{ObjectRef: testRef})
+	err := s.env.GetWorkflowError()
+	s.Require().Error(err)
+	var canceled *temporal.CanceledError
+	s.True(errors.As(err, &canceled), "ends as cancelled: %v", err)
+	s.Equal(1, s.chain.Runs(), "no run after the cancelled one")
+	last := s.lastPatch()
+	s.Equal("Cancelled", last.Phase)
+	s.Require().NotEmpty(last.Conditions)
+	for _, c := range last.Conditions {
+		if c.Type == lifecycle.ConditionReady {
+			s.Equal("Cancelled", c.Reason)
+		}
+	}
 }
 
 func findCondition(st lifecycle.Status, t string) (c struct{ Reason, Message string }) {
