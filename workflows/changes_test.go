@@ -65,10 +65,8 @@ func TestReplayCorpusCoversEveryChange(t *testing.T) {
 var changesNotRecordedYet = map[string]string{
 	// Each is reached on a path no e2e test takes on purpose: a test that holds the system there would
 	// record it (make e2e).
-	"edpm-node-held-grant":       "asked only when a node's run starts holding a grant its data plane gave an earlier run",
-	"edpm-nodes-leave":           "asked only when a node is deleted while its data plane's rollout waits on it",
-	"server-no-valid-host-waits": "asked only when Nova found no host for a server (its computes still joining their cell)",
-	"server-unmapped-host-waits": "asked only when Nova picked a host its cell does not map yet",
+	"edpm-node-held-grant": "asked only when a node's run starts holding a grant its data plane gave an earlier run",
+	"edpm-nodes-leave":     "asked only when a node is deleted while its data plane's rollout waits on it",
 }
 
 // codeChanges finds the workflow.GetVersion calls of the Go files under dir (tests and files built

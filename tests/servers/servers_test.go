@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/gophercloud/gophercloud/v2"
 	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/servers"
+	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/services"
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/extensions/layer3/floatingips"
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/ports"
 	"github.com/stretchr/testify/require"
@@ -20,7 +22,9 @@ import (
 
 	"github.com/stackflow/stackflow/activities/openstack"
 	"github.com/stackflow/stackflow/api/lifecycle"
+	"github.com/stackflow/stackflow/deploy/local"
 	"github.com/stackflow/stackflow/tests/e2e"
+	serverwf "github.com/stackflow/stackflow/workflows/servers"
 )
 
 func clusterSpec(bastion map[string]any) map[string]any {
@@ -30,6 +34,9 @@ func clusterSpec(bastion map[string]any) map[string]any {
 		"bastion":         map[string]any{"enabled": true, "spec": bastion},
 	}
 }
+
+// novaHost is the Nova host name of the run's compute (its service, hypervisor and host mapping).
+func novaHost() string { return e2e.ComputeHostName(env.Run, local.TestHost{Name: computeHost}) }
 
 func gone(err error) bool { return gophercloud.ResponseCodeIs(err, 404) }
 
@@ -158,6 +165,117 @@ func TestBadFlavorWaitsWithOpenStacksMessageAndLeavesNothing(t *testing.T) {
 	// A flavor may be on its way (a new Nova creates its own): the server looks again by itself.
 	require.Contains(t, msg, "tried again by itself at")
 	requireOwned(t, ref, 0, 0, 0)
+	require.NoError(t, env.DeleteAndWait(ctx, ServersGVR, name))
+	requireOwned(t, ref, 0, 0, 0)
+}
+
+// TestNoHostYetWaitsThenBoots: while the only compute of the Nova is disabled, as one still joining its
+// cell is to the scheduler, Nova finds no host for a server; the server waits (phase Waiting, reason
+// NoValidHost with Nova's fault), its ERROR instance deleted and its port kept, and boots by itself once
+// the compute takes servers again.
+func TestNoHostYetWaitsThenBoots(t *testing.T) {
+	stack(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	pages, err := services.List(env.Compute, services.ListOpts{Binary: "nova-compute", Host: novaHost()}).AllPages(ctx)
+	require.NoError(t, err)
+	svcs, err := services.ExtractServices(pages)
+	require.NoError(t, err)
+	require.Len(t, svcs, 1, "the Nova's compute service on %s", novaHost())
+	setStatus := func(status services.ServiceStatus, why string) error {
+		_, err := services.Update(ctx, env.Compute, svcs[0].ID, services.UpdateOpts{Status: status, DisabledReason: why}).Extract()
+		return err
+	}
+	require.NoError(t, setStatus(services.ServiceDisabled, "test: no host for servers yet"))
+	t.Cleanup(func() { _ = setStatus(services.ServiceEnabled, "") })
+
+	name := "nohost-" + env.Run
+	t.Cleanup(func() { env.ForceDelete(ServersGVR, name) })
+	u, err := env.Create(ctx, ServersGVR, env.Object("infrastructure.cluster.x-k8s.io/v1alpha1", "OpenStackServer", name, env.ServerSpec(env.Flavor(), 1)))
+	require.NoError(t, err)
+	ref := e2e.Ref("OpenStackServer", ServersGVR, u)
+	u, err = env.WaitFor(ctx, ServersGVR, name, func(u *unstructured.Unstructured) error {
+		if err := waiting(u); err != nil {
+			return err
+		}
+		if _, reason, msg := condition(u, "Ready"); reason != serverwf.ReasonNoValidHost {
+			return fmt.Errorf("waiting with %s: %s", reason, msg)
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	_, _, msg := condition(u, "Ready")
+	require.Contains(t, msg, "No valid host was found", "Nova's fault")
+	require.Contains(t, msg, "tried again by itself at")
+	requireOwned(t, ref, 0, 1, 0)
+
+	require.NoError(t, setStatus(services.ServiceEnabled, ""))
+	_, err = env.WaitFor(ctx, ServersGVR, name, ready)
+	require.NoError(t, err)
+	o := requireOwned(t, ref, 1, 1, 0)
+	require.Equal(t, "ACTIVE", o.Servers[0].Status)
+	require.Equal(t, novaHost(), o.Servers[0].Host)
+	require.NoError(t, env.DeleteAndWait(ctx, ServersGVR, name))
+	requireOwned(t, ref, 0, 0, 0)
+}
+
+// TestUnmappedHostWaitsThenBoots: the scheduler picks the compute while its host has no cell mapping
+// (taken away with nova-manage, as for a compute that joined after the last discovery), so Nova buries
+// the server with "Host … is not mapped to any cell"; the server waits (reason NoValidHost), its port
+// kept, and boots once the scheduler's periodic host discovery (every 30 s on stackflow's Nova) maps the
+// host again. A discovery that lands between the unmapping and the scheduling lets the server boot at
+// once: the test then unmaps again with a new server, up to three times.
+func TestUnmappedHostWaitsThenBoots(t *testing.T) {
+	stack(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	conf := env.Nova.SuperconductorConfig(t)
+	m := regexp.MustCompile(`\|\s*cell1\s*\|\s*([0-9a-f-]{36})\s*\|`).FindStringSubmatch(e2e.NovaManage(t, conf, "cell_v2", "list_cells"))
+	require.NotNil(t, m, "cell1 in nova-manage cell_v2 list_cells")
+	var (
+		name string
+		ref  lifecycle.ObjectRef
+		msg  string
+	)
+	for attempt := 1; ; attempt++ {
+		e2e.NovaManage(t, conf, "cell_v2", "delete_host", "--cell_uuid", m[1], "--host", novaHost())
+		name = fmt.Sprintf("unmapped-%d-%s", attempt, env.Run)
+		t.Cleanup(func() { env.ForceDelete(ServersGVR, name) })
+		u, err := env.Create(ctx, ServersGVR, env.Object("infrastructure.cluster.x-k8s.io/v1alpha1", "OpenStackServer", name, env.ServerSpec(env.Flavor(), 1)))
+		require.NoError(t, err)
+		ref = e2e.Ref("OpenStackServer", ServersGVR, u)
+		var booted bool
+		u, err = env.WaitFor(ctx, ServersGVR, name, func(u *unstructured.Unstructured) error {
+			if booted = ready(u) == nil; booted {
+				return nil
+			}
+			if err := waiting(u); err != nil {
+				return err
+			}
+			_, reason, msg := condition(u, "Ready")
+			if reason != serverwf.ReasonNoValidHost {
+				return fmt.Errorf("waiting with %s: %s", reason, msg)
+			}
+			return nil
+		})
+		require.NoError(t, err)
+		if !booted {
+			_, _, msg = condition(u, "Ready")
+			break
+		}
+		t.Logf("attempt %d: the host was mapped again before the server was scheduled; unmapping again", attempt)
+		require.NoError(t, env.DeleteAndWait(ctx, ServersGVR, name))
+		require.Less(t, attempt, 3, "the host was mapped again before every server was scheduled")
+	}
+	require.Contains(t, msg, "Host '"+novaHost()+"' is not mapped to any cell", "Nova's fault")
+	requireOwned(t, ref, 0, 1, 0)
+
+	_, err := env.WaitFor(ctx, ServersGVR, name, ready)
+	require.NoError(t, err)
+	o := requireOwned(t, ref, 1, 1, 0)
+	require.Equal(t, "ACTIVE", o.Servers[0].Status)
+	require.Equal(t, novaHost(), o.Servers[0].Host)
+	require.Contains(t, e2e.NovaManage(t, conf, "cell_v2", "list_hosts"), " "+novaHost()+" ", "the host is mapped again")
 	require.NoError(t, env.DeleteAndWait(ctx, ServersGVR, name))
 	requireOwned(t, ref, 0, 0, 0)
 }
