@@ -200,6 +200,19 @@ spec:
 	require.Empty(t, entries, "nothing deployed with an invalid customServiceConfig")
 	require.Equal(t, 0, len(playbookRuns(t, workflowID("NovaExternalCompute", gvrNEC, get(t, gvrNEC, "badcfg")))))
 
+	// A compute whose nova-compute cannot start (the libvirt driver, which the host lacks): its playbook
+	// writes the configuration, then fails with nova-compute's own log; deleting the compute removes what
+	// that playbook wrote (checked by RequireRemoved, and by CleanHost at the end).
+	create(t, gvrNEC, nec("nolibvirt", "cell1", "[DEFAULT]\ndebug = True\n"))
+	e2e.WaitFor(t, "nolibvirt failed with nova-compute's message", 5*time.Minute, func() (bool, string) {
+		c := e2e.Condition(get(t, gvrNEC, "nolibvirt"), "ComputeDeployed")
+		return c != nil && c.Reason == ansible.ErrPlaybookFailed, e2e.CondString(c)
+	})
+	require.Contains(t, e2e.Condition(get(t, gvrNEC, "nolibvirt"), "ComputeDeployed").Message, "No module named 'libvirt'")
+	require.NotEmpty(t, e2e.HostFile(h0, "etc/nova/nova.conf.d/01-nova.conf"), "the failed playbook wrote the configuration")
+	env.DeleteAndWaitT(t, gvrNEC, ns, "nolibvirt")
+	e2e.RequireRemoved(t, h0, "nova-compute")
+
 	// An Ironic section without a driver: the driver has no default (Ironic's fake-hardware, a test
 	// driver, provisions nothing); the node is refused before anything is enrolled.
 	create(t, gvrNode, fmt.Sprintf(`
@@ -385,6 +398,56 @@ spec: {roles: [steer], deploy: true, maxConcurrency: 1}
 	require.Equal(t, scheduled, playbookRuns(t, nodeWF[1]), "a stopped node runs nothing more")
 	require.Equal(t, before, e2e.StepLog(h1))
 	require.Less(t, before["configure-os"], 1, "steer-1 stopped before its pipeline ended")
+}
+
+// TestNodeDeletedMidRolloutLeavesIt: a node deleted while its data plane's rollout waits on it (its
+// bootstrap playbook held running) leaves the rollout, which ends Ready without it instead of waiting
+// for a report that never comes.
+func TestNodeDeletedMidRolloutLeavesIt(t *testing.T) {
+	h1 := env.Host(t, "edpm-compute-1")
+	e2e.CleanHost(t, h1)
+	startBridge(t)
+	startWorker(t)
+
+	create(t, gvrRole, `
+apiVersion: dataplane.openstack.org/v1beta1
+kind: OpenStackDataPlaneRole
+metadata: {name: leave}
+spec:
+  dataPlane: leave
+  preProvisioned: true
+  nodeTemplate:
+    ansibleUser: root
+    ansibleSSHPrivateKeySecret: edpm-ssh-key
+    ansibleVars: {edpm_bootstrap_command: "sleep 120"}
+`)
+	create(t, gvrNode, fmt.Sprintf(`
+apiVersion: dataplane.openstack.org/v1beta1
+kind: OpenStackDataPlaneNode
+metadata: {name: leave-0}
+spec: {role: leave, hostName: %s, ansibleHost: %s, deploy: true}
+`, h1.Name, h1.Address))
+	create(t, gvrDP, `
+apiVersion: dataplane.openstack.org/v1beta1
+kind: OpenStackDataPlane
+metadata: {name: leave}
+spec: {roles: [leave], deploy: true}
+`)
+	nodeStates := func() string { return e2e.Str(get(t, gvrDP, "leave"), "status", "nodeStates") }
+	// Held there: the bootstrap playbook runs for two minutes.
+	e2e.WaitFor(t, "leave-0 admitted and bootstrapping", 5*time.Minute, func() (bool, string) {
+		s := nodeStates()
+		return strings.Contains(s, `"state":"Running"`) && strings.Contains(s, `"step":"bootstrap"`), s
+	})
+	env.DeleteAndWaitT(t, gvrNode, ns, "leave-0")
+	e2e.WaitFor(t, "the data plane Ready without leave-0", 3*time.Minute, func() (bool, string) {
+		u := get(t, gvrDP, "leave")
+		c := e2e.Condition(u, lifecycle.ConditionReady)
+		og, _, _ := unstructured.NestedInt64(u.Object, "status", "observedGeneration")
+		return c != nil && c.Status == metav1.ConditionTrue && og == u.GetGeneration() && !strings.Contains(nodeStates(), "leave-0"),
+			e2e.CondString(c) + " " + nodeStates()
+	})
+	require.Less(t, e2e.StepLog(h1)["bootstrap"], 1, "the node left before its bootstrap ended")
 }
 
 // TestComputeNodesJoinTheirCells deploys two nodes of one role whose annotation puts its nodes in cell1:

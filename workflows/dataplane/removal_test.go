@@ -34,6 +34,8 @@ type computeWorld struct {
 	movable  bool     // a live migration succeeds
 	calls    []string // Nova and Ansible calls of the teardown, in order
 	disabled string   // the disabled reason given
+	// failDeploy: the deploy playbook fails after it wrote to the host (nova-compute exits at start).
+	failDeploy bool
 }
 
 func (w *computeWorld) call(c string) {
@@ -75,6 +77,9 @@ func newComputeEnv(t *testing.T, w *computeWorld) *testsuite.TestWorkflowEnviron
 	env.OnActivity(ansibleActs.RunPlaybook, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in ansible.PlaybookInput) (*ansible.PlaybookResult, error) {
 			w.call("playbook " + in.Playbook)
+			if w.failDeploy && in.Playbook == "nova-compute.yml" {
+				return nil, temporal.NewNonRetryableApplicationError("nova-compute exited at start", ansible.ErrPlaybookFailed, nil)
+			}
 			return &ansible.PlaybookResult{Ok: 3}, nil
 		})
 	env.OnActivity(osActs.WaitComputeAPI, mock.Anything, mock.Anything).Return(nil)
@@ -227,6 +232,26 @@ func TestComputeRemovalDrainsByPolicy(t *testing.T) {
 			require.Equal(t, "stackflow: removing NovaExternalCompute/openstack/n1", w.disabled)
 		})
 	}
+}
+
+// A compute whose deploy playbook failed part-way (its configuration written, nova-compute not started)
+// is removed from its host all the same when it is deleted: the removal playbook runs, and its service
+// record goes if Nova had one. Runs before ChangeTeardownAfterFailedInstall left the host as it was.
+func TestComputeWhoseDeployFailedIsRemovedToo(t *testing.T) {
+	w := &computeWorld{failDeploy: true}
+	env := newComputeEnv(t, w)
+	chain := objecttest.New(env)
+	env.RegisterDelayedCallback(func() { require.NoError(t, chain.Signal(lifecycle.SignalSpec, lifecycle.SpecSignal{Generation: 1})) }, time.Second)
+	env.RegisterDelayedCallback(func() {
+		st, err := chain.Status()
+		require.NoError(t, err)
+		require.Equal(t, lifecycle.PhaseFailed, st.Phase)
+		require.NoError(t, chain.Signal(lifecycle.SignalDelete, lifecycle.DeleteSignal{}))
+	}, time.Minute)
+	chain.Execute("NovaExternalCompute", object.Input{ObjectRef: lifecycle.ObjectRef{Kind: "NovaExternalCompute", Namespace: "openstack", Name: "n1", UID: "u1"}})
+	require.True(t, env.IsWorkflowCompleted())
+	require.NoError(t, env.GetWorkflowError())
+	require.Equal(t, []string{"playbook nova-compute.yml", "disable", "host empty", "playbook nova-compute-remove.yml", "delete service"}, w.calls)
 }
 
 func condition(cs []metav1.Condition, typ string) metav1.Condition {

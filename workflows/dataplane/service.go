@@ -93,6 +93,11 @@ type hostEmptyWaiter interface {
 	waitHostEmpty(ctx workflow.Context, lc *object.Lifecycle, rec *edpmServiceRecord) error
 }
 
+// ChangeTeardownAfterFailedInstall is the GetVersion change after which deleting a service whose deploy
+// playbook failed (and so never recorded an install) runs its removal: runs before it left what the
+// failed playbook had written on the host.
+const ChangeTeardownAfterFailedInstall = "edpm-service-teardown-after-failed-install"
+
 // edpmServiceRecord is what a service workflow remembers.
 type edpmServiceRecord struct {
 	Host string `json:"host,omitempty"`
@@ -346,7 +351,10 @@ func (r *edpmServiceReconciler) Teardown(ctx workflow.Context, lc *object.Lifecy
 	if err := lc.Load(&r.rec); err != nil {
 		return err
 	}
-	if r.rec.Installed == "" {
+	// A deploy playbook that failed part-way may have written to the host (a nova-compute whose
+	// configuration is in place and that exited at start): it is removed too.
+	if r.rec.Installed == "" && (r.rec.Attempts == 0 || r.rec.Host == "" ||
+		workflow.GetVersion(ctx, ChangeTeardownAfterFailedInstall, workflow.DefaultVersion, 1) == workflow.DefaultVersion) {
 		return nil
 	}
 	if w, ok := r.kind.(hostEmptyWaiter); ok && workflow.GetVersion(ctx, ChangeTeardownWaitsForInstances, workflow.DefaultVersion, 1) == 1 {
