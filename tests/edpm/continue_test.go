@@ -17,8 +17,10 @@ import (
 // continue as new several times (the worker's history limit is shortened for the test); its data plane
 // granted it a slot meanwhile, and the grant, unread while the node waited, is carried from run to run:
 // once the Secret appears the node deploys on that grant (a lost grant would leave it waiting for one
-// forever, its data plane believing it running) and the data plane, which continued as new too while it
-// watched, reports it deployed. Every run stays short.
+// forever, its data plane believing it running). Its role puts it in cell1, so in phase 1 it waits for
+// its nova-compute (which waits for the package's Nova) and continues as new there too, holding the
+// grant: the next run goes on under it without asking again. The data plane, which continued as new too
+// while it watched, reports it deployed on one grant. Every run stays short.
 func TestLongWaitContinuesAsNew(t *testing.T) {
 	const maxHistory = 150
 	h0 := env.Host(t, "edpm-compute-0")
@@ -31,18 +33,34 @@ func TestLongWaitContinuesAsNew(t *testing.T) {
 	create(t, gvrRole, `
 apiVersion: dataplane.openstack.org/v1beta1
 kind: OpenStackDataPlaneRole
-metadata: {name: patient}
+metadata:
+  name: patient
+  annotations: {nova.openstack.org/cell: cell1}
 spec:
   dataPlane: patience
   preProvisioned: true
   nodeTemplate: {ansibleUser: root, ansibleSSHPrivateKeySecret: patient-key}
 `)
+	// Its compute, made ahead as a user would to give it the fake driver (the host has no hypervisor);
+	// the node adopts it.
+	create(t, gvrNEC, fmt.Sprintf(`
+apiVersion: nova.openstack.org/v1beta1
+kind: NovaExternalCompute
+metadata: {name: patient-0}
+spec:
+  dataplaneNodeName: patient-0
+  cellName: cell1
+  sshKeySecretName: patient-key
+  inventoryConfigMapName: patient-0-inventory
+  deploy: true
+  customServiceConfig: %q
+`, customConfig))
 	node := create(t, gvrNode, fmt.Sprintf(`
 apiVersion: dataplane.openstack.org/v1beta1
 kind: OpenStackDataPlaneNode
 metadata: {name: patient-0}
-spec: {role: patient, hostName: edpm-compute-0, ansibleHost: %s, deploy: true}
-`, h0.Address))
+spec: {role: patient, hostName: %s, ansibleHost: %s, deploy: true}
+`, env.Run+"-patient-0", h0.Address))
 	dp := create(t, gvrDP, `
 apiVersion: dataplane.openstack.org/v1beta1
 kind: OpenStackDataPlane
@@ -67,7 +85,19 @@ spec: {roles: [patient], deploy: true, maxConcurrency: 1}
 	key, err := env.Kube.CoreV1().Secrets(ns).Get(ctx, "edpm-ssh-key", metav1.GetOptions{})
 	require.NoError(t, err)
 	require.NoError(t, createSecret(ctx, "patient-key", key.Data))
-	e2e.WaitFor(t, "patient-0 deployed on the grant it carried", 10*time.Minute, func() (bool, string) {
+	admittedAt := 0
+	e2e.WaitFor(t, "patient-0 admitted on the grant it carried", 5*time.Minute, func() (bool, string) {
+		c := e2e.Condition(get(t, gvrNode, "patient-0"), "DataPlaneAdmitted")
+		admittedAt = continued(nodeID)
+		return c != nil && c.Status == metav1.ConditionTrue, e2e.CondString(c)
+	})
+	e2e.WaitFor(t, "patient-0 continued as new in phase 1, holding its grant", 10*time.Minute, func() (bool, string) {
+		n := get(t, gvrNode, "patient-0")
+		runs := continued(nodeID)
+		return runs > admittedAt && e2e.Str(n, "status", "phase") == "Services" && e2e.Str(n, "status", "deployed") != "true",
+			fmt.Sprintf("%d runs continued as new (%d when admitted); %s", runs, admittedAt, e2e.Summary(n))
+	})
+	e2e.WaitFor(t, "patient-0 deployed on the grant it carried", 15*time.Minute, func() (bool, string) {
 		n := get(t, gvrNode, "patient-0")
 		return e2e.Str(n, "status", "deployed") == "true", e2e.Summary(n)
 	})
