@@ -194,15 +194,7 @@ func TestNoHostYetWaitsThenBoots(t *testing.T) {
 	u, err := env.Create(ctx, ServersGVR, env.Object("infrastructure.cluster.x-k8s.io/v1alpha1", "OpenStackServer", name, env.ServerSpec(env.Flavor(), 1)))
 	require.NoError(t, err)
 	ref := e2e.Ref("OpenStackServer", ServersGVR, u)
-	u, err = env.WaitFor(ctx, ServersGVR, name, func(u *unstructured.Unstructured) error {
-		if err := waiting(u); err != nil {
-			return err
-		}
-		if _, reason, msg := condition(u, "Ready"); reason != serverwf.ReasonNoValidHost {
-			return fmt.Errorf("waiting with %s: %s", reason, msg)
-		}
-		return nil
-	})
+	u, err = env.WaitFor(ctx, ServersGVR, name, waitingForAHost)
 	require.NoError(t, err)
 	_, _, msg := condition(u, "Ready")
 	require.Contains(t, msg, "No valid host was found", "Nova's fault")
@@ -210,7 +202,25 @@ func TestNoHostYetWaitsThenBoots(t *testing.T) {
 	requireOwned(t, ref, 0, 1, 0)
 
 	require.NoError(t, setStatus(services.ServiceEnabled, ""))
-	_, err = env.WaitFor(ctx, ServersGVR, name, ready)
+	requireBootsOnTheComputeThenGoes(ctx, t, name, ref)
+}
+
+// waitingForAHost is a WaitFor condition: phase Waiting with reason NoValidHost.
+func waitingForAHost(u *unstructured.Unstructured) error {
+	if err := waiting(u); err != nil {
+		return err
+	}
+	if _, reason, msg := condition(u, "Ready"); reason != serverwf.ReasonNoValidHost {
+		return fmt.Errorf("waiting with %s: %s", reason, msg)
+	}
+	return nil
+}
+
+// requireBootsOnTheComputeThenGoes waits until the server is Ready, ACTIVE on the run's compute, then
+// deletes it and requires that nothing of it is left.
+func requireBootsOnTheComputeThenGoes(ctx context.Context, t *testing.T, name string, ref lifecycle.ObjectRef) {
+	t.Helper()
+	_, err := env.WaitFor(ctx, ServersGVR, name, ready)
 	require.NoError(t, err)
 	o := requireOwned(t, ref, 1, 1, 0)
 	require.Equal(t, "ACTIVE", o.Servers[0].Status)
@@ -249,14 +259,7 @@ func TestUnmappedHostWaitsThenBoots(t *testing.T) {
 			if booted = ready(u) == nil; booted {
 				return nil
 			}
-			if err := waiting(u); err != nil {
-				return err
-			}
-			_, reason, msg := condition(u, "Ready")
-			if reason != serverwf.ReasonNoValidHost {
-				return fmt.Errorf("waiting with %s: %s", reason, msg)
-			}
-			return nil
+			return waitingForAHost(u)
 		})
 		require.NoError(t, err)
 		if !booted {
@@ -270,14 +273,8 @@ func TestUnmappedHostWaitsThenBoots(t *testing.T) {
 	require.Contains(t, msg, "Host '"+novaHost()+"' is not mapped to any cell", "Nova's fault")
 	requireOwned(t, ref, 0, 1, 0)
 
-	_, err := env.WaitFor(ctx, ServersGVR, name, ready)
-	require.NoError(t, err)
-	o := requireOwned(t, ref, 1, 1, 0)
-	require.Equal(t, "ACTIVE", o.Servers[0].Status)
-	require.Equal(t, novaHost(), o.Servers[0].Host)
+	requireBootsOnTheComputeThenGoes(ctx, t, name, ref)
 	require.Contains(t, e2e.NovaManage(t, conf, "cell_v2", "list_hosts"), " "+novaHost()+" ", "the host is mapped again")
-	require.NoError(t, env.DeleteAndWait(ctx, ServersGVR, name))
-	requireOwned(t, ref, 0, 0, 0)
 }
 
 func TestMachineSpecEditIsRefused(t *testing.T) {
