@@ -351,11 +351,13 @@ func (r *edpmServiceReconciler) Teardown(ctx workflow.Context, lc *object.Lifecy
 	if err := lc.Load(&r.rec); err != nil {
 		return err
 	}
-	// A deploy playbook that failed part-way may have written to the host (a nova-compute whose
-	// configuration is in place and that exited at start): it is removed too.
-	if r.rec.Installed == "" && (r.rec.Attempts == 0 || r.rec.Host == "" ||
-		workflow.GetVersion(ctx, ChangeTeardownAfterFailedInstall, workflow.DefaultVersion, 1) == workflow.DefaultVersion) {
-		return nil
+	if r.rec.Installed == "" {
+		// A deploy playbook that failed part-way may have written to the host (a nova-compute whose
+		// configuration is in place and that exited at start): it is removed too.
+		ran := r.rec.Attempts > 0 && r.rec.Host != ""
+		if !ran || workflow.GetVersion(ctx, ChangeTeardownAfterFailedInstall, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+			return nil
+		}
 	}
 	if w, ok := r.kind.(hostEmptyWaiter); ok && workflow.GetVersion(ctx, ChangeTeardownWaitsForInstances, workflow.DefaultVersion, 1) == 1 {
 		if err := w.waitHostEmpty(ctx, lc, &r.rec); err != nil {
