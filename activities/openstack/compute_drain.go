@@ -198,7 +198,7 @@ func (o *OpenStack) migrate(ctx context.Context, nova ComputeClient, in MigrateI
 				return nil, err
 			}
 			for _, s := range on {
-				if moves[s.ID] == nil {
+				if moves[s.ID] == nil && !slices.Contains(res.Skipped, s.ID) {
 					moves[s.ID] = &migration{}
 				}
 			}
@@ -219,6 +219,13 @@ func (o *OpenStack) migrate(ctx context.Context, nova ComputeClient, in MigrateI
 			}
 			if err != nil {
 				return nil, classifyOS("get server "+id, err)
+			}
+			// An instance being deleted leaves the host by itself: Nova shows it DELETED (or with task
+			// state deleting) until its row is gone, and it cannot (and need not) move.
+			if leaving(s.Status, s.TaskState) {
+				delete(moves, id)
+				res.Skipped = append(res.Skipped, id)
+				continue
 			}
 			// Where it must not be (drain) or where it must go (back).
 			done := (in.From != "" && s.Host != in.From) || (in.From == "" && s.Host == in.Targets[0])
@@ -281,6 +288,11 @@ func (o *OpenStack) migrate(ctx context.Context, nova ComputeClient, in MigrateI
 			return nil, err
 		}
 	}
+}
+
+// leaving says whether an instance's deletion is under way, so a drain has nothing to move.
+func leaving(status, taskState string) bool {
+	return status == "DELETED" || taskState == "deleting"
 }
 
 func drainWhat(in MigrateInput) string {

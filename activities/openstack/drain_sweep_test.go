@@ -72,6 +72,19 @@ func TestMigrateDecisions(t *testing.T) {
 			calls:   []string{`migrate s1 to "hb"`, `migrate s1 to "hb"`, `migrate s2 to "hb"`, `migrate s2 to "hb"`},
 		},
 		{
+			name: "an instance being deleted leaves by itself: skipped, not moved, not a failure",
+			setup: func(f *fakeCloud) {
+				f.server("s1", "ha", "DELETED")
+				f.server("s2", "ha", "ACTIVE")
+				f.servers["s2"].TaskState = "deleting"
+				f.server("s3", "ha", "ACTIVE")
+			},
+			in:      MigrateInput{From: "ha", Targets: []string{"hb"}},
+			moved:   map[string]string{"s3": "hb"},
+			skipped: []string{"s1", "s2"},
+			calls:   []string{`migrate s3 to "hb"`},
+		},
+		{
 			name: "back: instances elsewhere return; one already home is skipped, one deleted meanwhile too",
 			setup: func(f *fakeCloud) {
 				f.server("s1", "hb", "ACTIVE")
