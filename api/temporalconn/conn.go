@@ -103,7 +103,8 @@ func envOr(name, def string) string {
 
 // ClientOptions turns o into Temporal client options: address, namespace, TLS, API key and, with codec
 // keys, a data converter that encrypts every payload and a failure converter that moves failure messages
-// and stack traces into (encrypted) payloads. Callers add their identity, logger and metrics.
+// and stack traces into (encrypted) payloads. The failure converter is always Classified, so a wrapped
+// application error keeps its type and retryability. Callers add their identity, logger and metrics.
 func (o Options) ClientOptions() (client.Options, error) {
 	opts := client.Options{HostPort: o.Address, Namespace: o.Namespace}
 	if o.TLS.on() {
@@ -128,7 +129,9 @@ func (o Options) ClientOptions() (client.Options, error) {
 			return opts, err
 		}
 		opts.DataConverter = DataConverter(NewCodec(ring))
-		opts.FailureConverter = FailureConverter(opts.DataConverter)
+		opts.FailureConverter = Classified(FailureConverter(opts.DataConverter))
+	} else {
+		opts.FailureConverter = Classified(nil)
 	}
 	return opts, nil
 }

@@ -149,6 +149,7 @@ func TestClientOptions(t *testing.T) {
 	require.NoError(t, err)
 	require.Nil(t, co.ConnectionOptions.TLS)
 	require.Nil(t, co.DataConverter)
+	require.NotNil(t, co.FailureConverter, "wrapped application errors keep their classification without codec keys too")
 
 	for name, o := range map[string]temporalconn.Options{
 		"empty API key":  {APIKeyFile: write(t, "empty", nil)},
