@@ -324,3 +324,44 @@ func TestAdmissionPoliciesToggle(t *testing.T) {
 		})
 	}
 }
+
+// bridge.namespaces narrows what the bridge serves, without touching RBAC; a namespace outside
+// watchNamespaces is refused at render, since the workers could not serve it.
+func TestBridgeNamespaces(t *testing.T) {
+	args := func(objs []*unstructured.Unstructured) []string {
+		b := find(objs, "Deployment", "stackflow-bridge")
+		require.NotNil(t, b)
+		cs, _, _ := unstructured.NestedSlice(b.Object, "spec", "template", "spec", "containers")
+		a, _, _ := unstructured.NestedStringSlice(cs[0].(map[string]any), "args")
+		var watch []string
+		for _, s := range a {
+			if v, ok := strings.CutPrefix(s, "--watch-namespaces="); ok {
+				watch = append(watch, v)
+			}
+		}
+		return watch
+	}
+	for _, tc := range []struct {
+		name  string
+		vals  map[string]any
+		watch []string
+	}{
+		{name: "default: every namespace", vals: nil, watch: nil},
+		{name: "watchNamespaces", vals: map[string]any{"watchNamespaces": []any{"openstack", "edpm"}}, watch: []string{"openstack,edpm"}},
+		{name: "bridge.namespaces within watchNamespaces", vals: map[string]any{"watchNamespaces": []any{"openstack", "edpm"},
+			"bridge": map[string]any{"namespaces": []any{"openstack"}}}, watch: []string{"openstack"}},
+		{name: "bridge.namespaces of a cluster-wide release", vals: map[string]any{"bridge": map[string]any{"namespaces": []any{"openstack"}}},
+			watch: []string{"openstack"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			objs := render(t, tc.vals)
+			require.Equal(t, tc.watch, args(objs))
+			// RBAC is placed by watchNamespaces alone.
+			want := render(t, map[string]any{"watchNamespaces": tc.vals["watchNamespaces"]})
+			require.Equal(t, rendered(t, want), rendered(t, objs))
+		})
+	}
+	_, err := chart.Render(root, "stackflow", "stackflow-system", map[string]any{"watchNamespaces": []any{"openstack"},
+		"bridge": map[string]any{"namespaces": []any{"edpm"}}}, false)
+	require.ErrorContains(t, err, "bridge.namespaces: edpm is not among watchNamespaces (openstack)")
+}

@@ -99,9 +99,11 @@ func (s *Stack) ReleaseValues(temporalNS string) (map[string]any, error) {
 
 // ServeRelease runs stackflow as the stack's own release does for `make run`: the chart's bridge (two
 // replicas, leader-elected) and one worker Deployment per task queue as pods on the real node, serving
-// every namespace and kind in Temporal namespace temporalNS (the stack's when empty). It returns once
-// every Deployment is available. StopRelease scales it back to no pods.
-func (s *Stack) ServeRelease(ctx context.Context, temporalNS string) error {
+// every namespace and kind in Temporal namespace temporalNS (the stack's when empty), or, when namespaces
+// are given, the objects of those namespaces only (the chart's bridge.namespaces; its RBAC stays
+// cluster-wide), so that tests serving other namespaces with bridges of their own can run beside it. It
+// returns once every Deployment is available. StopRelease scales it back to no pods.
+func (s *Stack) ServeRelease(ctx context.Context, temporalNS string, namespaces ...string) error {
 	if temporalNS == "" {
 		temporalNS = s.TemporalNamespace
 	}
@@ -112,12 +114,23 @@ func (s *Stack) ServeRelease(ctx context.Context, temporalNS string) error {
 	if err != nil {
 		return err
 	}
+	if len(namespaces) > 0 {
+		ns := make([]any, len(namespaces))
+		for i, n := range namespaces {
+			ns[i] = n
+		}
+		values["bridge"].(map[string]any)["namespaces"] = ns
+	}
 	t0 := time.Now()
 	if err := s.upgradeChart(ctx, values, true); err != nil {
 		return err
 	}
-	s.Logf("stackflow: bridge and workers running as pods of release %s/%s (Temporal namespace %s), every Deployment available in %s",
-		ChartNamespace, ChartRelease, temporalNS, time.Since(t0).Round(100*time.Millisecond))
+	served := "every namespace"
+	if len(namespaces) > 0 {
+		served = "namespaces " + strings.Join(namespaces, ", ")
+	}
+	s.Logf("stackflow: bridge and workers running as pods of release %s/%s (Temporal namespace %s, serving %s), every Deployment available in %s",
+		ChartNamespace, ChartRelease, temporalNS, served, time.Since(t0).Round(100*time.Millisecond))
 	return nil
 }
 

@@ -21,5 +21,7 @@ echo "removing make run's samples from the stack (their workflows tear down what
 echo "$found" | sed 's/^/  /'
 # shellcheck source=stackflow.sh
 source "$root/deploy/local/scripts/stackflow.sh"
-start_stackflow
+# The samples live in namespace openstack (tests/samples proves it); serving only it leaves other
+# namespaces to whoever serves them (tests/samples runs this beside packages with bridges of their own).
+start_stackflow -serve-namespaces openstack
 bin/stackflow-local samples -delete -timeout "${STACKFLOW_DELETE_TIMEOUT:-20m}"

@@ -5,9 +5,11 @@
 # with the payload codec), and scales them back to no pods when the script exits.
 # Needs: $root (the checkout), the stack up (make up imports the images), bin/ built; STACKFLOW_STATE
 # when the stack is not the checkout's .stackflow (stackflow-local reads it).
+# Arguments go to `stackflow-local release -serve` (-serve-namespaces openstack: serve the samples'
+# namespace only).
 start_stackflow() {
   trap 'stop_stackflow' INT TERM EXIT
-  "$root/bin/stackflow-local" release -serve
+  "$root/bin/stackflow-local" release -serve "$@"
 }
 
 stop_stackflow() {

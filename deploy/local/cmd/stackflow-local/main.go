@@ -8,7 +8,7 @@
 //	stackflow-local samples [-timeout 30m]  # apply deploy/samples, show their state live until all are Ready
 //	stackflow-local samples -present        # list the objects of deploy/samples (and day2) that exist; exit 3 when none
 //	stackflow-local samples -delete         # delete them all at once and wait until their workflows tore them down
-//	stackflow-local release -serve [-namespace NS]  # run stackflow as pods of the stack's release (make run)
+//	stackflow-local release -serve [-namespace NS] [-serve-namespaces A,B]  # run stackflow as pods of the stack's release (make run)
 //	stackflow-local release -stop                   # scale the stack's release back to no pods
 //	stackflow-local down
 package main
@@ -45,6 +45,7 @@ func main() {
 	serve := fs.Bool("serve", false, "release: run the bridge and the workers as pods of the stack's release, from this checkout's images")
 	stopRelease := fs.Bool("stop", false, "release: scale the stack's release back to no pods")
 	namespace := fs.String("namespace", "", "release -serve: the Temporal namespace (default the stack's)")
+	serveNamespaces := fs.String("serve-namespaces", "", "release -serve: comma-separated Kubernetes namespaces whose objects the bridge serves (default every namespace)")
 	_ = fs.Parse(os.Args[2:])
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -117,7 +118,11 @@ func main() {
 		}
 		switch {
 		case *serve:
-			err = s.ServeRelease(ctx, *namespace)
+			var only []string
+			if *serveNamespaces != "" {
+				only = strings.Split(*serveNamespaces, ",")
+			}
+			err = s.ServeRelease(ctx, *namespace, only...)
 		case *stopRelease:
 			err = s.StopRelease(ctx)
 		default:
