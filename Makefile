@@ -16,16 +16,17 @@ E2E_TIMEOUT ?= 75m
 # last, with its build tag).
 E2E_PACKAGES ?= $(filter-out ./tests/bench/ ./tests/e2e/ ./tests/makespan/ ./tests/teardown/,$(sort $(addprefix ./,$(dir $(wildcard tests/*/*_test.go)))))
 # How make e2e runs them (deploy/local/scripts/e2e.sh): phases one after another; in a phase, lanes
-# ("|") side by side, a lane's packages one after another. Phase 1: tests/samples alone, because it
-# serves make run's samples with the stack's release, which serves every namespace and kind. Phase 2:
-# the first lane's bridges serve their own namespaces only (edpm and nova on test hosts edpm-compute-0
-# and -1); in the second, servers (hosts -2 and -3, its bridges scoped too) and the packages whose
-# bridges serve cluster-wide (rollout, bridge) or that create served objects with no bridge of their own
-# (api) one after another. Phase 3: tests/stack alone (it starts processes on host 0 and checks the
-# stack's own). A package that no phase names runs alone after them.
-E2E_PHASE_1 ?= samples
-E2E_PHASE_2 ?= edpm nova | servers rollout bridge install api
-E2E_PHASE_3 ?= stack
+# ("|") side by side, a lane's packages one after another. Phase 1, first lane: tests/samples (make
+# run's cloud, served by the stack's release for the samples' namespace only, on test hosts
+# edpm-compute-0 and -1), then servers (hosts -2 and -3, its bridges scoped to its namespaces) and the
+# packages whose bridges serve cluster-scoped kinds (rollout, bridge) or that create served objects with
+# no bridge of their own (install, api), one after another, as none of them may overlap another's
+# cluster-scoped objects. Second lane: edpm and nova, whose bridges serve their own namespaces and
+# kinds, on hosts -4 and -5 (e2e.EDPMLaneHosts). Phase 2: tests/stack alone (it starts processes on host
+# 0 and checks the stack's own). A package that no phase names runs alone after them.
+E2E_PHASE_1 ?= samples servers install api rollout bridge | edpm nova
+E2E_PHASE_2 ?= stack
+E2E_PHASE_3 ?=
 # pinned tool versions (WORKFLOWCHECK_VERSION among them)
 include deploy/local/versions.env
 

@@ -50,6 +50,14 @@ var packages = map[string]string{
 	Worker: "./worker/cmd/stackflow-worker",
 }
 
+// EDPMLaneHosts are the test hosts of tests/edpm and tests/nova, which run one after the other in a lane
+// beside tests/samples (whose make run cloud uses edpm-compute-0 and -1) and tests/servers (-2 and -3):
+// each package's host0 and host1. EDPMLaneHostCount is the HostCount that includes them.
+var EDPMLaneHosts = [2]string{"edpm-compute-4", "edpm-compute-5"}
+
+// EDPMLaneHostCount is the number of test hosts up to and including EDPMLaneHosts.
+const EDPMLaneHostCount = 6
+
 // Config says what an end-to-end package needs from the stack.
 type Config struct {
 	// Components of the local stack to bring up; Kubernetes and Temporal when empty.

@@ -23,7 +23,7 @@ import (
 // while it watched, reports it deployed on one grant. Every run stays short.
 func TestLongWaitContinuesAsNew(t *testing.T) {
 	const maxHistory = 150
-	h0 := env.Host(t, "edpm-compute-0")
+	h0 := env.Host(t, host0)
 	e2e.CleanHost(t, h0)
 	startBridge(t)
 	env.StartWorker(t, e2e.WorkerOptions{Identity: env.Run + "-worker",

@@ -47,7 +47,7 @@ func lastLine(s string) string {
 // other node goes on and succeeds, the data plane reports the failure with the host and Ansible's
 // message, and a retry naming that host re-runs its failed step only, in the same run.
 func TestRetryRerunsOnlyTheFailedStep(t *testing.T) {
-	h0, h1 := env.Host(t, "edpm-compute-0"), env.Host(t, "edpm-compute-1")
+	h0, h1 := env.Host(t, host0), env.Host(t, host1)
 	e2e.CleanHost(t, h0)
 	e2e.CleanHost(t, h1)
 	blocker := filepath.Join(h1.Root, "etc", "edpm", "network")
@@ -129,7 +129,7 @@ func runs(t *testing.T, wfID string) int {
 // customServiceConfig that is not INI is refused by the API server, and one that slips past it is
 // refused by the workflow before anything is deployed; a cell change is refused at admission.
 func TestBadInput(t *testing.T) {
-	h0 := env.Host(t, "edpm-compute-0")
+	h0 := env.Host(t, host0)
 	e2e.CleanHost(t, h0)
 	startBridge(t)
 	startWorker(t)
@@ -308,7 +308,7 @@ func yamlInto(manifest string, u *unstructured.Unstructured) error {
 // running node at its next step and admits no other; resume lets both go on; cancelling the workflow
 // stops the rollout at a step boundary and reports the state every node reached.
 func TestPauseResumeAndCancel(t *testing.T) {
-	h0, h1 := env.Host(t, "edpm-compute-0"), env.Host(t, "edpm-compute-1")
+	h0, h1 := env.Host(t, host0), env.Host(t, host1)
 	e2e.CleanHost(t, h0)
 	e2e.CleanHost(t, h1)
 	startBridge(t)
@@ -404,7 +404,7 @@ spec: {roles: [steer], deploy: true, maxConcurrency: 1}
 // bootstrap playbook held running) leaves the rollout, which ends Ready without it instead of waiting
 // for a report that never comes.
 func TestNodeDeletedMidRolloutLeavesIt(t *testing.T) {
-	h1 := env.Host(t, "edpm-compute-1")
+	h1 := env.Host(t, host1)
 	e2e.CleanHost(t, h1)
 	startBridge(t)
 	startWorker(t)
@@ -463,7 +463,7 @@ func TestComputeNodesJoinTheirCells(t *testing.T) {
 	// during the tests before this one, which need none).
 	nova.WaitReady(t)
 	start := time.Now()
-	h0, h1 := env.Host(t, "edpm-compute-0"), env.Host(t, "edpm-compute-1")
+	h0, h1 := env.Host(t, host0), env.Host(t, host1)
 	e2e.CleanHost(t, h0)
 	e2e.CleanHost(t, h1)
 	startBridge(t)
@@ -598,7 +598,7 @@ spec:
 	// Phase 0 is on each host's own filesystem, and nowhere else.
 	require.Contains(t, e2e.HostFile(h0, "etc/edpm/node.json"), `"node": "`+hostA+`"`)
 	require.Contains(t, e2e.HostFile(h1, "etc/edpm/node.json"), `"node": "`+hostB+`"`)
-	require.Contains(t, e2e.HostFile(h0, "etc/edpm/node.json"), `"kernelHostname": "edpm-compute-0"`, "the playbook ran on the host itself")
+	require.Contains(t, e2e.HostFile(h0, "etc/edpm/node.json"), `"kernelHostname": "`+host0+`"`, "the playbook ran on the host itself")
 	require.Contains(t, e2e.HostFile(h0, "etc/edpm/network/config.json"), "internalapi")
 	require.Contains(t, e2e.HostFile(h0, "etc/edpm/os/99-edpm-sysctl.conf"), "net.ipv4.ip_forward = 1")
 	_, err := os.Stat("/etc/edpm/node.json")

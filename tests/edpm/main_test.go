@@ -30,6 +30,9 @@ const (
 	novaAPIPort = 18874
 )
 
+// host0 and host1 are the package's test hosts (the lane's, beside the samples' and the servers').
+var host0, host1 = e2e.EDPMLaneHosts[0], e2e.EDPMLaneHosts[1]
+
 var (
 	// env is the run's stack, clients and binaries; env.Run names this run.
 	env *e2e.Env
@@ -58,8 +61,8 @@ func mainErr(m *testing.M) int {
 		return 1
 	}
 	defer env.Close()
-	if len(env.Stack.TestHosts) < 2 {
-		fmt.Fprintf(os.Stderr, "need 2 EDPM test hosts, the stack has %d\n", len(env.Stack.TestHosts))
+	if len(env.Stack.TestHosts) < e2e.EDPMLaneHostCount {
+		fmt.Fprintf(os.Stderr, "need %d EDPM test hosts, the stack has %d\n", e2e.EDPMLaneHostCount, len(env.Stack.TestHosts))
 		return 1
 	}
 	ns = "edpm-" + env.Run
@@ -89,7 +92,7 @@ func mainErr(m *testing.M) int {
 func hostCount() int {
 	var n int
 	fmt.Sscanf(os.Getenv("STACKFLOW_HOSTS"), "%d", &n)
-	return max(n, 2)
+	return max(n, e2e.EDPMLaneHostCount)
 }
 
 // setUpNamespace creates the run's namespace with the Secrets a user of the stack starts from, copied

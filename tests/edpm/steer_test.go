@@ -105,7 +105,7 @@ func clis(t *testing.T) []cli {
 // retry after the host is fixed re-runs the failed step and it deploys, the history shows decoded, and
 // cancel ends the workflow with its compensation reported in the object.
 func TestSteerWithTctlAndTheTemporalCLI(t *testing.T) {
-	h0 := env.Host(t, "edpm-compute-0")
+	h0 := env.Host(t, host0)
 	e2e.CleanHost(t, h0)
 	startBridge(t)
 	startWorker(t)

@@ -62,7 +62,7 @@ format = %(asctime)s %(process)d %(levelname)s %(name)s %(message)s
 func TestRollingUpdateOfComputes(t *testing.T) {
 	start := time.Now()
 	ctx := context.Background()
-	h0, h1 := env.Host(t, "edpm-compute-0"), env.Host(t, "edpm-compute-1")
+	h0, h1 := env.Host(t, host0), env.Host(t, host1)
 	e2e.CleanHost(t, h0)
 	e2e.CleanHost(t, h1)
 	startBridge(t)

@@ -30,6 +30,9 @@ var (
 	ns string
 )
 
+// host0 and host1 are the package's test hosts (the lane's, beside the samples' and the servers').
+var host0, host1 = e2e.EDPMLaneHosts[0], e2e.EDPMLaneHosts[1]
+
 func TestMain(m *testing.M) {
 	os.Exit(mainErr(m))
 }
@@ -40,7 +43,7 @@ func mainErr(m *testing.M) int {
 	var err error
 	env, err = e2e.Setup(ctx, e2e.Config{
 		Components:        []string{local.Kubernetes, local.Temporal, local.OpenStack, local.Hosts},
-		HostCount:         2,
+		HostCount:         e2e.EDPMLaneHostCount,
 		TemporalNamespace: "stackflow-e2e-nova",
 		Run:               fmt.Sprintf("n%05x", time.Now().UnixNano()&0xfffff),
 	})

@@ -118,7 +118,7 @@ func serviceUserLogin(t *testing.T) error {
 func TestNovaControlPlane(t *testing.T) {
 	start := time.Now()
 	ctx := context.Background()
-	h0, h1 := env.Host(t, "edpm-compute-0"), env.Host(t, "edpm-compute-1")
+	h0, h1 := env.Host(t, host0), env.Host(t, host1)
 	e2e.CleanHost(t, h0)
 	e2e.CleanHost(t, h1)
 	env.StartBridge(t, e2e.BridgeOptions{Identity: env.Run + "-bridge", Kinds: servedKinds, Namespaces: []string{ns}})

@@ -155,7 +155,7 @@ func TestSamplesConvergeAndStayIdle(t *testing.T) {
 		var tree, missing string
 		var failures int
 		quiet := assert.Eventually(t, func() bool {
-			roots, err := describe.Read(ctx, env.Dyn, describe.Scope{All: true}, time.Now())
+			roots, err := describe.Read(ctx, env.Dyn, describe.Scope{Namespace: local.SampleNamespace}, time.Now())
 			if err != nil {
 				missing = err.Error()
 				return false
@@ -174,7 +174,7 @@ func TestSamplesConvergeAndStayIdle(t *testing.T) {
 			}
 			return failures == 0 && missing == ""
 		}, time.Minute, time.Second)
-		t.Logf("kubectl stackflow describe -A:\n%s", tree)
+		t.Logf("kubectl stackflow describe -n %s:\n%s", local.SampleNamespace, tree)
 		require.True(t, quiet, "the tree never showed the whole cloud Ready: %d failures, missing %s", failures, missing)
 	})
 	t.Run("make run's hints work as printed", func(t *testing.T) { runHints(t) })
@@ -280,8 +280,8 @@ func TestSamplesConvergeAndStayIdle(t *testing.T) {
 		require.Equal(t, "sample_neutron", vhost.Name)
 	})
 
-	// Nothing of the cloud is a shape without a process: every pod of the cluster (stackflow's own, the
-	// control plane's releases, the Nova's services) is a container on the real node, running and ready,
+	// Nothing of the cloud is a shape without a process: every pod of it (stackflow's own, the control
+	// plane's releases, the Nova's services) is a container on the real node, running and ready,
 	// or a Job's pod that ran.
 	t.Run("every pod is a real container or a Job that ran", func(t *testing.T) { requireEveryPodReal(t) })
 
@@ -677,6 +677,23 @@ func sampleCloud(t *testing.T) *e2e.Cloud {
 }
 
 // samplesOf reads deploy/samples without applying them.
+// The samples serve and are described by namespace (the stack's release serves the samples' namespace
+// only, so that other packages can run beside this one): every namespaced object of deploy/samples and
+// deploy/samples/day2 lives in it.
+func TestSamplesLiveInTheSampleNamespace(t *testing.T) {
+	objs, err := env.Stack.AllSampleObjects(context.Background())
+	require.NoError(t, err)
+	namespaced := 0
+	for _, o := range objs {
+		if o.Namespace == "" {
+			continue
+		}
+		namespaced++
+		require.Equal(t, local.SampleNamespace, o.Namespace, "%s/%s", o.Kind, o.Name)
+	}
+	require.Positive(t, namespaced)
+}
+
 func samplesOf(t *testing.T) []local.Applied {
 	t.Helper()
 	objs, err := env.Stack.SampleObjects(context.Background())
@@ -698,7 +715,9 @@ func serveRelease(t *testing.T) {
 		}
 		require.NoError(t, env.Stack.StopRelease(context.Background()), "the stack's release back to no pods")
 	})
-	require.NoError(t, env.Stack.ServeRelease(ctx, env.TemporalNamespace), "stackflow served by the stack's release")
+	// The samples' namespace only: edpm and nova run beside this package with bridges of their own in
+	// their namespaces (TestSamplesLiveInTheSampleNamespace proves that this serves every sample).
+	require.NoError(t, env.Stack.ServeRelease(ctx, env.TemporalNamespace, local.SampleNamespace), "stackflow served by the stack's release")
 	t.Logf("the stack's release serves with every pod ready in %s", time.Since(t0).Round(100*time.Millisecond))
 }
 
@@ -941,16 +960,21 @@ func ovnNorthbound(t *testing.T, table string) []string {
 	return strings.Fields(string(out))
 }
 
-// requireEveryPodReal checks every pod of the cluster: scheduled on the real node (no kwok node, where a
-// pod runs nothing), and ready, or finished: succeeded, or failed as one try of a Job that then completed.
+// requireEveryPodReal checks every pod of the cloud (the samples' namespace and stackflow's own; other
+// packages' pods come and go beside this one): scheduled on the real node (no kwok node, where a pod runs
+// nothing), and ready, or finished: succeeded, or failed as one try of a Job that then completed.
 func requireEveryPodReal(t *testing.T) {
 	t.Helper()
 	ctx := context.Background()
-	pods, err := env.Kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
-	require.NoError(t, err)
-	require.NotEmpty(t, pods.Items)
+	var items []corev1.Pod
+	for _, ns := range []string{local.SampleNamespace, local.ChartNamespace} {
+		pods, err := env.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		require.NoError(t, err)
+		require.NotEmpty(t, pods.Items, "pods of namespace %s", ns)
+		items = append(items, pods.Items...)
+	}
 	var lines []string
-	for _, p := range pods.Items {
+	for _, p := range items {
 		lines = append(lines, fmt.Sprintf("%s/%s on %s: %s", p.Namespace, p.Name, p.Spec.NodeName, p.Status.Phase))
 		require.Equal(t, local.RealNode, p.Spec.NodeName, "pod %s/%s runs on the real node", p.Namespace, p.Name)
 		switch p.Status.Phase {
@@ -976,5 +1000,5 @@ func requireEveryPodReal(t *testing.T) {
 			t.Fatalf("pod %s/%s is %s", p.Namespace, p.Name, p.Status.Phase)
 		}
 	}
-	t.Logf("%d pods, every one a real container:\n%s", len(pods.Items), strings.Join(lines, "\n"))
+	t.Logf("%d pods, every one a real container:\n%s", len(items), strings.Join(lines, "\n"))
 }

@@ -70,7 +70,8 @@ type Env struct {
 }
 
 // HostCount is the number of test hosts the package asks for: its hosts are the last two of them
-// (edpm-compute-2 and -3), so it runs beside the packages on the first two (samples, edpm, nova).
+// (edpm-compute-2 and -3), so it runs beside the packages on others (samples on -0 and -1, edpm and nova
+// on e2e.EDPMLaneHosts).
 const HostCount = 4
 
 // Setup brings up Kubernetes, Temporal and OpenStack (and the extra components named), builds the
