@@ -84,6 +84,17 @@ type Result struct {
 	Enrolled bool `json:"enrolled"`
 }
 
+// EnrolledMark is the key of an Ironic node's extra that says stackflow enrolled it (its value true):
+// teardown deletes such a node, and only such a node, after undeploying it; a node an administrator
+// enrolled is adopted and kept.
+const EnrolledMark = "stackflow_enrolled"
+
+// enrolledHere reports whether node carries EnrolledMark.
+func enrolledHere(node *Node) bool {
+	v, _ := node.Extra[EnrolledMark].(bool)
+	return v
+}
+
 // ErrFailed is the permanent error of a provisioning that Ironic reports as failed.
 const ErrFailed = "BaremetalFailed"
 
@@ -111,14 +122,17 @@ func (i *Ironic) ProvisionBaremetal(ctx context.Context, in ProvisionInput) (*Re
 					props[k] = v
 				}
 			}
-			node, err = ironic.CreateNode(ctx, NodeCreateOpts{Name: in.Name, Driver: in.Driver, Properties: props})
+			node, err = ironic.CreateNode(ctx, NodeCreateOpts{Name: in.Name, Driver: in.Driver, Properties: props,
+				Extra: map[string]any{EnrolledMark: true}})
 			if err != nil {
 				return nil, openstack.Classify("enroll Ironic node "+in.Name, err)
 			}
-			res.Enrolled = true
 		} else if err != nil {
 			return nil, openstack.Classify("get Ironic node "+in.Name, err)
 		}
+		// From the node, not from this attempt: an attempt that enrolled the node and then failed leaves
+		// the retry to find it, and teardown must still delete it.
+		res.Enrolled = enrolledHere(node)
 		res.UUID = node.UUID
 		imageID, err := openstack.ResolveImageID(ctx, glance, in.Image)
 		if err != nil {

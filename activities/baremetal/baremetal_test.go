@@ -71,6 +71,12 @@ func ironicNode(state, target string) *Node {
 		Properties: map[string]any{"local_gb": 10}, InstanceInfo: map[string]any{}}
 }
 
+// marked is n with stackflow's enrolled mark.
+func marked(n *Node) *Node {
+	n.Extra = map[string]any{EnrolledMark: true}
+	return n
+}
+
 // withIronic is the activities on a mock Ironic and Glance, polling quickly.
 func withIronic(t *testing.T, id openstack.Identity) (*Ironic, *mock.MockClient, *osmock.MockImageClient) {
 	ctl := gomock.NewController(t)
@@ -111,8 +117,9 @@ func TestProvisionBaremetal(t *testing.T) {
 	}{
 		{"enrolled and walked to active", func(i *mock.MockClientMockRecorder) {
 			i.GetNode(gomock.Any(), "edpm-0").Return(nil, gone)
-			i.CreateNode(gomock.Any(), NodeCreateOpts{Name: "edpm-0", Driver: "fake-hardware", Properties: map[string]any{"local_gb": 10, "cpu_arch": "x86_64"}}).
-				Return(ironicNode("enroll", ""), nil)
+			i.CreateNode(gomock.Any(), NodeCreateOpts{Name: "edpm-0", Driver: "fake-hardware", Properties: map[string]any{"local_gb": 10, "cpu_arch": "x86_64"},
+				Extra: map[string]any{EnrolledMark: true}}).
+				Return(marked(ironicNode("enroll", "")), nil)
 			gomock.InOrder(
 				i.GetNode(gomock.Any(), "n-1").Return(ironicNode("enroll", ""), nil),
 				i.ChangeProvisionState(gomock.Any(), "n-1", TargetManage).Return(nil),
@@ -134,6 +141,14 @@ func TestProvisionBaremetal(t *testing.T) {
 				i.GetNode(gomock.Any(), "n-1").Return(ironicNode("active", ""), nil),
 			)
 		}, "ok", "", false},
+		{"enrolled by an attempt that then failed: the retry finds it marked, and records it enrolled", func(i *mock.MockClientMockRecorder) {
+			i.GetNode(gomock.Any(), "edpm-0").Return(marked(ironicNode("manageable", "")), nil)
+			gomock.InOrder(
+				i.GetNode(gomock.Any(), "n-1").Return(ironicNode("manageable", ""), nil),
+				i.ChangeProvisionState(gomock.Any(), "n-1", TargetProvide).Return(nil),
+				i.GetNode(gomock.Any(), "n-1").Return(ironicNode("active", ""), nil),
+			)
+		}, "ok", "", true},
 		{"moved meanwhile (409): read again", func(i *mock.MockClientMockRecorder) {
 			i.GetNode(gomock.Any(), "edpm-0").Return(ironicNode("manageable", ""), nil)
 			gomock.InOrder(
