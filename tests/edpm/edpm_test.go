@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/stackflow/stackflow/activities/ansible"
+	"github.com/stackflow/stackflow/activities/baremetal"
 	"github.com/stackflow/stackflow/api/lifecycle"
 	"github.com/stackflow/stackflow/deploy/describe"
 	"github.com/stackflow/stackflow/deploy/local"
@@ -586,6 +587,12 @@ spec:
 	n0 := get(t, gvrNode, "edpm-compute-0")
 	require.Equal(t, "active", e2e.Str(n0, "status", "provisionState"))
 	require.NotEmpty(t, e2e.Str(n0, "status", "ironicNodeUUID"))
+	ironic := env.BaremetalClient(t)
+	inIronic := e2e.IronicNode(t, ironic, e2e.Str(n0, "status", "ironicNodeUUID"))
+	require.NotNil(t, inIronic, "the node's Ironic node")
+	require.Equal(t, "active", inIronic.ProvisionState)
+	require.Equal(t, ironicName, inIronic.Name)
+	require.Equal(t, true, inIronic.Extra[baremetal.EnrolledMark], "stackflow marked the node it enrolled: %v", inIronic.Extra)
 	require.Equal(t, "true", e2e.Str(n0, "status", "deployed"))
 	phases := map[string]string{}
 	raw, _, _ := unstructured.NestedSlice(n0.Object, "status", "phases")
@@ -657,6 +664,7 @@ spec:
 	// (its log aside), and its compute service gone from Nova.
 	env.DeleteAndWaitT(t, gvrNode, ns, nodeA.GetName())
 	require.Nil(t, get(t, gvrNEC, "edpm-compute-0"), "the node's NovaExternalCompute went with it")
+	require.Nil(t, e2e.IronicNode(t, ironic, inIronic.UUID), "the Ironic node stackflow enrolled is undeployed and deleted")
 	e2e.RequireRemoved(t, h0, "nova-compute")
 	require.NotEmpty(t, e2e.HostFile(h0, "var/log/nova/nova-compute.log"), "its log stays")
 	pages, err = services.List(cc, services.ListOpts{Binary: "nova-compute", Host: hostA}).AllPages(context.Background())
