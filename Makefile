@@ -162,9 +162,10 @@ histories: up
 	done
 	@echo "$$(find $(HISTORIES) -name '*.json' | wc -l) histories, $$(du -sh $(HISTORIES) | cut -f1)"
 
-## bench: benchmarks against the real local stack; prints figures and ratios
+## bench: benchmarks against the real local stack (tests/bench; BENCH=<regexp> for some of them); prints
+## figures and ratios, and keeps them with the commit and the machine line in bin/bench/<UTC time>.txt
 bench: up
-	$(GO) test -count=1 -p 1 -run '^$$' -bench . -benchtime 1x -timeout 90m ./tests/...
+	@bash deploy/local/scripts/bench.sh
 
 ## clean: remove ./bin (the stack's state in .stackflow stays: make down stops it)
 clean:
