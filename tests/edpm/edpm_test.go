@@ -452,8 +452,9 @@ spec: {roles: [leave], deploy: true}
 }
 
 // TestComputeNodesJoinTheirCells deploys two nodes of one role whose annotation puts its nodes in cell1:
-// edpm-compute-0 keeps it and is provisioned through Ironic first; edpm-compute-1's own annotation puts
-// it in cell2, which no NovaCell serves here, so its compute waits for it, saying so (tests/nova deploys
+// edpm-compute-0 keeps it and is provisioned through Ironic first (stackflow enrolls its machine);
+// edpm-compute-1, provisioned on a machine an administrator enrolled, has its own annotation put it in
+// cell2, which no NovaCell serves here, so its compute waits for it, saying so (tests/nova deploys
 // a real cell2 from a Nova CR and boots a server on it). The worker is killed with SIGKILL during phase 0
 // and during phase 1. The first node's nova-compute ends up registered in the package's Nova (deployed
 // by stackflow), in cell1, running with the customServiceConfig that overrides the generated
@@ -500,6 +501,11 @@ spec:
 	// placement keeps while it has allocations) must not be mistaken for this run's.
 	hostA, hostB := env.Run+"-compute-0", env.Run+"-compute-1"
 	ironicName := env.Run + "-edpm-compute-0"
+	// edpm-compute-1's machine is one an administrator enrolled and made available beforehand: the node
+	// adopts it by name, and its scale-in must hand it back available, not delete it.
+	ironic := env.BaremetalClient(t)
+	props := map[string]any{"cpus": 1, "memory_mb": 512, "local_gb": 1, "cpu_arch": "x86_64"}
+	adminNode := env.EnrollAvailable(t, ironic, env.Run+"-admin-machine", props)
 	nodeA := create(t, gvrNode, fmt.Sprintf(`
 apiVersion: dataplane.openstack.org/v1beta1
 kind: OpenStackDataPlaneNode
@@ -526,8 +532,14 @@ spec:
   role: compute
   hostName: %s
   ansibleHost: %s
+  preProvisioned: false
+  bareMetal:
+    ironicNodeName: %s
+    driver: fake-hardware
+    image: %s
+    properties: {cpus: "1", memory_mb: "512", local_gb: "1", cpu_arch: x86_64}
   deploy: true
-`, hostB, h1.Address))
+`, hostB, h1.Address, adminNode.Name, env.Stack.OpenStack.Image))
 
 	// The nodes create their NovaExternalComputes, copying what the node and role say.
 	for node, cell := range map[string]string{"edpm-compute-0": "cell1", "edpm-compute-1": "cell2"} {
@@ -587,7 +599,6 @@ spec:
 	n0 := get(t, gvrNode, "edpm-compute-0")
 	require.Equal(t, "active", e2e.Str(n0, "status", "provisionState"))
 	require.NotEmpty(t, e2e.Str(n0, "status", "ironicNodeUUID"))
-	ironic := env.BaremetalClient(t)
 	inIronic := e2e.IronicNode(t, ironic, e2e.Str(n0, "status", "ironicNodeUUID"))
 	require.NotNil(t, inIronic, "the node's Ironic node")
 	require.Equal(t, "active", inIronic.ProvisionState)
@@ -652,6 +663,14 @@ spec:
 	require.Contains(t, c1.Message, "cell2")
 	require.Empty(t, e2e.HostFile(h1, "etc/nova/nova.conf.d/01-nova.conf"))
 
+	// Its phase -1 adopted the administrator's machine (same UUID, no mark of stackflow's) and deployed it.
+	n1 := get(t, gvrNode, "edpm-compute-1")
+	require.Equal(t, adminNode.UUID, e2e.Str(n1, "status", "ironicNodeUUID"), "the node adopted the machine by name")
+	adopted := e2e.IronicNode(t, ironic, adminNode.UUID)
+	require.NotNil(t, adopted)
+	require.Equal(t, "active", adopted.ProvisionState)
+	require.NotContains(t, adopted.Extra, baremetal.EnrolledMark, "stackflow did not enroll it")
+
 	requirePreviewChangesNothing(t, h0, hostA, nec0)
 
 	// Progress is searchable in Temporal by host and cell.
@@ -672,6 +691,17 @@ spec:
 	svcs, err = services.ExtractServices(pages)
 	require.NoError(t, err)
 	require.Empty(t, svcs, "the compute service of %s is gone from Nova", hostA)
+
+	// Scaling in the adopted machine's node hands the machine back: undeployed, available, nothing of the
+	// deployment left on it, and still in Ironic.
+	env.DeleteAndWaitT(t, gvrNode, ns, "edpm-compute-1")
+	back := e2e.IronicNode(t, ironic, adminNode.UUID)
+	require.NotNil(t, back, "the administrator's machine is kept in Ironic")
+	require.Equal(t, "available", back.ProvisionState)
+	require.Empty(t, back.TargetProvisionState)
+	require.Empty(t, back.LastError)
+	require.Empty(t, back.InstanceUUID)
+	require.NotContains(t, back.InstanceInfo, "image_source", "the deployment's image is cleared: %v", back.InstanceInfo)
 	t.Logf("scenario done in %.0fs", time.Since(start).Seconds())
 }
 
