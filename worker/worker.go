@@ -185,6 +185,7 @@ func Run(ctx context.Context, cfg Config) error {
 			MaxConcurrentActivityTaskPollers: cfg.pollers(),
 		}
 		if q == lifecycle.WorkflowQueue {
+			opts.Interceptors = object.Interceptors()
 			opts.DeploymentOptions = cfg.deploymentOptions()
 			versioned = opts.DeploymentOptions.UseVersioning
 			// Its activities (status writes, object reads, batches of signals) run locally: no activity task

@@ -188,36 +188,46 @@ func codeChanges(t *testing.T, dir string) map[string]*versionChange {
 // corpusChanges reads the Version markers of every recorded run: change ID → versions recorded.
 func corpusChanges(t *testing.T) map[string]map[int]bool {
 	t.Helper()
-	dc := converter.GetDefaultDataConverter()
 	out := map[string]map[int]bool{}
 	for _, f := range corpusFiles(t) {
-		r, err := os.Open(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		h, err := client.HistoryFromJSON(r, client.HistoryJSONOptions{})
-		r.Close()
-		if err != nil {
-			t.Fatalf("read %s: %v", f, err)
-		}
-		for _, ev := range h.Events {
-			m := ev.GetMarkerRecordedEventAttributes()
-			if m.GetMarkerName() != "Version" {
-				continue
-			}
-			var id string
-			var version int
-			if err := dc.FromPayloads(m.GetDetails()["change-id"], &id); err != nil {
-				t.Fatalf("%s: event %d: change ID: %v", f, ev.GetEventId(), err)
-			}
-			if err := dc.FromPayloads(m.GetDetails()["version"], &version); err != nil {
-				t.Fatalf("%s: event %d: version: %v", f, ev.GetEventId(), err)
-			}
+		for id, version := range fileChanges(t, f) {
 			if out[id] == nil {
 				out[id] = map[int]bool{}
 			}
 			out[id][version] = true
 		}
+	}
+	return out
+}
+
+// fileChanges reads the Version markers of the recorded run in file f: change ID → version.
+func fileChanges(t *testing.T, f string) map[string]int {
+	t.Helper()
+	dc := converter.GetDefaultDataConverter()
+	r, err := os.Open(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := client.HistoryFromJSON(r, client.HistoryJSONOptions{})
+	r.Close()
+	if err != nil {
+		t.Fatalf("read %s: %v", f, err)
+	}
+	out := map[string]int{}
+	for _, ev := range h.Events {
+		m := ev.GetMarkerRecordedEventAttributes()
+		if m.GetMarkerName() != "Version" {
+			continue
+		}
+		var id string
+		var version int
+		if err := dc.FromPayloads(m.GetDetails()["change-id"], &id); err != nil {
+			t.Fatalf("%s: event %d: change ID: %v", f, ev.GetEventId(), err)
+		}
+		if err := dc.FromPayloads(m.GetDetails()["version"], &version); err != nil {
+			t.Fatalf("%s: event %d: version: %v", f, ev.GetEventId(), err)
+		}
+		out[id] = version
 	}
 	return out
 }

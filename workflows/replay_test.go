@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
@@ -73,10 +74,17 @@ func TestReplayTakesRecordedLimits(t *testing.T) {
 	}
 }
 
-// newReplayer is a replayer with every workflow registered exactly as the worker registers it.
+// newReplayer is a replayer with every workflow registered exactly as the worker registers it, and the
+// worker's interceptors (the retired changes).
 func newReplayer(t *testing.T) worker.WorkflowReplayer {
 	t.Helper()
-	replayer, err := worker.NewWorkflowReplayerWithOptions(worker.WorkflowReplayerOptions{})
+	return newReplayerWith(t, object.Interceptors())
+}
+
+// newReplayerWith is newReplayer with the given worker interceptors instead of the worker's.
+func newReplayerWith(t *testing.T, interceptors []interceptor.WorkerInterceptor) worker.WorkflowReplayer {
+	t.Helper()
+	replayer, err := worker.NewWorkflowReplayerWithOptions(worker.WorkflowReplayerOptions{Interceptors: interceptors})
 	if err != nil {
 		t.Fatal(err)
 	}

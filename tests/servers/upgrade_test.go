@@ -143,7 +143,8 @@ func (o *object) create(t *testing.T, ctx context.Context) {
 // runs, and starts build B. Every object finishes on B: no workflow task fails on non-determinism,
 // OpenStack holds exactly one server per object, Helm one revision per release and the EDPM host ran
 // each phase-0 step once; the runs that were in flight finish on B without its new step (their
-// histories passed it), and the reconciles that start on B take it.
+// histories passed it), and the reconciles that start on B take it. B also retires every other change
+// (workflows/object/retire.go): it is the release without any old branch, and A's runs replay on it.
 func TestUpgradeMidFlight(t *testing.T) {
 	setUpUpgrade(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)

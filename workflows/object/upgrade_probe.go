@@ -15,11 +15,16 @@ import (
 
 // ProbeChangeID is the change ID of build B's extra step, and ProbeMarker what the step records.
 const (
-	ProbeChangeID = "upgrade-probe"
+	ProbeChangeID = probeChange
 	ProbeMarker   = "reconciled on the upgraded build"
 )
 
-func init() { reconcileStep = probeStep }
+// Build B is also the release without any old branch: every change but the probe's is retired
+// (retire.go), so a run of A that needed an old branch would fail its workflow task on B.
+func init() {
+	reconcileStep = probeStep
+	retireAll = true
+}
 
 // probeStep is build B's extra step: a side effect recording that the reconcile ran on B.
 func probeStep(ctx workflow.Context, lc *Lifecycle) error {
