@@ -7,7 +7,8 @@
 # Each package's test binary is linked ahead, while packages run: go test would link it again on every
 # run (about 14 s of CPU for an e2e package here), serial with the tests. Prints go test's lines
 # (ok|FAIL <package> <seconds>s; a failing package's output first), one line per lane
-# (lane <phase>.<n> <seconds>s <packages>) and the critical path, which make test's table reads; each
+# (lane <phase>.<n> <seconds>s <packages>), one per phase (phase <n> <seconds>s <share of the cores
+# busy>) and the critical path, which make test's table reads; each
 # package's verbose output stays in bin/e2e-tests/<name>.out.
 #
 # usage: e2e.sh <timeout per package> <phase>...
@@ -131,10 +132,19 @@ lane() {
   return "$rc"
 }
 
+# ticks prints the machine's busy and total CPU ticks so far (/proc/stat: idle and iowait are not busy).
+ticks() {
+  local _c u n s i w q sq st
+  read -r _c u n s i w q sq st _ </proc/stat
+  echo "$((u + n + s + q + sq + st)) $((u + n + s + i + w + q + sq + st))"
+}
+
 rc=0
 t0=$(date +%s)
 for k in "${!phases[@]}"; do
   IFS='|' read -ra ls <<<"${phases[$k]}"
+  read -r busy0 all0 < <(ticks)
+  p0=$(date +%s)
   lanepids=()
   for i in "${!ls[@]}"; do
     read -ra ps <<<"${ls[$i]}"
@@ -144,6 +154,10 @@ for k in "${!phases[@]}"; do
   for l in "${lanepids[@]}"; do
     wait "$l" || rc=1
   done
+  # How much of the machine the phase used: lanes side by side are worth it while cores sit idle.
+  read -r busy1 all1 < <(ticks)
+  printf 'phase %d\t%ds\t%d %% of the %d cores busy\n' $((k + 1)) $(($(date +%s) - p0)) \
+    $((100 * (busy1 - busy0) / (all1 - all0 > 0 ? all1 - all0 : 1))) "$(nproc)" | say
 done
 printf 'critical path\t%ds\t(%d phases, one after another, of lanes side by side)\n' $(($(date +%s) - t0)) "${#phases[@]}" | say
 exit "$rc"

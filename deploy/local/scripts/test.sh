@@ -29,8 +29,9 @@ summary() {
       # go test's summary lines: ok|FAIL <package> <seconds>s
       sed -nE 's#^(ok|FAIL)[[:space:]]+github.com/stackflow/stackflow/(tests/[^[:space:]]+)[[:space:]]+([0-9]+)(\.[0-9]+)?s.*#\2 \3 \1#p' "$e2elog" |
         while read -r pkg s r; do printf '    %-32s %14s  %s\n' "$pkg" "$(fmt "$s")" "$r"; done
-      # the lanes (phase.lane; a phase's lanes ran side by side, e2e.sh), then the critical path: the e2e packages' wall time
-      grep -E $'^(lane [0-9.]+|critical path)\t' "$e2elog" |
+      # the lanes (phase.lane; a phase's lanes ran side by side, e2e.sh), each phase with the share of
+      # the cores it kept busy, then the critical path: the e2e packages' wall time
+      grep -E $'^(lane [0-9.]+|phase [0-9]+|critical path)\t' "$e2elog" |
         while IFS=$'\t' read -r what s rest; do printf '    %-32s %14s  %s\n' "$what" "$(fmt "${s%s}")" "$rest"; done
       # the slowest top-level tests, from the packages' verbose output (deploy/local/scripts/e2e.sh)
       ls bin/e2e-tests/*.out >/dev/null 2>&1 && echo "    slowest tests:"
