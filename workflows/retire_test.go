@@ -30,7 +30,7 @@ func TestRetirementRefusesOnlyOldBranches(t *testing.T) {
 	for id, c := range codeChanges(t, ".") {
 		newest[id] = c.newest
 	}
-	retiredAll := newReplayerWith(t, []interceptor.WorkerInterceptor{object.Retirement(func(string) bool { return true })})
+	retiredAll := newReplayerWith(t, []interceptor.WorkerInterceptor{object.Retirement(object.EveryChangeButTheProbe)})
 	passed, refused := 0, map[string]int{}
 	for _, f := range files {
 		rel, _ := filepath.Rel(corpus, f)

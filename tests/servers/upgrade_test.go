@@ -70,7 +70,8 @@ func setUpUpgrade(t *testing.T) {
 		}
 		upg.Close()
 	})
-	require.NoError(t, upg.BuildTagged(ctx, e2e.Worker, workerB, "upgradeprobe"))
+	// retireall: B is also the release without any old branch (workflows/object/retire_all.go).
+	require.NoError(t, upg.BuildTagged(ctx, e2e.Worker, workerB, "upgradeprobe", "retireall"))
 	charts, err = upg.ServeCharts("0.1.1")
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = charts.Close() })

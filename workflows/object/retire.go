@@ -12,20 +12,25 @@ import (
 //
 // Retired holds the change IDs retired so far; the worker (and the replay tests) apply it through
 // Interceptors, which raises the minimum of every GetVersion call of a retired change, so the call sites
-// keep their shape. The upgrade test's build B (tag upgradeprobe) retires every change but its own
-// probe: the release after A without any old branch, which must serve the objects A left running.
+// keep their shape. The upgrade test's build B (tags upgradeprobe and retireall, retire_all.go) retires
+// every change but its own probe: the release after A without any old branch, which must serve the
+// objects A left running.
 var Retired = map[string]bool{}
 
-// retireAll retires every change but the upgrade probe's (build B of the upgrade test only).
+// retireAll retires every change but the upgrade probe's (build B of the upgrade test only: tag
+// retireall).
 var retireAll bool
 
 // retiredChange reports whether id is retired in this build.
 func retiredChange(id string) bool {
 	if retireAll {
-		return id != probeChange
+		return EveryChangeButTheProbe(id)
 	}
 	return Retired[id]
 }
+
+// EveryChangeButTheProbe retires every change but the upgrade probe's: what build B retires.
+func EveryChangeButTheProbe(id string) bool { return id != probeChange }
 
 // probeChange is the change ID of the upgrade test's probe step (upgrade_probe.go), which build B adds:
 // A's histories lack it, so it can never be retired there.

@@ -19,12 +19,7 @@ const (
 	ProbeMarker   = "reconciled on the upgraded build"
 )
 
-// Build B is also the release without any old branch: every change but the probe's is retired
-// (retire.go), so a run of A that needed an old branch would fail its workflow task on B.
-func init() {
-	reconcileStep = probeStep
-	retireAll = true
-}
+func init() { reconcileStep = probeStep }
 
 // probeStep is build B's extra step: a side effect recording that the reconcile ran on B.
 func probeStep(ctx workflow.Context, lc *Lifecycle) error {
