@@ -506,10 +506,13 @@ spec:
 	ironic := env.BaremetalClient(t)
 	props := map[string]any{"cpus": 1, "memory_mb": 512, "local_gb": 1, "cpu_arch": "x86_64"}
 	adminNode := env.EnrollAvailable(t, ironic, env.Run+"-admin-machine", props)
-	nodeA := create(t, gvrNode, fmt.Sprintf(`
+	// Both nodes are provisioned through Ironic (phase -1) on the machine named; metadata may add
+	// annotations.
+	bareMetalNode := func(metadata, hostName, address, ironicNodeName string) *unstructured.Unstructured {
+		return create(t, gvrNode, fmt.Sprintf(`
 apiVersion: dataplane.openstack.org/v1beta1
 kind: OpenStackDataPlaneNode
-metadata: {name: edpm-compute-0}
+metadata: %s
 spec:
   role: compute
   hostName: %s
@@ -521,25 +524,10 @@ spec:
     image: %s
     properties: {cpus: "1", memory_mb: "512", local_gb: "1", cpu_arch: x86_64}
   deploy: true
-`, hostA, h0.Address, ironicName, env.Stack.OpenStack.Image))
-	create(t, gvrNode, fmt.Sprintf(`
-apiVersion: dataplane.openstack.org/v1beta1
-kind: OpenStackDataPlaneNode
-metadata:
-  name: edpm-compute-1
-  annotations: {nova.openstack.org/cell: cell2}
-spec:
-  role: compute
-  hostName: %s
-  ansibleHost: %s
-  preProvisioned: false
-  bareMetal:
-    ironicNodeName: %s
-    driver: fake-hardware
-    image: %s
-    properties: {cpus: "1", memory_mb: "512", local_gb: "1", cpu_arch: x86_64}
-  deploy: true
-`, hostB, h1.Address, adminNode.Name, env.Stack.OpenStack.Image))
+`, metadata, hostName, address, ironicNodeName, env.Stack.OpenStack.Image))
+	}
+	nodeA := bareMetalNode("{name: edpm-compute-0}", hostA, h0.Address, ironicName)
+	bareMetalNode("{name: edpm-compute-1, annotations: {nova.openstack.org/cell: cell2}}", hostB, h1.Address, adminNode.Name)
 
 	// The nodes create their NovaExternalComputes, copying what the node and role say.
 	for node, cell := range map[string]string{"edpm-compute-0": "cell1", "edpm-compute-1": "cell2"} {
