@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -23,6 +24,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/kubernetes"
@@ -56,6 +58,9 @@ type Config struct {
 	// Namespaces limits the namespaced kinds to objects in these namespaces (one informer each), so the
 	// bridge needs rights there only; empty serves every namespace. Cluster-scoped kinds are served whole.
 	Namespaces []string
+	// WatchFilter serves only objects labelled lifecycle.WatchFilterLabel with this value; empty serves
+	// only objects without that label. It must be a valid label value.
+	WatchFilter string
 	// Workers is the number of objects processed in parallel; default 16 (a signal is mostly waiting on
 	// Temporal, so throughput grows with it).
 	Workers int
@@ -189,6 +194,9 @@ func New(cfg Config) (*Bridge, error) {
 	cfg.setDefaults()
 	if cfg.Kube == nil {
 		return nil, errors.New("bridge: no Kubernetes REST config")
+	}
+	if errs := validation.IsValidLabelValue(cfg.WatchFilter); len(errs) > 0 {
+		return nil, fmt.Errorf("bridge: watch filter %q is no label value: %s", cfg.WatchFilter, strings.Join(errs, "; "))
 	}
 	kc := rest.CopyConfig(cfg.Kube)
 	kc.QPS, kc.Burst = cfg.KubeQPS, cfg.KubeBurst
@@ -383,7 +391,7 @@ func (w *watcher) scope(k Kind) []string {
 func (w *watcher) factory(ns string) metadatainformer.SharedInformerFactory {
 	f, ok := w.factories[ns]
 	if !ok {
-		f = metadatainformer.NewFilteredSharedInformerFactory(w.b.meta, w.b.cfg.Resync, ns, nil)
+		f = metadatainformer.NewFilteredSharedInformerFactory(w.b.meta, w.b.cfg.Resync, ns, w.filter)
 		w.factories[ns] = f
 	}
 	return f
@@ -393,10 +401,24 @@ func (w *watcher) factory(ns string) metadatainformer.SharedInformerFactory {
 func (w *watcher) fullFactory(ns string) dynamicinformer.DynamicSharedInformerFactory {
 	f, ok := w.full[ns]
 	if !ok {
-		f = dynamicinformer.NewFilteredDynamicSharedInformerFactory(w.b.dyn, w.b.cfg.Resync, ns, nil)
+		f = dynamicinformer.NewFilteredDynamicSharedInformerFactory(w.b.dyn, w.b.cfg.Resync, ns, w.filter)
 		w.full[ns] = f
 	}
 	return f
+}
+
+// filter narrows every list and watch to the objects of the bridge's watch filter.
+func (w *watcher) filter(o *metav1.ListOptions) {
+	o.LabelSelector = WatchSelector(w.b.cfg.WatchFilter)
+}
+
+// WatchSelector is the label selector of the objects a bridge with watch filter value filter serves:
+// those labelled with it, or with no filter, those without the label.
+func WatchSelector(filter string) string {
+	if filter == "" {
+		return "!" + lifecycle.WatchFilterLabel
+	}
+	return lifecycle.WatchFilterLabel + "=" + filter
 }
 
 func (w *watcher) kind(name string) (servedKind, bool) {

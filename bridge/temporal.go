@@ -13,6 +13,8 @@ import (
 	sdklog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
 	"google.golang.org/grpc"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/stackflow/stackflow/api/lifecycle"
 )
@@ -128,6 +130,14 @@ func (b *Bridge) signal(ctx context.Context, ref lifecycle.ObjectRef, p Plan) (s
 func (b *Bridge) gone(ctx context.Context, sk servedKind, k key) error {
 	ref := sk.Ref(k.namespace, k.name, string(k.uid))
 	id := lifecycle.WorkflowID(ref)
+	// An object that left the watch filter (its label changed where admission does not refuse it) leaves
+	// the informer as if deleted: it is not gone, its workflow goes on.
+	if still, err := b.stillThere(ctx, sk, k); err != nil {
+		return fmt.Errorf("look for %s: %w", ref, err)
+	} else if still {
+		b.log.Info("object left the watch filter; its workflow is not told it is gone", "object", ref.String(), "workflowID", id)
+		return nil
+	}
 	ctx, cancel := context.WithTimeout(ctx, signalTimeout)
 	defer cancel()
 	err := b.temporal.SignalWorkflow(ctx, id, "", lifecycle.SignalDelete, lifecycle.DeleteSignal{Gone: true})
@@ -141,4 +151,22 @@ func (b *Bridge) gone(ctx context.Context, sk servedKind, k key) error {
 	b.metrics.signals.WithLabelValues(ref.Kind, lifecycle.SignalDelete, "gone").Inc()
 	b.log.Info("object gone while its workflow ran: told it to let go", "object", ref.String(), "workflowID", id)
 	return nil
+}
+
+// stillThere says whether the object of k, with the same UID, still exists in the API server.
+func (b *Bridge) stillThere(ctx context.Context, sk servedKind, k key) (bool, error) {
+	var m *metav1.PartialObjectMetadata
+	var err error
+	if sk.ClusterScoped {
+		m, err = b.meta.Resource(sk.GVR).Get(ctx, k.name, metav1.GetOptions{})
+	} else {
+		m, err = b.meta.Resource(sk.GVR).Namespace(k.namespace).Get(ctx, k.name, metav1.GetOptions{})
+	}
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return m.UID == k.uid, nil
 }

@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -30,6 +31,7 @@ import (
 	"go.temporal.io/sdk/converter"
 	sdklog "go.temporal.io/sdk/log"
 	sdkworker "go.temporal.io/sdk/worker"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/rest"
 
 	"github.com/stackflow/stackflow/activities/ansible"
@@ -66,6 +68,9 @@ type Config struct {
 	Temporal temporalconn.Options
 	// TemporalUI is the Temporal UI's base URL, linked from objects' status; default http://127.0.0.1:8233.
 	TemporalUI string
+	// WatchFilter is the value of lifecycle.WatchFilterLabel the Kubernetes activities put on the
+	// objects they create, so the bridge of the same filter serves them; empty puts none.
+	WatchFilter string
 	// Queues are the task queues to serve; default AllQueues.
 	Queues []string
 	// MetricsAddress serves /metrics and /healthz; empty disables it. Keep it on loopback.
@@ -138,6 +143,9 @@ func Run(ctx context.Context, cfg Config) error {
 		if !slices.Contains(AllQueues, q) {
 			return fmt.Errorf("unknown task queue %q (known: %v)", q, AllQueues)
 		}
+	}
+	if errs := validation.IsValidLabelValue(cfg.WatchFilter); len(errs) > 0 {
+		return fmt.Errorf("watch filter %q is no label value: %s", cfg.WatchFilter, strings.Join(errs, "; "))
 	}
 
 	// serving is set once every task queue's worker polls: /readyz answers from it.
@@ -262,6 +270,7 @@ func register(queue string, w sdkworker.Worker, cfg Config, sender *signals.Send
 		}
 		// Status writes tell the object's story as Events (kubectl describe).
 		k.Events = kube.NewEventRecorder(k.Core, "stackflow-worker", cfg.Identity)
+		k.WatchFilter = cfg.WatchFilter
 		w.RegisterActivity(k)
 		// The Helm activities of the control-plane rollouts are Kubernetes work too: same queue.
 		h, err := helm.NewHelm(cfg.Kube, helmCacheDir())

@@ -90,7 +90,9 @@ func (k *Kube) ApplyObject(ctx context.Context, in ApplyInput) (string, error) {
 		u.SetKind(in.Ref.Kind)
 		u.SetName(in.Ref.Name)
 		u.SetNamespace(in.Ref.Namespace)
-		u.SetLabels(in.Labels)
+		// The watch filter is set at creation only, by the defaults' manager: the apply below does not
+		// own it, so it never takes it off.
+		u.SetLabels(k.labels(in.Labels))
 		if _, err := r.Create(ctx, u, metav1.CreateOptions{FieldManager: DefaultsFieldManager}); err != nil && !apierrors.IsAlreadyExists(err) {
 			return "", Classify("create "+in.Ref.String(), err)
 		}

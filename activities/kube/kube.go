@@ -45,6 +45,22 @@ type Kube struct {
 	Namespace string
 	// Events records the Events of status changes on objects (none when nil).
 	Events *EventRecorder
+	// WatchFilter is the worker's watch filter (lifecycle.WatchFilterLabel): the objects the activities
+	// create carry it, so the bridge of the same filter serves them.
+	WatchFilter string
+}
+
+// labels returns the labels of an object the activities create: these, plus the watch filter when set.
+func (k *Kube) labels(labels map[string]string) map[string]string {
+	if k.WatchFilter == "" {
+		return labels
+	}
+	out := make(map[string]string, len(labels)+1)
+	for key, v := range labels {
+		out[key] = v
+	}
+	out[lifecycle.WatchFilterLabel] = k.WatchFilter
+	return out
 }
 
 // NewKube builds the Kubernetes activities from a REST config.
@@ -440,7 +456,7 @@ func (k *Kube) EnsureObject(ctx context.Context, in EnsureInput) (string, error)
 	u.SetKind(in.Ref.Kind)
 	u.SetName(in.Ref.Name)
 	u.SetNamespace(in.Ref.Namespace)
-	u.SetLabels(in.Labels)
+	u.SetLabels(k.labels(in.Labels))
 	u.SetAnnotations(in.Annotations)
 	if len(in.Spec) > 0 {
 		var spec any

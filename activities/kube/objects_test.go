@@ -671,3 +671,49 @@ func TestApplyObject(t *testing.T) {
 		require.Empty(t, verbs(c))
 	})
 }
+
+// A worker with a watch filter labels what its activities create with it, so the bridge of the same
+// filter serves those objects; one without adds nothing. The callers' labels are kept, and left
+// unchanged (they come from workflow inputs).
+func TestCreatedObjectsCarryTheWatchFilter(t *testing.T) {
+	patchAnswered := func(c *dynamicfake.FakeDynamicClient, resource string) {
+		c.PrependReactor("patch", resource, func(a k8stesting.Action) (bool, runtime.Object, error) {
+			cur, err := c.Tracker().Get(a.GetResource(), a.GetNamespace(), a.(k8stesting.PatchAction).GetName())
+			return true, cur, err
+		})
+	}
+	for _, tc := range []struct {
+		name   string
+		ref    lifecycle.ObjectRef
+		create func(k *Kube, labels map[string]string) error
+	}{
+		{"EnsureObject", api.Ref("OpenstackNode", "", "node-1"), func(k *Kube, l map[string]string) error {
+			_, err := k.EnsureObject(context.Background(), EnsureInput{Ref: api.Ref("OpenstackNode", "", "node-1"), Labels: l})
+			return err
+		}},
+		{"ApplyChild", api.Ref("NovaAPI", "ns", "nova-api"), func(k *Kube, l map[string]string) error {
+			_, err := k.ApplyChild(context.Background(), ChildInput{Ref: api.Ref("NovaAPI", "ns", "nova-api"), Labels: l, Spec: json.RawMessage(`{}`)})
+			return err
+		}},
+		{"ApplyObject", api.Ref("NovaExternalCompute", "ns", "compute-0"), func(k *Kube, l map[string]string) error {
+			patchAnswered(k.Dynamic.(*dynamicfake.FakeDynamicClient), "novaexternalcomputes")
+			_, err := k.ApplyObject(context.Background(), ApplyInput{Ref: api.Ref("NovaExternalCompute", "ns", "compute-0"), Labels: l,
+				Owned: map[string]json.RawMessage{"spec": json.RawMessage(`{"cellName":"cell1"}`)}})
+			return err
+		}},
+	} {
+		for _, filter := range []string{"", "run-a"} {
+			t.Run(tc.name+" filter="+filter, func(t *testing.T) {
+				c := newDynamic()
+				in := map[string]string{"app": "x"}
+				require.NoError(t, tc.create(&Kube{Dynamic: c, WatchFilter: filter}, in))
+				want := map[string]string{"app": "x"}
+				if filter != "" {
+					want[lifecycle.WatchFilterLabel] = filter
+				}
+				require.Equal(t, want, get(t, c, tc.ref).GetLabels())
+				require.Equal(t, map[string]string{"app": "x"}, in, "the caller's labels")
+			})
+		}
+	}
+}

@@ -613,7 +613,7 @@ func (k *Kube) ApplyChild(ctx context.Context, in ChildInput) (string, error) {
 			u.SetKind(in.Ref.Kind)
 			u.SetName(in.Ref.Name)
 			u.SetNamespace(in.Ref.Namespace)
-			u.SetLabels(in.Labels)
+			u.SetLabels(k.labels(in.Labels))
 			if in.Owner != nil {
 				u.SetOwnerReferences([]metav1.OwnerReference{ownerRef(*in.Owner)})
 			}

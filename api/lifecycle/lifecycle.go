@@ -50,6 +50,12 @@ const (
 // Finalizer is added by the bridge to every object it serves and removed by the workflow, last.
 const Finalizer = "stackflow.io/teardown"
 
+// WatchFilterLabel marks an object as served by the bridge and workers started with the same
+// --watch-filter value; a bridge without a filter serves only objects without the label. Several
+// stackflow installations (or test runs) then share one cluster, cluster-scoped kinds included, and no
+// object is served twice. The workers put it on the objects they create.
+const WatchFilterLabel = "stackflow.io/watch-filter"
+
 // ObjectRef names one object of a stackflow-served kind. It is the whole input the bridge starts an
 // object workflow with: the spec enters history only as the result of the workflow's read activity,
 // once per reconcile (without status, managed fields or kubectl's last-applied copy), and is never

@@ -365,3 +365,40 @@ func TestBridgeNamespaces(t *testing.T) {
 		"bridge": map[string]any{"namespaces": []any{"edpm"}}}, false)
 	require.ErrorContains(t, err, "bridge.namespaces: edpm is not among watchNamespaces (openstack)")
 }
+
+// bridge.watchFilter reaches the bridge and every worker Deployment (which label what they create with
+// it), and nothing else changes; a value that is no label value is refused at render.
+func TestBridgeWatchFilter(t *testing.T) {
+	filters := func(objs []*unstructured.Unstructured) map[string][]string {
+		out := map[string][]string{}
+		for _, o := range objs {
+			if o.GetKind() != "Deployment" {
+				continue
+			}
+			cs, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+			a, _, _ := unstructured.NestedStringSlice(cs[0].(map[string]any), "args")
+			out[o.GetName()] = nil
+			for _, s := range a {
+				if v, ok := strings.CutPrefix(s, "--watch-filter="); ok {
+					out[o.GetName()] = append(out[o.GetName()], v)
+				}
+			}
+		}
+		return out
+	}
+	unfiltered := filters(render(t, nil))
+	require.Contains(t, unfiltered, "stackflow-bridge")
+	require.Len(t, unfiltered, 5, "the bridge and one worker Deployment per task queue")
+	for name, f := range unfiltered {
+		require.Empty(t, f, name)
+	}
+	objs := render(t, map[string]any{"bridge": map[string]any{"watchFilter": "tenant-a"}})
+	for name, f := range filters(objs) {
+		require.Equal(t, []string{"tenant-a"}, f, name)
+	}
+	require.Equal(t, rendered(t, render(t, nil)), rendered(t, objs), "RBAC unchanged")
+	for _, bad := range []string{"has space", "-x", strings.Repeat("a", 64)} {
+		_, err := chart.Render(root, "stackflow", "stackflow-system", map[string]any{"bridge": map[string]any{"watchFilter": bad}}, false)
+		require.ErrorContains(t, err, "is no label value", bad)
+	}
+}

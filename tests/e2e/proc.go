@@ -178,6 +178,8 @@ type WorkerOptions struct {
 	Queues []string
 	// Binary is the worker's file in Env.Bin (see BuildTagged); Worker when empty.
 	Binary string
+	// WatchFilter labels the objects the worker creates (--watch-filter), for a bridge of the same filter.
+	WatchFilter string
 }
 
 // E2EBuildID is the build ID of the workers the tests start (see StartWorker).
@@ -197,6 +199,9 @@ func (e *Env) StartWorker(t TB, opts WorkerOptions) *Proc {
 		// from different checkouts share its namespace, and an older build never takes over from a newer.
 		"--build-id", E2EBuildID,
 	}, opts.ExtraArgs...)
+	if opts.WatchFilter != "" {
+		args = append(args, "--watch-filter", opts.WatchFilter)
+	}
 	queues := opts.Queues
 	if len(queues) == 0 {
 		queues = worker.AllQueues
@@ -231,6 +236,9 @@ type BridgeOptions struct {
 	// DefaultLeases keeps the binary's lease timings. Otherwise they are short (6 s lease, 4 s renew
 	// deadline, 1 s retry) so a takeover in a test is quick.
 	DefaultLeases bool
+	// WatchFilter serves only objects labelled with it (--watch-filter); empty serves only unlabelled
+	// ones. Cluster-scoped objects of a run beside a cloud that stackflow serves (the samples') carry it.
+	WatchFilter string
 	// ExtraArgs follow the harness's flags.
 	ExtraArgs []string
 }
@@ -258,6 +266,9 @@ func (e *Env) StartBridge(t TB, opts BridgeOptions) *Proc {
 	}
 	if len(opts.Namespaces) > 0 {
 		args = append(args, "--watch-namespaces", strings.Join(opts.Namespaces, ","))
+	}
+	if opts.WatchFilter != "" {
+		args = append(args, "--watch-filter", opts.WatchFilter)
 	}
 	return e.StartProc(t, ProcSpec{Name: opts.Identity, Binary: Bridge, Args: append(args, opts.ExtraArgs...), Account: "bridge"})
 }

@@ -54,6 +54,7 @@ func run() error {
 	flag.DurationVar(&cfg.RetryPeriod, "retry-period", 2*time.Second, "interval between leader-election attempts")
 	flag.StringVar(&cfg.Identity, "identity", env("POD_NAME", ""), "this replica's identity (default hostname plus a random suffix)")
 	flag.StringVar(&cfg.MetricsAddress, "metrics-address", env("STACKFLOW_METRICS_ADDRESS", "127.0.0.1:9464"), "address of /metrics and /healthz (empty disables)")
+	flag.StringVar(&cfg.WatchFilter, "watch-filter", env("STACKFLOW_WATCH_FILTER", ""), "serve only objects labelled stackflow.io/watch-filter with this value (default: only objects without the label)")
 	flag.IntVar(&cfg.Workers, "workers", 16, "objects processed in parallel")
 	flag.DurationVar(&cfg.Resync, "resync", 10*time.Minute, "informer resync period")
 	flag.Parse()

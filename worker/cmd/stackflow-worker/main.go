@@ -68,6 +68,7 @@ func run() error {
 	flag.StringVar(&cfg.TemporalUI, "temporal-ui", env("TEMPORAL_UI", "http://127.0.0.1:8233"), "Temporal UI base URL, linked from objects' status")
 	flag.StringVar(&cfg.MetricsAddress, "metrics-address", env("STACKFLOW_METRICS_ADDRESS", "127.0.0.1:9465"), "address of /metrics and /healthz (empty disables)")
 	flag.StringVar(&cfg.Identity, "identity", env("POD_NAME", ""), "this worker's identity (default hostname plus a random suffix)")
+	flag.StringVar(&cfg.WatchFilter, "watch-filter", env("STACKFLOW_WATCH_FILTER", ""), "label the objects the workers create stackflow.io/watch-filter=<value>, for the bridge of the same --watch-filter (default: no label)")
 	flag.IntVar(&cfg.Pollers, "pollers", envInt("STACKFLOW_POLLERS", 8), "pollers per task queue (tasks wait in the server while too few poll)")
 	flag.DurationVar(&cfg.StickyTimeout, "sticky-timeout", envDuration("STACKFLOW_STICKY_TIMEOUT", worker.DefaultStickyTimeout),
 		"how long a workflow task waits for this worker (which holds the workflow in its cache) before any worker may take it")
