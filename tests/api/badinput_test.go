@@ -73,6 +73,19 @@ var refused = []change{
 		before: `metadata: {annotations: {nova.openstack.org/cell: cell1}}`, patch: `metadata: {annotations: null}`,
 		want: []string{"metadata.annotations[nova.openstack.org/cell]", "cannot be removed"}},
 
+	// The watch filter label (deploy/admission/watch-filter-label.yaml), on a namespaced and a
+	// cluster-scoped kind.
+	{name: "watch filter empty", kind: "NovaAPI", patch: `metadata: {labels: {stackflow.io/watch-filter: ""}}`,
+		want: []string{"metadata.labels[stackflow.io/watch-filter]", "empty"}},
+	{name: "watch filter added", kind: "OpenStackServer", update: true, patch: `metadata: {labels: {stackflow.io/watch-filter: run-a}}`,
+		want: []string{"metadata.labels[stackflow.io/watch-filter]", "cannot be added"}},
+	{name: "watch filter changed", kind: "KupenstackConfiguration", update: true,
+		before: `metadata: {labels: {stackflow.io/watch-filter: run-a}}`, patch: `metadata: {labels: {stackflow.io/watch-filter: run-b}}`,
+		want: []string{"metadata.labels[stackflow.io/watch-filter]", "cannot change from run-a to run-b"}},
+	{name: "watch filter removed", kind: "OpenStackDataPlaneNode", update: true,
+		before: `metadata: {labels: {stackflow.io/watch-filter: run-a}}`, patch: `metadata: {labels: {stackflow.io/watch-filter: null}}`,
+		want: []string{"metadata.labels[stackflow.io/watch-filter]", "cannot be removed"}},
+
 	// Nova.
 	{name: "external compute changes cell", kind: "NovaExternalCompute", update: true, patch: `spec: {cellName: cell2}`,
 		want: []string{"spec.cellName", "cellName is immutable once set"}},
@@ -256,6 +269,8 @@ var accepted = []change{
 	{name: "role gets another annotation", kind: "OpenStackDataPlaneRole", update: true, patch: `metadata: {annotations: {example.com/owner: team-a}}`},
 	{name: "node keeps its cell and changes spec", kind: "OpenStackDataPlaneNode", update: true,
 		before: `metadata: {annotations: {nova.openstack.org/cell: cell1}}`, patch: `spec: {deploy: false}`},
+	{name: "labelled object changes spec and other labels", kind: "OpenStackServer", update: true,
+		before: `metadata: {labels: {stackflow.io/watch-filter: run-a}}`, patch: `metadata: {labels: {example.com/pool: a}}`},
 	{name: "external compute changes its config", kind: "NovaExternalCompute", update: true, patch: "spec: {customServiceConfig: \"[DEFAULT]\\ndebug = true\\n\"}"},
 	{name: "machine providerID set once", kind: "OpenStackMachine", update: true, patch: `spec: {providerID: "openstack:///0b6a5b3c-2c39-4b1e-9a1e-4c6f1f0b9a11"}`},
 	{name: "machine labels change", kind: "OpenStackMachine", update: true, patch: `metadata: {labels: {example.com/pool: a}}`},
