@@ -16,15 +16,17 @@ E2E_TIMEOUT ?= 75m
 # last, with its build tag).
 E2E_PACKAGES ?= $(filter-out ./tests/bench/ ./tests/e2e/ ./tests/makespan/ ./tests/teardown/,$(sort $(addprefix ./,$(dir $(wildcard tests/*/*_test.go)))))
 # How make e2e runs them (deploy/local/scripts/e2e.sh): phases one after another; in a phase, lanes
-# ("|") side by side, a lane's packages one after another. Phase 1, first lane: tests/samples (make
-# run's cloud, served by the stack's release for the samples' namespace only, on test hosts
-# edpm-compute-0 and -1), then servers (hosts -2 and -3, its bridges scoped to its namespaces) and the
-# packages whose bridges serve cluster-scoped kinds (rollout, bridge) or that create served objects with
-# no bridge of their own (install, api), one after another, as none of them may overlap another's
-# cluster-scoped objects. Second lane: edpm and nova, whose bridges serve their own namespaces and
-# kinds, on hosts -4 and -5 (e2e.EDPMLaneHosts). Phase 2: tests/stack alone (it starts processes on host
-# 0 and checks the stack's own). A package that no phase names runs alone after them.
-E2E_PHASE_1 ?= samples servers install api rollout bridge | edpm nova
+# ("|") side by side, a lane's packages one after another. Phase 1, first lane: tests/samples builds make
+# run's cloud (served by the stack's release for the samples' namespace only, on test hosts
+# edpm-compute-0 and -1) and leaves it up; servers composes on it (in an OpenStack project of its own,
+# its bridges scoped to its namespaces, its cluster-scoped objects under a watch filter); samplesdown
+# tears it down and proves nothing is left; then the packages whose bridges serve cluster-scoped kinds
+# (rollout, bridge) or that create served objects with no bridge of their own (install, api), one after
+# another, as none of them may overlap another's cluster-scoped objects. Second lane: edpm and nova,
+# whose bridges serve their own namespaces and kinds, on hosts -4 and -5 (e2e.EDPMLaneHosts). Phase 2:
+# tests/stack alone (it starts processes on host 0 and checks the stack's own). A package that no phase
+# names runs alone after them.
+E2E_PHASE_1 ?= samples servers samplesdown install api rollout bridge | edpm nova
 E2E_PHASE_2 ?= stack
 E2E_PHASE_3 ?=
 # pinned tool versions (WORKFLOWCHECK_VERSION among them)
@@ -154,7 +156,7 @@ e2e: up
 ## are added to what is recorded (a shape recorded already is skipped), so the runs of older code keep
 ## being replayed: workflows in flight outlive a release. HISTORY_PACKAGES=nova records one package;
 ## HISTORIES_FRESH=1 drops the packages' recorded runs first.
-HISTORY_PACKAGES ?= samples servers edpm rollout bridge nova
+HISTORY_PACKAGES ?= samples servers samplesdown edpm rollout bridge nova
 histories: up
 	$(if $(HISTORIES_FRESH),rm -rf $(addprefix $(HISTORIES)/,$(HISTORY_PACKAGES)))
 	for p in $(HISTORY_PACKAGES); do \

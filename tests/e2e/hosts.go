@@ -235,6 +235,16 @@ func CleanHost(t testing.TB, h local.TestHost) {
 	})
 }
 
+// PrepareHost starts a test that leaves its services on host h when it passes (tests/samples leaves
+// make run's cloud up for the packages that compose on it): leftovers of an earlier run fail it as in
+// CleanHost, but the end check is left to the test that tears the services down.
+func PrepareHost(t testing.TB, h local.TestHost) {
+	t.Helper()
+	if err := prepareHost(h); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // prepareHost is CleanHost's start: leftovers are an error, phase 0's records and the step log go.
 func prepareHost(h local.TestHost) error {
 	if left := Leftovers(h); len(left) > 0 {

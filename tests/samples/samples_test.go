@@ -1,8 +1,10 @@
 // Package samples proves the first thing a user meets: `make run`'s samples (exactly deploy/samples)
 // converge on the local stack with stackflow's bridge and workers running as make run runs them (pods of
 // the stack's release of the chart, from this checkout's images), an idle system then stays idle (no
-// workflow makes progress while nothing changes, though kwok's Node heartbeats keep flowing), and
-// deleting the samples tears everything down.
+// workflow makes progress while nothing changes, though kwok's Node heartbeats keep flowing), and day 2
+// works on it. When it passes it leaves that cloud up and served, as make run does: the packages after
+// it in its lane compose on it (tests/servers), and tests/samplesdown then deletes the samples and proves
+// that their teardown leaves nothing. A failed run removes what it applied.
 package samples
 
 import (
@@ -37,7 +39,6 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -101,8 +102,9 @@ func TestSamplesConvergeAndStayIdle(t *testing.T) {
 	// A stack that served `make run` before holds the same objects (Ctrl-C leaves them Ready, with no
 	// worker): they are removed the way a user removes them, their workflows tearing down what they made.
 	removeRunSamples(t)
+	// The end check of the hosts is tests/samplesdown's, which tears the samples down.
 	for _, name := range []string{"edpm-compute-0", "edpm-compute-1"} {
-		e2e.CleanHost(t, env.Host(t, name))
+		e2e.PrepareHost(t, env.Host(t, name))
 	}
 
 	// stackflow as make run runs it: the stack's release of the chart, its bridge and workers pods of
@@ -495,49 +497,6 @@ func TestSamplesConvergeAndStayIdle(t *testing.T) {
 		e2e.RequireRemoved(t, env.Host(t, host), "nova-compute", "ovn-metadata-agent", e2e.OVNChassis.Name)
 	})
 
-	t.Run("deleting the samples tears everything down", func(t *testing.T) {
-		start := time.Now()
-		dctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
-		defer cancel()
-		// All at once, as `kubectl delete -f deploy/samples` does: each workflow waits for what it needs
-		// to go first (the Nova for the computes in its cells), so no order is required.
-		for _, o := range applied {
-			err := env.Dyn.Resource(o.GVR).Namespace(o.Namespace).Delete(dctx, o.Name, metav1.DeleteOptions{})
-			require.True(t, err == nil || apierrors.IsNotFound(err), "delete %s %s: %v", o.Kind, o.Name, err)
-		}
-		for _, o := range applied {
-			require.NoError(t, env.DeleteAndWait(dctx, o.GVR, o.Namespace, o.Name), "%s %s torn down", o.Kind, o.Name)
-		}
-		t.Logf("all samples deleted and torn down in %s", time.Since(start).Round(time.Second))
-		// Deleting the nodes took the hosts out of the cloud's network: no Open vSwitch, ovn-controller or
-		// metadata agent on the hosts (the cloud's Neutron and OVN went with the configuration).
-		for _, host := range []string{"edpm-compute-0", "edpm-compute-1"} {
-			e2e.RequireRemoved(t, env.Host(t, host), "ovn-metadata-agent", e2e.OVNChassis.Name)
-		}
-		// The control plane's releases were uninstalled, their db-drop hooks dropping their databases.
-		db := env.StackDB(t)
-		for _, chart := range sampleControlPlane {
-			name := "sample_" + chart
-			require.Empty(t, e2e.QueryStrings(t, db, "SELECT SCHEMA_NAME FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = ?", name), "database %s dropped", name)
-			require.Empty(t, e2e.QueryStrings(t, db, "SELECT User FROM mysql.user WHERE User = ?", name), "user %s dropped", name)
-		}
-		// The Nova dropped the databases it made for its API and cells.
-		for _, name := range []string{"sample_nova_api", "sample_nova_cell0", "sample_nova_cell1"} {
-			require.Empty(t, e2e.QueryStrings(t, db, "SELECT SCHEMA_NAME FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = ?", name), "database %s dropped", name)
-		}
-		// and neutron's dropped its vhost and bus user.
-		broker := env.BrokerAdmin(t, local.SampleNamespace)
-		_, err = broker.GetVhost("sample_neutron")
-		require.Error(t, err, "vhost sample_neutron dropped")
-		_, err = broker.GetUser("sample_neutron")
-		require.Error(t, err, "bus user sample_neutron dropped")
-		// The clouds.yaml went with its configuration (its owner).
-		require.Eventually(t, func() bool {
-			_, err := env.Kube.CoreV1().Secrets(local.SampleNamespace).Get(ctx, controlplane.CloudsSecret, metav1.GetOptions{})
-			return apierrors.IsNotFound(err)
-		}, time.Minute, 250*time.Millisecond, "Secret %s deleted with the configuration", controlplane.CloudsSecret)
-
-	})
 }
 
 // runHints runs every command of the "In a new shell" block that make run prints (deploy/local/scripts/
@@ -702,17 +661,19 @@ func samplesOf(t *testing.T) []local.Applied {
 	return objs
 }
 
-// serveRelease scales the stack's release up as make run does, and back to no pods when the test ends
-// (after the samples are gone); on failure, the pods' state and logs go to the test's output first.
+// serveRelease scales the stack's release up as make run does. It stays up when the test passes, serving
+// the cloud the next packages compose on (tests/samplesdown scales it down); on failure it goes back to
+// no pods once the samples are removed, the pods' state and logs going to the test's output first.
 func serveRelease(t *testing.T) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	t0 := time.Now()
 	t.Cleanup(func() {
-		if t.Failed() {
-			e2e.DumpPods(t, env.Kube, local.ChartNamespace, "app.kubernetes.io/instance="+local.ChartRelease)
+		if !t.Failed() {
+			return
 		}
+		e2e.DumpPods(t, env.Kube, local.ChartNamespace, "app.kubernetes.io/instance="+local.ChartRelease)
 		require.NoError(t, env.Stack.StopRelease(context.Background()), "the stack's release back to no pods")
 	})
 	// The samples' namespace only: edpm and nova run beside this package with bridges of their own in

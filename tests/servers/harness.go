@@ -1,10 +1,11 @@
 // Package servers proves OpenStackServer, OpenStackMachine and the OpenStackCluster bastion end to end:
-// the real API server, the real Temporal server, the real OpenStack of the local stack (Keystone,
-// Glance, Neutron with OVN) with a Nova that stackflow deploys and an EDPM compute it joins to that
-// Nova's cell1 (DeployNova), and the stackflow-bridge and stackflow-worker binaries as processes, so a
-// kill -9 is a real crash. What the workflows leave behind is listed straight from Nova and Neutron by
-// the owner tag. On the same Nova, the upgrade test (upgrade_test.go) proves that upgrading stackflow's
-// worker mid-flight breaks nothing.
+// the real API server, the real Temporal server, the run's one cloud (`make run`'s, which tests/samples
+// builds with stackflow and leaves up: its Keystone, Glance and Neutron with OVN, its Nova and EDPM
+// computes) in an OpenStack project of the run's own (SetupOnSamples), and the stackflow-bridge and
+// stackflow-worker binaries as processes, so a kill -9 is a real crash. What the workflows leave behind
+// is listed straight from Nova and Neutron by the owner tag, and the project must be empty at the end.
+// On the same cloud, the upgrade test (upgrade_test.go) proves that upgrading stackflow's worker
+// mid-flight breaks nothing.
 //
 // This file is the harness, shared with the benchmark in tests/bench.
 package servers
@@ -25,6 +26,7 @@ import (
 	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/servers"
 	"github.com/gophercloud/gophercloud/v2/openstack/config"
 	"github.com/gophercloud/gophercloud/v2/openstack/config/clouds"
+	"github.com/gophercloud/gophercloud/v2/openstack/identity/v3/projects"
 	"github.com/gophercloud/gophercloud/v2/openstack/identity/v3/tokens"
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/extensions/layer3/floatingips"
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/ports"
@@ -64,9 +66,23 @@ type Env struct {
 	// run has no compute API (the stack runs no Nova).
 	Nova *e2e.Nova
 
+	// Metadata is the NovaMetadata service of Nova that answers the run's servers.
+	Metadata string
+
 	auth gophercloud.AuthOptions
-	// sharedNova: Nova is another Env's (UseNova), which removes it.
+	// cloud is the cloud's name in the identity Secret's clouds.yaml.
+	cloud string
+	// sharedNova: Nova is another Env's (UseNova) or another package's (SetupOnSamples), which removes it.
 	sharedNova bool
+
+	// On the samples' cloud (SetupOnSamples): the run's project, the administrator's clients that made it
+	// and check it, and the databases of the Nova's API and cell1.
+	project                *projects.Project
+	adminIdentity          *gophercloud.ServiceClient
+	adminNetwork           *gophercloud.ServiceClient
+	adminUser              *tokens.User
+	adminDomain            string
+	novaAPIDB, novaCell1DB string
 }
 
 // HostCount is the number of test hosts the package asks for: its hosts are the last two of them
@@ -82,7 +98,7 @@ func Setup(ctx context.Context, temporalNS, prefix string, extra ...string) (_ *
 	if err != nil {
 		return nil, err
 	}
-	e := &Env{Env: base}
+	e := &Env{Env: base, cloud: base.Stack.CloudName}
 	defer func() {
 		if err != nil {
 			e.Close()
@@ -167,7 +183,7 @@ func (e *Env) DeployNova(ctx context.Context, o e2e.NovaOptions, compute string)
 	if err != nil {
 		return err
 	}
-	e.Nova = n
+	e.Nova, e.Metadata = n, n.Cell("cell1")+"-metadata"
 	if err := n.Wait(); err != nil {
 		return err
 	}
@@ -180,7 +196,7 @@ func (e *Env) UseNova(ctx context.Context, n *e2e.Nova) error {
 	if n == nil {
 		return errors.New("no Nova to share: DeployNova first")
 	}
-	e.Nova, e.sharedNova = n, true
+	e.Nova, e.sharedNova, e.Metadata = n, true, n.Cell("cell1")+"-metadata"
 	return e.connect(ctx, n.Region)
 }
 
@@ -222,8 +238,10 @@ func (e *Env) UnlimitCompute(ctx context.Context) error {
 	return nil
 }
 
-// Close deletes the run's namespace (after its objects are gone) and closes the clients.
+// Close deletes the run's namespace (after its objects are gone) and its OpenStack project, if it has
+// one, and closes the clients.
 func (e *Env) Close() {
+	e.closeProject()
 	if e.Kube != nil && e.Namespace != "" {
 		_ = e.Kube.CoreV1().Namespaces().Delete(context.Background(), e.Namespace, metav1.DeleteOptions{})
 	}
@@ -244,8 +262,8 @@ func (e *Env) StartWorker(t testing.TB) *e2e.Proc {
 
 // Identity is the identityRef of the run's objects: their servers boot in the region of the run's Nova.
 func (e *Env) Identity() map[string]any {
-	id := map[string]any{"name": IdentitySecret, "cloudName": e.Stack.CloudName}
-	if e.Nova != nil {
+	id := map[string]any{"name": IdentitySecret, "cloudName": e.cloud}
+	if e.Nova != nil && e.Nova.Region != "" {
 		id["region"] = e.Nova.Region
 	}
 	return id
@@ -255,11 +273,11 @@ func (e *Env) Identity() map[string]any {
 func (e *Env) ServerSpec(flavor string, ports int) map[string]any {
 	var ps []any
 	for i := 0; i < ports; i++ {
-		ps = append(ps, map[string]any{"network": map[string]any{"filter": map[string]any{"name": e.Stack.OpenStack.TenantNetwork}}})
+		ps = append(ps, map[string]any{"network": map[string]any{"filter": map[string]any{"name": local.TenantNetwork}}})
 	}
 	return map[string]any{
 		"flavor":      flavor,
-		"image":       map[string]any{"filter": map[string]any{"name": e.Stack.OpenStack.Image}},
+		"image":       map[string]any{"filter": map[string]any{"name": local.ImageName}},
 		"ports":       ps,
 		"identityRef": e.Identity(),
 		"tags":        []any{"e2e-" + e.Run},

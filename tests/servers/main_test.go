@@ -4,29 +4,18 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/stackflow/stackflow/api/lifecycle"
-	"github.com/stackflow/stackflow/deploy/local"
 	"github.com/stackflow/stackflow/tests/e2e"
 )
 
 // temporalNamespace holds the tests' workflows, away from other users of the shared stack.
 const temporalNamespace = "stackflow-e2e-servers"
-
-// The tests' servers boot on a Nova that stackflow deploys (region novaRegion, its compute API on
-// novaAPIPort, cell1's metadata service on novaMetadataPort), on the EDPM compute computeHost joins to
-// its cell1, as on `make run`'s cloud (the stack runs no Nova of its own).
-var novaRegion = local.ServersRegions[0]
-
-const (
-	novaAPIPort      = 19174
-	novaMetadataPort = 19175
-	computeHost      = "edpm-compute-2"
-)
 
 var env *Env
 
@@ -34,27 +23,28 @@ func TestMain(m *testing.M) {
 	os.Exit(mainErr(m))
 }
 
+// mainErr runs the tests on the run's one cloud, which tests/samples builds and leaves up: their servers
+// boot in a project of their own on the samples' Nova and computes. When they pass, the project must
+// hold nothing: every object's teardown removed what it made.
 func mainErr(m *testing.M) (code int) {
-	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	var err error
-	env, err = Setup(ctx, temporalNamespace, "srv", local.Hosts)
+	env, err = SetupOnSamples(ctx, temporalNamespace, "srv")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	defer env.Close()
-	// The Nova's teardown waits for its compute, whose removal the servers' teardown has left empty.
-	defer func() {
-		if c := env.CloseNova(); code == 0 {
-			code = c
-		}
-	}()
-	if err := env.DeployNova(ctx, e2e.NovaOptions{Region: novaRegion, APIPort: novaAPIPort, CellMetadataPort: novaMetadataPort}, computeHost); err != nil {
-		fmt.Fprintln(os.Stderr, "the tests' Nova:", err)
+	if code = env.RunTests(m); code != 0 {
+		return code
+	}
+	left, err := env.Leftovers(context.Background())
+	if err != nil || len(left) > 0 {
+		fmt.Fprintf(os.Stderr, "the run's project %s after every test passed: %v %s\n", env.Run, err, strings.Join(left, "; "))
 		return 1
 	}
-	return env.RunTests(m)
+	return 0
 }
 
 // stack runs a bridge and a worker for the test and stops them at its end, printing their logs when

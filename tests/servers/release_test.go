@@ -19,7 +19,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 
-	osacts "github.com/stackflow/stackflow/activities/openstack"
 	"github.com/stackflow/stackflow/api/lifecycle"
 	"github.com/stackflow/stackflow/deploy/chart"
 	"github.com/stackflow/stackflow/deploy/local"
@@ -215,14 +214,8 @@ func TestInstalledReleaseServesServersThroughKillNineAndUpgrade(t *testing.T) {
 	}
 	require.Len(t, r.pods(ctx, t, "bridge"), 2)
 
-	// The user's identity Secret: the stack's, the cloud as pods reach it (Keystone on the gateway and the
-	// catalog's internal endpoints; the public ones are this machine's loopback).
-	const identity = "openstack-clouds-in-cluster"
-	stackClouds, err := env.Kube.CoreV1().Secrets(local.SystemNamespace).Get(ctx, local.CloudsSecretName, metav1.GetOptions{})
-	require.NoError(t, err)
-	_, err = env.Kube.CoreV1().Secrets(r.namespace).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: identity},
-		Data: map[string][]byte{osacts.CloudsYAMLKey: stackClouds.Data[osacts.CloudsYAMLKey]}}, metav1.CreateOptions{})
-	require.NoError(t, err)
+	// The user's identity Secret is the run's (SetupOnSamples): the cloud's clouds.yaml scoped to the run's
+	// project, which reaches the cloud from pods as from this machine.
 
 	// The data-plane node first: its ansible worker is SIGKILLed in its second playbook, whose retry
 	// runs while the first server boots.
@@ -249,9 +242,6 @@ func TestInstalledReleaseServesServersThroughKillNineAndUpgrade(t *testing.T) {
 	create := func(name string) {
 		t.Helper()
 		spec := env.ServerSpec(env.Flavor(), 1)
-		id := env.Identity()
-		id["name"] = identity
-		spec["identityRef"] = id
 		names = append(names, name)
 		srv, err := env.Create(ctx, ServersGVR, env.Object("infrastructure.cluster.x-k8s.io/v1alpha1", "OpenStackServer", name, spec))
 		require.NoError(t, err)
@@ -378,8 +368,8 @@ func TestInstalledReleaseServesServersThroughKillNineAndUpgrade(t *testing.T) {
 	require.Empty(t, deps.Items)
 }
 
-// dataPlaneHost is the test host of the release's data-plane node (the package's compute is on
-// computeHost; the first two hosts are other packages').
+// dataPlaneHost is the test host of the release's data-plane node (the first two hosts are the samples'
+// computes).
 const dataPlaneHost = "edpm-compute-3"
 
 // dataPlaneNode is the data-plane node the release deploys: a role without a cell (phase 0 only).

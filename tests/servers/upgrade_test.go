@@ -34,15 +34,17 @@ import (
 // step guarded by GetVersion (workflows/object/upgrade_probe.go), with a build ID of its own that it
 // makes current in the worker deployment as docs/operations/upgrade.md says. Its workflows and its
 // worker deployment live in a Temporal namespace of their own (upgradeTemporalNamespace); its servers
-// boot on the package's Nova, which it shares with the other tests.
+// boot in a project of its own on the run's cloud (SetupOnSamples), and its objects carry a watch
+// filter of its own, so that the samples' release, which serves that cloud, leaves its cluster-scoped
+// objects alone.
 const upgradeTemporalNamespace = "stackflow-e2e-upgrade"
 
 // workerB is the file name of build B's worker binary in the upgrade run's bin directory.
 const workerB = "stackflow-worker-upgraded"
 
 var (
-	// upg is the upgrade test's run: its own namespace with the cloud's identity Secret, clients and
-	// binaries, on the package's Nova.
+	// upg is the upgrade test's run: its own namespace and project with the cloud's identity Secret,
+	// clients and binaries.
 	upg *Env
 	// charts serves the project's charts for the upgrade test's rollout.
 	charts *local.ChartServer
@@ -55,19 +57,21 @@ func setUpUpgrade(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	var err error
-	upg, err = Setup(ctx, upgradeTemporalNamespace, "upg", local.Hosts)
+	upg, err = SetupOnSamples(ctx, upgradeTemporalNamespace, "upg")
 	require.NoError(t, err)
 	// Build B's histories hold its extra step, which the tree without its tag does not replay: they are
 	// never part of the replay corpus.
 	upg.SkipRecording()
 	t.Cleanup(func() {
-		switch {
-		case t.Failed() && upg.Nova != nil:
-			// What its objects' teardown left on the package's Nova would fail that Nova's own teardown.
-			upg.RemoveLeakedServers(upg.Nova.Region)
-		case !t.Failed() && upg.CheckHistories() != 0:
-			t.Error("the upgrade run's histories (above)")
+		if !t.Failed() {
+			if upg.CheckHistories() != 0 {
+				t.Error("the upgrade run's histories (above)")
+			}
+			left, err := upg.Leftovers(context.Background())
+			require.NoError(t, err)
+			require.Empty(t, left, "the upgrade run's project after its objects were deleted")
 		}
+		// Close removes the run's project, with what a failed run left in it.
 		upg.Close()
 	})
 	// retireall: B is also the release without any old branch (workflows/object/retire_all.go).
@@ -75,7 +79,6 @@ func setUpUpgrade(t *testing.T) {
 	charts, err = upg.ServeCharts("0.1.1")
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = charts.Close() })
-	require.NoError(t, upg.UseNova(ctx, env.Nova))
 }
 
 // What build B adds (workflows/object/upgrade_probe.go, compiled only with its tag): the change ID of its
@@ -126,7 +129,8 @@ func (o *object) get(ctx context.Context) (*unstructured.Unstructured, error) {
 func (o *object) create(t *testing.T, ctx context.Context) {
 	t.Helper()
 	u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": o.apiVersion, "kind": o.kind,
-		"metadata": map[string]any{"name": o.name, "labels": map[string]any{"stackflow.io/test-run": upg.Run}}, "spec": o.spec}}
+		"metadata": map[string]any{"name": o.name, "labels": map[string]any{"stackflow.io/test-run": upg.Run, lifecycle.WatchFilterLabel: upg.Run}},
+		"spec":     o.spec}}
 	var err error
 	if o.namespace == "" {
 		u, err = upg.Dyn.Resource(o.gvr).Create(ctx, u, metav1.CreateOptions{})
@@ -151,14 +155,15 @@ func TestUpgradeMidFlight(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	buildA, buildB := "a-"+upg.Run, "b-"+upg.Run
-	// Namespaced kinds only in the run's namespace: other packages' objects are not this test's.
+	// Namespaced kinds only in the run's namespace, and only the objects of the run's watch filter: the
+	// samples' release serves the cloud's own, cluster-scoped ones included, beside this test.
 	upg.Env.StartBridge(t, e2e.BridgeOptions{Identity: upg.Run + "-bridge", Lease: upg.Run, Workers: 16,
 		Kinds:      "OpenStackServer,OpenStackMachine,OpenStackCluster,KupenstackConfiguration,OpenStackCloudConfigurationProfile,OpenStackDataPlane,OpenStackDataPlaneRole,OpenStackDataPlaneNode",
-		Namespaces: []string{upg.Namespace}})
+		Namespaces: []string{upg.Namespace}, WatchFilter: upg.Run})
 	helmCache := []string{"STACKFLOW_HELM_CACHE=" + t.TempDir()}
 	// A drains for up to 30 s when stopped, so the playbook it runs finishes and is recorded done: the
 	// host's step log then tells a step run twice from a step retried after a kill.
-	workerA := upg.Env.StartWorker(t, e2e.WorkerOptions{Identity: upg.Run + "-worker-a", Env: helmCache,
+	workerA := upg.Env.StartWorker(t, e2e.WorkerOptions{Identity: upg.Run + "-worker-a", Env: helmCache, WatchFilter: upg.Run,
 		ExtraArgs: []string{"--build-id", buildA, "--stop-timeout", "30s"}})
 	waitCurrent(t, ctx, buildA)
 
@@ -187,7 +192,7 @@ func TestUpgradeMidFlight(t *testing.T) {
 	bastion := &object{kind: "OpenStackCluster", apiVersion: "infrastructure.cluster.x-k8s.io/v1beta1", gvr: ClustersGVR, name: upg.Run + "-cluster",
 		namespace: upg.Namespace, ports: 1, spec: map[string]any{
 			"identityRef":     upg.Identity(),
-			"externalNetwork": map[string]any{"filter": map[string]any{"name": upg.Stack.OpenStack.ExternalNetwork}},
+			"externalNetwork": map[string]any{"filter": map[string]any{"name": local.ExternalNetwork}},
 			"bastion":         map[string]any{"enabled": true, "spec": upg.ServerSpec(upg.Flavor(), 1)},
 		}}
 	// EDPM: a pre-provisioned node on a test host, with no services (phase 0 only); its bootstrap
@@ -294,7 +299,8 @@ func TestUpgradeMidFlight(t *testing.T) {
 
 	// Build B takes over: a different binary with a build ID of its own, made current as it starts.
 	upgradeAt := time.Now()
-	upg.Env.StartWorker(t, e2e.WorkerOptions{Identity: upg.Run + "-worker-b", Binary: workerB, Env: helmCache, ExtraArgs: []string{"--build-id", buildB}})
+	upg.Env.StartWorker(t, e2e.WorkerOptions{Identity: upg.Run + "-worker-b", Binary: workerB, Env: helmCache, WatchFilter: upg.Run,
+		ExtraArgs: []string{"--build-id", buildB}})
 	waitCurrent(t, ctx, buildB)
 	for _, o := range all {
 		waitUntil(t, ctx, 4*time.Minute, o.String()+" Ready on build B", func() error {
