@@ -113,26 +113,34 @@ func Setup(ctx context.Context, temporalNS, prefix string, extra ...string) (_ *
 	if err != nil {
 		return nil, fmt.Errorf("read clouds.yaml: %w", err)
 	}
-	e.Namespace = e.Run
-	if _, err := e.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: e.Namespace}}, metav1.CreateOptions{}); err != nil {
-		return nil, fmt.Errorf("create namespace %s: %w", e.Namespace, err)
+	if err := e.useIdentity(ctx, yml); err != nil {
+		return nil, err
 	}
-	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: IdentitySecret}, Data: map[string][]byte{osacts.CloudsYAMLKey: yml}}
-	if _, err := e.Kube.CoreV1().Secrets(e.Namespace).Create(ctx, sec, metav1.CreateOptions{}); err != nil {
-		return nil, fmt.Errorf("create identity Secret: %w", err)
-	}
-
-	ao, eo, _, err := clouds.Parse(clouds.WithCloudsYAML(bytes.NewReader(yml)), clouds.WithCloudName(s.CloudName), clouds.WithLocations(),
-		clouds.WithSecureYAML(strings.NewReader("clouds: {}\n")))
-	if err != nil {
-		return nil, fmt.Errorf("parse clouds.yaml: %w", err)
-	}
-	ao.AllowReauth = true
-	e.auth, e.Endpoint = ao, eo
 	if err := e.connect(ctx, ""); err != nil {
 		return nil, err
 	}
 	return e, nil
+}
+
+// useIdentity creates the run's namespace with the identity Secret holding yml (a clouds.yaml of the
+// Env's cloud) and keeps its parsed credentials for the clients connect makes.
+func (e *Env) useIdentity(ctx context.Context, yml []byte) error {
+	e.Namespace = e.Run
+	if _, err := e.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: e.Namespace}}, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("create namespace %s: %w", e.Namespace, err)
+	}
+	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: IdentitySecret}, Data: map[string][]byte{osacts.CloudsYAMLKey: yml}}
+	if _, err := e.Kube.CoreV1().Secrets(e.Namespace).Create(ctx, sec, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("create identity Secret: %w", err)
+	}
+	ao, eo, _, err := clouds.Parse(clouds.WithCloudsYAML(bytes.NewReader(yml)), clouds.WithCloudName(e.cloud), clouds.WithLocations(),
+		clouds.WithSecureYAML(strings.NewReader("clouds: {}\n")))
+	if err != nil {
+		return fmt.Errorf("parse the run's clouds.yaml: %w", err)
+	}
+	ao.AllowReauth = true
+	e.auth, e.Endpoint = ao, eo
+	return nil
 }
 
 // connect authenticates (the token's catalog names the endpoints) and makes the clients: Nova's of

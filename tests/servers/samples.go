@@ -25,12 +25,10 @@ import (
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/extensions/security/groups"
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/ports"
 	"github.com/stretchr/testify/require"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
-	osacts "github.com/stackflow/stackflow/activities/openstack"
 	"github.com/stackflow/stackflow/deploy/local"
 	"github.com/stackflow/stackflow/tests/e2e"
 )
@@ -83,24 +81,12 @@ func SetupOnSamples(ctx context.Context, temporalNS, prefix string) (_ *Env, err
 	if err != nil {
 		return nil, err
 	}
-	e.Namespace = e.Run
-	if _, err := e.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: e.Namespace}}, metav1.CreateOptions{}); err != nil {
-		return nil, fmt.Errorf("create namespace %s: %w", e.Namespace, err)
+	if err := e.useIdentity(ctx, yml); err != nil {
+		return nil, err
 	}
-	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: IdentitySecret}, Data: map[string][]byte{osacts.CloudsYAMLKey: yml}}
-	if _, err := e.Kube.CoreV1().Secrets(e.Namespace).Create(ctx, sec, metav1.CreateOptions{}); err != nil {
-		return nil, fmt.Errorf("create identity Secret: %w", err)
-	}
-	ao, eo, _, err := clouds.Parse(clouds.WithCloudsYAML(bytes.NewReader(yml)), clouds.WithCloudName(e.cloud), clouds.WithLocations(),
-		clouds.WithSecureYAML(strings.NewReader("clouds: {}\n")))
-	if err != nil {
-		return nil, fmt.Errorf("parse the run's clouds.yaml: %w", err)
-	}
-	ao.AllowReauth = true
-	e.auth, e.Endpoint = ao, eo
 	// No history may hold the password, nor (with the payload codec on) the names of the cloud's image
 	// and networks the specs name.
-	e.Forbid(ao.Password, local.ImageName, local.TenantNetwork, local.ExternalNetwork)
+	e.Forbid(e.auth.Password, local.ImageName, local.TenantNetwork, local.ExternalNetwork)
 	if err := e.connect(ctx, region); err != nil {
 		return nil, err
 	}
