@@ -17,6 +17,14 @@ read -r speed0 steal0 ticks0 sync0 < <(bash deploy/local/scripts/speed.sh) || sp
 
 fmt() { printf '%d min %02d s' $(($1 / 60)) $(($1 % 60)); }
 
+# cpu_per_command prints the e2e step's CPU by command name (sa's lines: calls, real and CPU minutes).
+cpu_per_command() {
+  [ -n "$acct" ] && [ -s "$acct" ] || return 0
+  sa -f "$acct" -a 2>/dev/null | awk '
+    NR == 1 { total = $3 + 0; printf "    CPU of the e2e step: %.1f CPU-min in %d processes (sa, process accounting); by command:\n", total, $1; next }
+    n < 14 { n++; printf "      %-20s %7.1f CPU-min %5.1f %%  %7d processes\n", $NF, $3 + 0, (total > 0 ? 100 * ($3 + 0) / total : 0), $1 }'
+}
+
 summary() {
   local name secs rc result total over
   echo
@@ -39,6 +47,7 @@ summary() {
         sed -E 's#^bin/e2e-tests/([^.]+)\.out:--- (PASS|FAIL): ([^ ]+) \(([0-9]+)(\.[0-9]+)?s\)#\4 tests/\1 \3#' |
         sort -rn | head -8 |
         while read -r s pkg name; do printf '      %-54s %10s\n' "$pkg $name" "$(fmt "$s")"; done
+      cpu_per_command
     fi
   done <"$steps"
   total=$(($(date +%s) - start))
@@ -57,6 +66,7 @@ step() {
   t0=$(date +%s)
   "$@"
   rc=$?
+  [ "$name" != e2e ] || [ -z "$acct" ] || accton off >/dev/null || true
   echo "$name $(($(date +%s) - t0)) $rc" >>"$steps"
   if [ "$rc" != 0 ]; then
     summary
@@ -81,7 +91,16 @@ if [ "$rc" != 0 ]; then
   summary
   exit "$rc"
 fi
-for s in build lint unit e2e; do
+for s in build lint unit; do
   step "$s" make --no-print-directory "$s"
 done
+# The end-to-end packages' CPU per command, from the kernel's process accounting (every process that
+# ends during the step, the stack's services included: its teardown ends them): what the cores went to,
+# which wall time alone cannot say on a machine kept busy.
+acct=""
+if command -v accton >/dev/null && command -v sa >/dev/null; then
+  acct=$root/bin/e2e-acct
+  : >"$acct" && accton "$acct" >/dev/null || acct=""
+fi
+step e2e make --no-print-directory e2e
 summary
