@@ -19,8 +19,9 @@
 // apko assembles Alpine/Wolfi packages; the machines that build stackflow reach Debian's package archive
 // and the Go module proxy only. go-containerregistry (from the Go proxy) writes OCI layouts and images
 // from tar layers we make ourselves, so the base is built here from Debian's .deb files: unpacked with
-// dpkg-deb (no maintainer scripts run; what they would make, like the CA bundle and users, is written
-// explicitly), documentation pruned, /bin, /lib and /sbin merged into /usr as on Debian.
+// dpkg-deb (no maintainer scripts run; what they would make, like the CA bundle, users and the Python
+// modules' bytecode, is written explicitly), documentation pruned, /bin, /lib and /sbin merged into /usr
+// as on Debian.
 //
 // Builds are reproducible: binaries are built with -trimpath and no build ID, every tar entry has a fixed
 // time and owner and a sorted place, and the image config a fixed creation time; the same sources and
@@ -76,6 +77,8 @@ type spec struct {
 	// vcs stamps the binary with the VCS revision even where GOFLAGS turns it off (-buildvcs=false): the
 	// worker's build ID, which versions its workflows in Temporal, is that revision.
 	vcs bool
+	// bytecode adds the bytecode of the image's Python modules (bytecode.go).
+	bytecode bool
 }
 
 var specs = map[string]spec{
@@ -88,7 +91,7 @@ var specs = map[string]spec{
 		name: "stackflow-worker", pkg: "./worker/cmd/stackflow-worker",
 		// ansible-playbook and its SSH client for the data plane; coreutils for nice, which runs playbooks
 		// at a lower priority than the worker's own orchestration.
-		debs: []string{"python3", "ansible-core", "openssh-client", "coreutils", "ca-certificates", "netbase", "dash", "libc-bin"}, closure: true, shell: true, vcs: true,
+		debs: []string{"python3", "ansible-core", "openssh-client", "coreutils", "ca-certificates", "netbase", "dash", "libc-bin"}, closure: true, shell: true, vcs: true, bytecode: true,
 		env: []string{"ANSIBLE_LOCAL_TEMP=/tmp/ansible", "ANSIBLE_HOME=/tmp/ansible", "PYTHONDONTWRITEBYTECODE=1"},
 	},
 	"stackflow-pause": {
@@ -100,7 +103,7 @@ var specs = map[string]spec{
 	"stackflow-nova": {
 		name:    "stackflow-nova",
 		debs:    []string{"nova-api", "nova-conductor", "nova-scheduler", "nova-consoleproxy", "python3-pymysql", "bash", "coreutils", "dash", "libc-bin", "grep", "sed", "findutils"},
-		closure: true, shell: true,
+		closure: true, shell: true, bytecode: true,
 		env: []string{"PYTHONDONTWRITEBYTECODE=1"},
 	},
 	// Keystone for the keystone chart: Debian's Keystone (keystone-manage for its Jobs) served by uwsgi,
@@ -108,7 +111,7 @@ var specs = map[string]spec{
 	"stackflow-keystone": {
 		name:    "stackflow-keystone",
 		debs:    append([]string{"python3-keystone"}, apiDebs...),
-		closure: true, shell: true,
+		closure: true, shell: true, bytecode: true,
 		env: []string{"PYTHONDONTWRITEBYTECODE=1"},
 	},
 	// Placement for the placement chart: Debian's Placement (placement-manage for its Job, keystoneauth for
@@ -116,7 +119,7 @@ var specs = map[string]spec{
 	"stackflow-placement": {
 		name:    "stackflow-placement",
 		debs:    append([]string{"python3-placement"}, apiDebs...),
-		closure: true, shell: true,
+		closure: true, shell: true, bytecode: true,
 		env: []string{"PYTHONDONTWRITEBYTECODE=1"},
 	},
 	// Glance for the glance chart: Debian's glance-common (the API's WSGI script, glance-manage and the
@@ -124,7 +127,7 @@ var specs = map[string]spec{
 	"stackflow-glance": {
 		name:    "stackflow-glance",
 		debs:    append([]string{"glance-common"}, apiDebs...),
-		closure: true, shell: true,
+		closure: true, shell: true, bytecode: true,
 		// The Cinder store (os-brick, with open-iscsi, udev and sudo) and PostgreSQL, qemu-img (image
 		// conversion and import introspection, not the upload the chart serves), Graphviz (taskflow's graph
 		// rendering) and C headers python3-glance names. boto3 stays: glance_store loads every store's
@@ -138,7 +141,7 @@ var specs = map[string]spec{
 		name: "stackflow-neutron",
 		// ovsdb-client: ML2/OVN runs it to delete a removed router interface's MAC bindings.
 		debs:    []string{"python3-neutron", "openvswitch-common", "python3-pymysql", "bash", "coreutils", "dash", "libc-bin", "grep"},
-		closure: true, shell: true,
+		closure: true, shell: true, bytecode: true,
 		// Tools of Neutron's agents only (conntrack, ipset): the server runs no agent.
 		omit: []string{"conntrack", "ipset"},
 		env:  []string{"PYTHONDONTWRITEBYTECODE=1"},
@@ -248,7 +251,13 @@ func build(s spec, repo, outDir, cache, version string) (result, error) {
 		return res, err
 	}
 	res.packages = len(debs)
-	key, err := inputsKey(s, bin, debs, version)
+	python := ""
+	if s.bytecode {
+		if _, _, python, err = pythonID(); err != nil {
+			return res, err
+		}
+	}
+	key, err := inputsKey(s, bin, debs, version, python)
 	if err != nil {
 		return res, err
 	}
@@ -276,6 +285,15 @@ func build(s spec, repo, outDir, cache, version string) (result, error) {
 		return res, err
 	}
 	layers := [][]byte{base.data, etc}
+	if s.bytecode {
+		pyc, err := bytecodeLayer(base, cache)
+		if err != nil {
+			return res, fmt.Errorf("bytecode: %w", err)
+		}
+		if pyc != nil {
+			layers = append(layers, pyc)
+		}
+	}
 	if bin != "" {
 		app, err := tarOf([]entry{{name: "usr/local/bin/" + s.name, mode: 0o755, file: bin}})
 		if err != nil {
@@ -394,8 +412,8 @@ const inputsAnnotation = "io.stackflow.image.inputs"
 
 // inputsKey digests everything an image is made of: this program (its layering rules), the spec, the
 // binary, the .deb files by name (name_version_arch: Debian never reuses one for other contents), the
-// time and the tag.
-func inputsKey(s spec, bin string, debs []string, version string) (string, error) {
+// time, the tag and the Python that compiles the bytecode (pythonID; "" for an image without).
+func inputsKey(s spec, bin string, debs []string, version, python string) (string, error) {
 	h := sha256.New()
 	self, err := os.Executable()
 	if err != nil {
@@ -411,7 +429,7 @@ func inputsKey(s spec, bin string, debs []string, version string) (string, error
 		}
 		h.Write(b)
 	}
-	fmt.Fprintf(h, "%q %q %v %v %q %d %s\n", s.name, s.pkg, s.closure, s.shell, s.env, epoch.Unix(), version)
+	fmt.Fprintf(h, "%q %q %v %v %q %d %s %v %q\n", s.name, s.pkg, s.closure, s.shell, s.env, epoch.Unix(), version, s.bytecode, python)
 	for _, d := range debs {
 		fmt.Fprintln(h, filepath.Base(d))
 	}
