@@ -15,6 +15,9 @@ budget=$((35 * 60))
 # The machine's speed at the start (speed.sh): the suite's times vary with it from day to day.
 read -r speed0 steal0 ticks0 sync0 < <(bash deploy/local/scripts/speed.sh) || speed0=""
 
+# acct is the e2e step's process-accounting file while accounting is on ("" otherwise).
+acct=""
+
 fmt() { printf '%d min %02d s' $(($1 / 60)) $(($1 % 60)); }
 
 # cpu_per_command prints the e2e step's CPU by command name (sa's lines: calls, real and CPU minutes).
@@ -97,10 +100,11 @@ done
 # The end-to-end packages' CPU per command, from the kernel's process accounting (every process that
 # ends during the step, the stack's services included: its teardown ends them): what the cores went to,
 # which wall time alone cannot say on a machine kept busy.
-acct=""
 if command -v accton >/dev/null && command -v sa >/dev/null; then
   acct=$root/bin/e2e-acct
   : >"$acct" && accton "$acct" >/dev/null || acct=""
+  # Accounting is the whole machine's: an interrupted run must not leave it on.
+  [ -z "$acct" ] || trap 'accton off >/dev/null 2>&1' EXIT
 fi
 step e2e make --no-print-directory e2e
 summary
