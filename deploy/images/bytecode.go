@@ -164,11 +164,8 @@ func bytecodeLayer(base layer, cacheDir string) ([]byte, error) {
 			if err != nil {
 				return nil, err
 			}
-			k := key(m)
-			if err := os.WriteFile(k+".tmp", pyc, 0o644); err != nil {
-				return nil, err
-			}
-			if err := os.Rename(k+".tmp", k); err != nil {
+			// Atomic: images built side by side may compile the same module at once.
+			if err := writeAtomic(key(m), pyc); err != nil {
 				return nil, err
 			}
 		}

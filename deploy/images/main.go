@@ -45,8 +45,10 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -177,22 +179,42 @@ func main() {
 		names = []string{"stackflow-bridge", "stackflow-worker", "stackflow-nova", "stackflow-keystone", "stackflow-placement", "stackflow-glance", "stackflow-neutron", "stackflow-ovn"}
 	}
 	for _, n := range names {
-		s, ok := specs[n]
-		if !ok {
+		if _, ok := specs[n]; !ok {
 			fail(fmt.Errorf("unknown image %s", n))
 		}
-		t0 := time.Now()
-		res, err := build(s, *repo, *out, *cache, *version)
-		if err != nil {
-			fail(fmt.Errorf("%s: %w", n, err))
-		}
-		if res.cached {
-			fmt.Printf("%-18s %s  unchanged inputs, not rebuilt, %d Debian packages, %s  (%s)\n", n, res.digest,
-				res.packages, filepath.Join(*out, n), time.Since(t0).Round(time.Second))
-			continue
-		}
-		fmt.Printf("%-18s %s  %s compressed, %s unpacked, %d Debian packages, %s  (%s)\n", n, res.digest,
-			mib(res.compressed), mib(res.unpacked), res.packages, filepath.Join(*out, n), time.Since(t0).Round(time.Second))
+	}
+	// Images side by side, as many as there are cores: each one is mostly one process at a time (go
+	// build, dpkg-deb, compression) and none depends on another. Each line prints when its image is done.
+	var (
+		mu     sync.Mutex
+		failed []error
+		wg     sync.WaitGroup
+		slots  = make(chan struct{}, max(1, min(runtime.NumCPU(), len(names))))
+	)
+	for _, n := range names {
+		wg.Add(1)
+		slots <- struct{}{}
+		go func() {
+			defer func() { <-slots; wg.Done() }()
+			t0 := time.Now()
+			res, err := build(specs[n], *repo, *out, *cache, *version)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err != nil:
+				failed = append(failed, fmt.Errorf("%s: %w", n, err))
+			case res.cached:
+				fmt.Printf("%-18s %s  unchanged inputs, not rebuilt, %d Debian packages, %s  (%s)\n", n, res.digest,
+					res.packages, filepath.Join(*out, n), time.Since(t0).Round(time.Second))
+			default:
+				fmt.Printf("%-18s %s  %s compressed, %s unpacked, %d Debian packages, %s  (%s)\n", n, res.digest,
+					mib(res.compressed), mib(res.unpacked), res.packages, filepath.Join(*out, n), time.Since(t0).Round(time.Second))
+			}
+		}()
+	}
+	wg.Wait()
+	if len(failed) > 0 {
+		fail(errors.Join(failed...))
 	}
 }
 
@@ -456,7 +478,9 @@ func built(dir, key string) (v1.Hash, bool) {
 
 // download fetches the .deb files of the spec (with their dependencies when closure) into dir and returns
 // their paths, sorted. apt resolves against a package status that holds only the spec's omitted packages,
-// so nothing installed on the building machine is assumed present in the image.
+// so nothing installed on the building machine is assumed present in the image. apt resolves first (from
+// the cache of resolutions while the machine's package lists are unchanged) and downloads only when a
+// file is missing: a warm `make images` runs no apt at all.
 func download(s spec, dir string) ([]string, error) {
 	if len(s.debs) == 0 {
 		return nil, nil
@@ -473,44 +497,152 @@ func download(s spec, dir string) ([]string, error) {
 	if err := os.WriteFile(status, []byte(st.String()), 0o644); err != nil {
 		return nil, err
 	}
+	paths := func(names []string) (debs []string, missing bool) {
+		for _, w := range names {
+			p := filepath.Join(dir, w)
+			if _, err := os.Stat(p); err != nil {
+				missing = true
+			}
+			debs = append(debs, p)
+		}
+		slices.Sort(debs)
+		return debs, missing
+	}
+	want, err := resolveCached(s, status, st.String(), filepath.Join(dir, "resolved"))
+	if err != nil {
+		// A fresh machine may have no package lists yet.
+		if uerr := exec.Command("apt-get", "update", "-q").Run(); uerr != nil {
+			return nil, err
+		}
+		if want, err = resolveCached(s, status, st.String(), filepath.Join(dir, "resolved")); err != nil {
+			return nil, err
+		}
+	}
+	if debs, missing := paths(want); !missing {
+		return debs, nil
+	}
 	args := []string{"-q", "-y", "--no-install-recommends", "-o", "Dir::State::status=" + status, "-o", "Dir::Cache::archives=" + dir,
 		"-o", "Debug::NoLocking=1", "--download-only", "install"}
 	if !s.closure {
 		// Only these packages' files: apt-get download fetches them alone.
 		args = []string{"-q", "-o", "Dir::Cache::archives=" + dir, "download"}
 	}
-	var out bytes.Buffer
-	run := func() error {
-		cmd := exec.Command("apt-get", append(args, s.debs...)...)
-		cmd.Dir = dir
-		out.Reset()
-		cmd.Stdout, cmd.Stderr = &out, &out
-		return cmd.Run()
+	// One download at a time: apt writes the shared partial/ directory, unlocked.
+	downloading.Lock()
+	defer downloading.Unlock()
+	cmd := exec.Command("apt-get", append(args, s.debs...)...)
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("apt-get: %w\n%s", err, out)
 	}
-	if err := run(); err != nil {
-		// A fresh machine may have no package lists yet.
-		if uerr := exec.Command("apt-get", "update", "-q").Run(); uerr != nil {
-			return nil, fmt.Errorf("apt-get: %w\n%s", err, out.String())
-		}
-		if err := run(); err != nil {
-			return nil, fmt.Errorf("apt-get: %w\n%s", err, out.String())
+	debs, missing := paths(want)
+	if missing {
+		for _, d := range debs {
+			if _, err := os.Stat(d); err != nil {
+				return nil, fmt.Errorf("package file %s missing after download: %w", filepath.Base(d), err)
+			}
 		}
 	}
-	// Which .deb files: ask apt for the exact versions it picked (the cache holds older ones too).
-	want, err := resolve(s, status)
+	return debs, nil
+}
+
+// downloading serializes apt's downloads into the shared cache.
+var downloading sync.Mutex
+
+// resolveCached is resolve, kept in dir under a key of everything apt's answer depends on: the spec's
+// packages and omitted status, and the machine's apt configuration and package lists (aptState). The
+// same question on the same lists gets the same answer, so it is not asked again.
+func resolveCached(s spec, status, statusText, dir string) ([]string, error) {
+	state, err := aptState()
 	if err != nil {
 		return nil, err
 	}
-	var debs []string
-	for _, w := range want {
-		p := filepath.Join(dir, w)
-		if _, err := os.Stat(p); err != nil {
-			return nil, fmt.Errorf("package file %s missing after download: %w", w, err)
-		}
-		debs = append(debs, p)
+	h := sha256.New()
+	fmt.Fprintf(h, "%v\x00%q\x00%s\x00%s", s.closure, s.debs, statusText, state)
+	file := filepath.Join(dir, hex.EncodeToString(h.Sum(nil)))
+	if b, err := os.ReadFile(file); err == nil && len(b) > 0 {
+		return strings.Fields(string(b)), nil
 	}
-	slices.Sort(debs)
-	return debs, nil
+	names, err := resolve(s, status)
+	if err != nil {
+		return nil, err
+	}
+	if err := writeAtomic(file, []byte(strings.Join(names, "\n")+"\n")); err != nil {
+		return nil, err
+	}
+	return names, nil
+}
+
+// aptRoots are what apt reads to resolve: its configuration and the package lists apt-get update wrote.
+var aptRoots = []string{"/etc/apt", "/var/lib/apt/lists"}
+
+// aptState digests the files under aptRoots by name, size and modification time (apt-get update rewrites
+// the lists it changes), the architecture apt resolves for, and this machine's apt version.
+func aptState() (string, error) {
+	h := sha256.New()
+	for _, root := range aptRoots {
+		err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				if errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) {
+					return nil
+				}
+				return err
+			}
+			if d.IsDir() {
+				if d.Name() == "partial" || d.Name() == "auxfiles" {
+					return filepath.SkipDir
+				}
+				return nil
+			}
+			if d.Name() == "lock" {
+				return nil
+			}
+			fi, err := d.Info()
+			if err != nil {
+				return nil // removed under us: the next run sees the new state
+			}
+			fmt.Fprintf(h, "%s %d %d\n", p, fi.Size(), fi.ModTime().UnixNano())
+			return nil
+		})
+		if err != nil {
+			return "", fmt.Errorf("apt state %s: %w", root, err)
+		}
+	}
+	// Architectures and apt itself: the same lists resolve differently for another architecture or apt.
+	for _, argv := range [][]string{{"dpkg", "--print-architecture"}, {"dpkg-query", "-W", "-f", "${Version}", "apt"}} {
+		out, err := exec.Command(argv[0], argv[1:]...).Output()
+		if err != nil {
+			return "", fmt.Errorf("%s: %w", strings.Join(argv, " "), err)
+		}
+		fmt.Fprintf(h, "%s\n", out)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// writeAtomic writes b to file through a temporary file beside it, so builds running side by side (or an
+// interrupted one) never leave a half-written file under the final name.
+func writeAtomic(file string, b []byte) error {
+	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(filepath.Dir(file), filepath.Base(file)+".tmp*")
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		os.Remove(f.Name())
+		return err
+	}
+	if err := f.Close(); err != nil {
+		os.Remove(f.Name())
+		return err
+	}
+	if err := os.Rename(f.Name(), file); err != nil {
+		os.Remove(f.Name())
+		return err
+	}
+	return nil
 }
 
 // resolve lists the .deb file names apt picks for the spec.

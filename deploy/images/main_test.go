@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
@@ -90,5 +91,82 @@ func TestCopyTreeKeepsTheImage(t *testing.T) {
 		if _, err := os.Stat(d + ".tmp"); !os.IsNotExist(err) {
 			t.Fatalf("%s.tmp left behind: %v", d, err)
 		}
+	}
+}
+
+// The resolution cache is keyed on apt's state: the same lists give the same key, and any list apt-get
+// update rewrites (its size or time), a new list or a changed configuration gives another; apt's lock and
+// its partial downloads do not count.
+func TestAptStateFollowsTheLists(t *testing.T) {
+	root := t.TempDir()
+	etc, lists := filepath.Join(root, "etc"), filepath.Join(root, "lists")
+	for _, d := range []string{etc, filepath.Join(lists, "partial")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write := func(p, s string) {
+		t.Helper()
+		if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(filepath.Join(etc, "sources.list"), "deb http://deb.debian.org/debian bookworm main\n")
+	write(filepath.Join(lists, "bookworm_main_Packages"), "Package: a\n")
+	saved := aptRoots
+	aptRoots = []string{etc, lists, filepath.Join(root, "absent")}
+	t.Cleanup(func() { aptRoots = saved })
+	state := func() string {
+		t.Helper()
+		s, err := aptState()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	base := state()
+	if again := state(); again != base {
+		t.Fatalf("the same lists give two states: %s, %s", base, again)
+	}
+	later := time.Now().Add(time.Hour)
+	for _, c := range []struct {
+		name   string
+		change func()
+		same   bool
+	}{
+		{"apt's lock", func() { write(filepath.Join(lists, "lock"), "") }, true},
+		{"a partial download", func() { write(filepath.Join(lists, "partial", "x_Packages"), "Package: b\n") }, true},
+		{"a list rewritten at the same size", func() {
+			write(filepath.Join(lists, "bookworm_main_Packages"), "Package: b\n")
+			if err := os.Chtimes(filepath.Join(lists, "bookworm_main_Packages"), later, later); err != nil {
+				t.Fatal(err)
+			}
+		}, false},
+		{"a new list", func() { write(filepath.Join(lists, "bookworm-updates_main_Packages"), "Package: c\n") }, false},
+		{"another source", func() { write(filepath.Join(etc, "sources.list"), "deb http://deb.debian.org/debian trixie main\n") }, false},
+	} {
+		before := state()
+		c.change()
+		if after := state(); (after == before) != c.same {
+			t.Errorf("%s: state changed %v, want %v", c.name, after != before, !c.same)
+		}
+	}
+}
+
+// writeAtomic leaves the whole content under the final name and nothing beside it.
+func TestWriteAtomic(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "sub")
+	f := filepath.Join(dir, "k")
+	for _, content := range []string{"first", "second, longer"} {
+		if err := writeAtomic(f, []byte(content)); err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(f)
+		if err != nil || string(b) != content {
+			t.Fatalf("read %q, %v; want %q", b, err, content)
+		}
+	}
+	if left, _ := filepath.Glob(filepath.Join(dir, "*.tmp*")); len(left) > 0 {
+		t.Fatalf("temporary files left: %v", left)
 	}
 }
