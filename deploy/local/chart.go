@@ -55,6 +55,14 @@ func idleReleaseValues() map[string]any {
 // chart's defaults first), and returns once every Deployment is available. Unless always is set, a
 // release that holds this tree's chart is left alone.
 func (s *Stack) upgradeChart(ctx context.Context, values map[string]any, always bool) error {
+	// One release operation at a time across the processes sharing the stack: packages side by side
+	// bring the stack up (the idle release) while another serves its namespaces (ServeRelease); Helm
+	// refuses an upgrade while another is pending ("another operation is in progress"), and a check made
+	// during one would see it pending and start a second.
+	return s.locked("release", func() error { return s.upgradeChartLocked(ctx, values, always) })
+}
+
+func (s *Stack) upgradeChartLocked(ctx context.Context, values map[string]any, always bool) error {
 	t0 := time.Now()
 	ch, err := chart.Load(s.RepoRoot)
 	if err != nil {
