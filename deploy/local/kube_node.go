@@ -203,8 +203,7 @@ func (s *Stack) importPauseImage(ctx context.Context) error {
 			return fmt.Errorf("build the pause image: %w\n%s", err, out)
 		}
 	}
-	// Unpacked now: every pod's sandbox starts from it.
-	return s.importImage(ctx, layout, pauseImageName, true)
+	return s.ImportImage(ctx, layout, pauseImageName)
 }
 
 // CheckoutImages is where make images writes this checkout's image layouts.
@@ -264,24 +263,11 @@ func layoutDigest(index string) (string, error) {
 }
 
 // ImportImage imports the OCI image layout dir (tagged dev, as make images writes it) into the real
-// node's containerd as ImageRef(name); importing the same layout again changes nothing. The image is not
-// unpacked here: the kubelet's runtime (containerd's CRI) unpacks an image when it creates the first
-// container of it. Unpacking is most of an import (writing the layers' files: 10–40 s per OpenStack
-// image on this machine's disk, against 5–7 s to store the compressed layers), and a stack that
-// unpacked every image before starting its kubelet made every test wait for images it would use minutes
-// later, or never.
+// node's containerd as ImageRef(name), unpacked; importing the same layout again changes nothing.
 func (s *Stack) ImportImage(ctx context.Context, dir, name string) error {
-	return s.importImage(ctx, dir, name, false)
-}
-
-func (s *Stack) importImage(ctx context.Context, dir, name string, unpack bool) error {
 	ref := ImageRef(name)
 	tar := exec.CommandContext(ctx, "tar", "-C", dir, "-cf", "-", ".")
-	args := []string{"-a", s.ContainerdSocket(), "-n", "k8s.io", "images", "import", "--base-name", ImageRepository + "/" + name}
-	if !unpack {
-		args = append(args, "--no-unpack")
-	}
-	imp := exec.CommandContext(ctx, "ctr", append(args, "-")...)
+	imp := exec.CommandContext(ctx, "ctr", "-a", s.ContainerdSocket(), "-n", "k8s.io", "images", "import", "--base-name", ImageRepository+"/"+name, "-")
 	pipe, err := tar.StdoutPipe()
 	if err != nil {
 		return err
