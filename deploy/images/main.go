@@ -535,12 +535,10 @@ func download(s spec, dir string) ([]string, error) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("apt-get: %w\n%s", err, out)
 	}
-	debs, missing := paths(want)
-	if missing {
-		for _, d := range debs {
-			if _, err := os.Stat(d); err != nil {
-				return nil, fmt.Errorf("package file %s missing after download: %w", filepath.Base(d), err)
-			}
+	debs, _ := paths(want)
+	for _, d := range debs {
+		if _, err := os.Stat(d); err != nil {
+			return nil, fmt.Errorf("package file %s missing after download: %w", filepath.Base(d), err)
 		}
 	}
 	return debs, nil

@@ -10,16 +10,15 @@ out=${1:-$root}
 bash "$root/deploy/local/tools/build.sh" mockgen
 tool=${STACKFLOW_CACHE:-$HOME/.cache/stackflow}/bin/mockgen-$MOCKGEN_VERSION
 cd "$root"
-# one file per service client: package directory, mock file, the source file that declares the interface.
-# Source mode: mockgen parses the declaration (the interfaces use no embedding from other files), where
-# reflect mode would build and run a program per interface, about 12 s of CPU each.
-for m in activities/openstack:network:network_client.go activities/openstack:compute:compute_client.go \
-  activities/openstack:volume:volume_client.go activities/openstack:image:image_client.go \
-  activities/openstack:placement:placement_client.go activities/openstack:identity:identity_client.go \
-  activities/baremetal:ironic:ironic_client.go; do
-  IFS=: read -r dir file src <<<"$m"
+# one mock file per service client: package directory and client name; the interface is declared in
+# <name>_client.go. Source mode: mockgen parses that declaration (the interfaces embed nothing from other
+# files), where reflect mode would build and run a program per interface, about 12 s of CPU each.
+for m in activities/openstack:network activities/openstack:compute activities/openstack:volume \
+  activities/openstack:image activities/openstack:placement activities/openstack:identity \
+  activities/baremetal:ironic; do
+  IFS=: read -r dir file <<<"$m"
   mkdir -p "$out/$dir/mock"
   "$tool" -package mock -self_package "github.com/stackflow/stackflow/$dir/mock" -destination "$out/$dir/mock/$file.go" \
     -write_source_comment=false -write_generate_directive=false -write_command_comment=false \
-    -source "$dir/$src"
+    -source "$dir/${file}_client.go"
 done
