@@ -374,8 +374,10 @@ spec: {roles: [steer], deploy: true, maxConcurrency: 1}
 	require.Equal(t, "True", string(e2e.Condition(get(t, gvrDP, "steer"), "Paused").Status))
 
 	require.NoError(t, env.Temporal.SignalWorkflow(ctx, dpID, "", lifecycle.SignalResume, nil))
-	e2e.WaitFor(t, "steer-1 admitted after steer-0 finished", 10*time.Minute, func() (bool, string) {
-		return strings.HasPrefix(nodeState("steer-1"), "Running@"), nodeState("steer-0") + " " + nodeState("steer-1")
+	// Running with its step reported: cancelled before the node's first report, the rollout knows only
+	// that it was admitted, and the cancel would not land during its bootstrap.
+	e2e.WaitFor(t, "steer-1 admitted after steer-0 finished and bootstrapping", 10*time.Minute, func() (bool, string) {
+		return strings.HasPrefix(nodeState("steer-1"), "Running@bootstrap"), nodeState("steer-0") + " " + nodeState("steer-1")
 	})
 	require.True(t, strings.HasPrefix(nodeState("steer-0"), "Succeeded"), nodeState("steer-0"))
 
