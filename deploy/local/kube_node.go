@@ -292,6 +292,8 @@ func (s *Stack) writeKubeletFiles(token string) error {
 	cfg := fmt.Sprintf(`# Written by the local stack. cgroupfs and failCgroupV1: false because this machine is cgroup v1;
 # no QoS cgroups or allocatable enforcement (the node shares the machine with the rest of the stack).
 # maxPods: two test packages' clouds at once (make run's samples beside another package's Nova).
+# Image GC off (thresholds 100/99): the node's images are imported from the checkout, there is no
+# registry to pull them back from, so an image the kubelet removed under disk pressure is lost.
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 address: %s
@@ -309,6 +311,8 @@ podCIDR: %s
 maxPods: 110
 resolvConf: /etc/resolv.conf
 serializeImagePulls: false
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
 registerWithTaints:
 - key: %s
   value: "true"
