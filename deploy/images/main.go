@@ -101,7 +101,8 @@ var specs = map[string]spec{
 	},
 	// The Nova control plane's services (API, metadata, scheduler, conductor, console proxy) and
 	// nova-manage for its Jobs: Debian's packages of them, bash for their scripts, PyMySQL for the
-	// databases. The pods name the commands; the image has no entrypoint.
+	// databases. The pods name the commands; the image has no entrypoint. nova-api's dependencies bring
+	// uwsgi-core and its python3 plugin, which serve the compute API and metadata pods.
 	"stackflow-nova": {
 		name:    "stackflow-nova",
 		debs:    []string{"nova-api", "nova-conductor", "nova-scheduler", "nova-consoleproxy", "python3-pymysql", "bash", "coreutils", "dash", "libc-bin", "grep", "sed", "findutils"},

@@ -1,6 +1,10 @@
 package nova
 
 import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -35,7 +39,7 @@ func TestConfigPerService(t *testing.T) {
 		{svc: API, port: 18774,
 			defaults: map[string]string{"DEFAULT/enabled_apis": "osapi_compute", "DEFAULT/osapi_compute_listen_port": "18774", "keystone_authtoken/username": "nova", "wsgi/api_paste_config": MergedDir + "/api-paste.ini"},
 			creds:    map[string]string{"keystone_authtoken/password": "${raw:nova-secret/NovaPassword}", "api_database/connection": "mysql+pymysql://nova_api:${url:nova-secret/NovaAPIDatabasePassword}@127.0.0.1:3306/nova_api?charset=utf8"},
-			scripts:  []string{"merge_config.py", "run.sh"}},
+			scripts:  []string{"merge_config.py", "run.sh", WSGIFile}},
 		{svc: Scheduler,
 			defaults: map[string]string{"scheduler/discover_hosts_in_cells_interval": "30", "placement/auth_url": "http://198.51.100.1:5000/v3"},
 			creds:    map[string]string{"DEFAULT/transport_url": "${raw:nova-api-transport/transport_url}", "placement/password": "${raw:nova-secret/NovaPassword}"},
@@ -47,7 +51,7 @@ func TestConfigPerService(t *testing.T) {
 		{svc: Metadata, cell: "cell1", port: 8775,
 			defaults: map[string]string{"api/local_metadata_per_cell": "true", "DEFAULT/metadata_listen_port": "8775"},
 			creds:    map[string]string{"neutron/metadata_proxy_shared_secret": "${raw:nova-secret/MetadataSecret}"},
-			scripts:  []string{"merge_config.py", "run.sh"}},
+			scripts:  []string{"merge_config.py", "run.sh", WSGIFile}},
 		{svc: NoVNCProxy, cell: "cell1", port: 6080,
 			defaults: map[string]string{"vnc/enabled": "true", "vnc/novncproxy_port": "6080"},
 			scripts:  []string{"merge_config.py", "run.sh"}},
@@ -145,7 +149,8 @@ func TestConfigHashNamesTheChangedInput(t *testing.T) {
 	require.Equal(t, []string{"secret/cell1-transport", "secret/nova-secret"}, ChangedInputs(in1, in4))
 }
 
-// The metadata API runs as nova-api (enabled_apis = metadata): nova-api-metadata reads instances through
+// The metadata API runs as nova-api's metadata application (enabled_apis = metadata, under uwsgi its WSGI
+// application): nova-api-metadata reads instances through
 // the conductor of its bus, and a global service's conductor sees cell0 only.
 func TestMetadataRunsWithoutConductorIndirection(t *testing.T) {
 	for _, cell := range []string{"", "cell1"} {
@@ -153,8 +158,57 @@ func TestMetadataRunsWithoutConductorIndirection(t *testing.T) {
 		in.CellName = cell
 		run := in.Scripts()["run.sh"]
 		require.Contains(t, run, "exec nova-api --config-file "+MergedConfig+"\n", "cell %q", cell)
+		require.Contains(t, in.Scripts()[WSGIFile], "from nova.api.metadata.wsgi import", "cell %q", cell)
 		require.NotContains(t, run, "nova-api-metadata", "cell %q", cell)
 		d, _ := in.Config()
 		require.Equal(t, "metadata", d["DEFAULT"]["enabled_apis"], "cell %q", cell)
 	}
+}
+
+// The compute API and the metadata service run under uwsgi (an idle nova-api launcher polls its worker
+// 100 times a second), with the paste pipeline first among Nova's files, Connection: close (uwsgi resets a
+// reused connection), and nova-api where the image has no uwsgi.
+func TestAPIsServeUnderUWSGI(t *testing.T) {
+	for _, tc := range []struct {
+		svc       Service
+		port      int32
+		processes string
+		module    string
+	}{
+		{API, 8774, "2", "nova.api.openstack.compute.wsgi"},
+		{Metadata, 8775, "1", "nova.api.metadata.wsgi"},
+	} {
+		t.Run(string(tc.svc), func(t *testing.T) {
+			in := instance(tc.svc)
+			in.Port = tc.port
+			scripts := in.Scripts()
+			run := scripts["run.sh"]
+			for _, want := range []string{
+				fmt.Sprintf("--http-socket :%d ", tc.port),
+				"--processes " + tc.processes + " ",
+				`OS_NOVA_CONFIG_FILES="api-paste.ini;nova.conf"`,
+				"OS_NOVA_CONFIG_DIR=" + MergedDir + " ",
+				`--add-header "Connection: close"`,
+				"--wsgi-file " + ScriptsDir + "/" + WSGIFile + "\n",
+				"exec nova-api --config-file " + MergedConfig + "\n",
+			} {
+				require.Contains(t, run, want)
+			}
+			require.Less(t, strings.Index(run, "exec nova-api"), strings.Index(run, "exec \"$uwsgi\""), "the fallback comes before uwsgi's exec")
+			require.Contains(t, scripts[WSGIFile], "from "+tc.module+" import init_application\n")
+			require.Contains(t, scripts[WSGIFile], "\napplication = init_application()\n")
+
+			dir := t.TempDir()
+			for name, body := range map[string]string{"run.sh": run, WSGIFile: scripts[WSGIFile]} {
+				require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644))
+			}
+			out, err := exec.Command("bash", "-n", filepath.Join(dir, "run.sh")).CombinedOutput()
+			require.NoError(t, err, "%s", out)
+			if py, err := exec.LookPath("python3"); err == nil {
+				out, err := exec.Command(py, "-m", "py_compile", filepath.Join(dir, WSGIFile)).CombinedOutput()
+				require.NoError(t, err, "%s", out)
+			}
+		})
+	}
+	require.NotContains(t, instance(Scheduler).Scripts(), WSGIFile)
 }
