@@ -42,7 +42,6 @@ const (
 	GlancePort             = 9292
 	NeutronPort            = 9696
 	IronicPort             = 6385
-	CinderPort             = 8776
 )
 
 // Names of what the local cloud is set up with.
@@ -80,8 +79,10 @@ const (
 	ServiceSecretName = "osp-secret"
 )
 
-// retiredNovaProcs are the processes of the Nova the stack ran before every Nova was stackflow's.
-var retiredNovaProcs = []string{"os-nova-api", "os-nova-conductor", "os-nova-scheduler", "os-nova-compute"}
+// retiredProcs are processes an earlier stack ran and this one does not: the Nova it ran before every
+// Nova was stackflow's, and the block storage no family used.
+var retiredProcs = []string{"os-nova-api", "os-nova-conductor", "os-nova-scheduler", "os-nova-compute",
+	"os-cinder-api", "os-cinder-scheduler", "os-cinder-volume"}
 
 // upOpenStack starts MariaDB, RabbitMQ and the OpenStack services from Debian's packages on loopback
 // (APIs and RabbitMQ also on the hosts' gateway), creates the cloud's initial resources and publishes
@@ -107,15 +108,15 @@ func (s *Stack) upOpenStack(ctx context.Context) error {
 		return err
 	}
 
-	// A state directory from before the stack ran no Nova of its own may still run its processes.
-	for _, name := range retiredNovaProcs {
+	// A state directory of an earlier stack may still run the processes this one retired.
+	for _, name := range retiredProcs {
 		if err := s.Stop(name, 15*time.Second); err != nil {
 			return fmt.Errorf("stop the retired %s: %w", name, err)
 		}
 	}
 
 	// Services migrate and start in parallel.
-	var started [6]bool
+	var started [5]bool
 	sctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
 	g, gctx = errgroup.WithContext(sctx)
@@ -129,7 +130,6 @@ func (s *Stack) upOpenStack(ctx context.Context) error {
 	g.Go(func() (err error) { started[2], err = o.upGlance(gctx); return err })
 	g.Go(func() (err error) { started[3], err = o.upNeutron(gctx); return err })
 	g.Go(func() (err error) { started[4], err = o.upIronic(gctx); return err })
-	g.Go(func() (err error) { started[5], err = o.upCinder(gctx); return err })
 	if err := g.Wait(); err != nil {
 		return fmt.Errorf("openstack services: %w", err)
 	}
@@ -157,7 +157,6 @@ func (s *Stack) upOpenStack(ctx context.Context) error {
 		Image:           ImageName,
 		CloudsSecret:    SystemNamespace + "/" + CloudsSecretName,
 		ServiceSecret:   SystemNamespace + "/" + ServiceSecretName,
-		Cinder:          true,
 	}
 	s.QueueSecret(SystemNamespace, CloudsSecretName, map[string][]byte{"clouds.yaml": o.cloudsSecretYAML(), "cloud": []byte(CloudName)})
 	s.QueueSecret(SystemNamespace, DatabaseAdminSecretName, map[string][]byte{
@@ -212,7 +211,6 @@ func (o *osEnv) bootstrapInput() []byte {
 			// neutron-server listens on the gateway only (one bind address, see apiNeutron).
 			shared(gatewayOnly(svc("neutron", "network", NeutronPort, ""))),
 			svc("ironic", "baremetal", IronicPort, ""),
-			shared(svc("cinderv3", "volumev3", CinderPort, "/v3/%(project_id)s")),
 		},
 		"shared_regions": SharedRegions,
 		"image":          ImageName,
@@ -224,7 +222,9 @@ func (o *osEnv) bootstrapInput() []byte {
 			"name": TenantNetwork, "subnet": TenantSubnet, "cidr": "198.51.100.0/24", "gateway": "198.51.100.1",
 		},
 		"router": RouterName,
-		"cinder": true,
+		// What an earlier stack registered and this one no longer runs: removed from its Keystone.
+		"retired_services": []string{"cinderv3"},
+		"retired_users":    []string{"cinder"},
 	}
 	b, _ := json.Marshal(in)
 	return b

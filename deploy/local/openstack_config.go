@@ -46,14 +46,14 @@ type osEnv struct {
 // osPasswordNames are the users that get a generated password.
 var osPasswordNames = []string{
 	"admin", "rabbit",
-	"keystone", "placement", "glance", "neutron", "nova", "ironic", "cinder",
-	"db-keystone", "db-placement", "db-glance", "db-neutron", "db-ironic", "db-cinder",
+	"keystone", "placement", "glance", "neutron", "nova", "ironic",
+	"db-keystone", "db-placement", "db-glance", "db-neutron", "db-ironic",
 	"db-admin",
 }
 
 // osServiceUsers are the Keystone users of the services, each with admin and service roles in the
 // service project.
-var osServiceUsers = []string{"placement", "glance", "neutron", "nova", "ironic", "cinder"}
+var osServiceUsers = []string{"placement", "glance", "neutron", "nova", "ironic"}
 
 func (s *Stack) newOSEnv() (*osEnv, error) {
 	dir := s.Path("openstack")
@@ -165,25 +165,22 @@ var osConfigs = map[string]string{
 	"neutron/neutron.conf":        "neutron.conf.tmpl",
 	"neutron/ml2_conf.ini":        "ml2_conf.ini.tmpl",
 	"ironic/ironic.conf":          "ironic.conf.tmpl",
-	"cinder/cinder.conf":          "cinder.conf.tmpl",
 	"rabbitmq/rabbitmq.conf":      "rabbitmq.conf.tmpl",
 	"rabbitmq/enabled_plugins":    "rabbitmq-enabled-plugins.tmpl",
 	"rabbitmq/rabbitmq-env.conf":  "rabbitmq-env.conf.tmpl",
 	"neutron/api-paste.ini":       "@neutron-common/api-paste.ini",
 	"glance/glance-api-paste.ini": "@glance-common/glance-api-paste.ini",
-	"cinder/api-paste.ini":        "@cinder-common/api-paste.ini",
 	"keystone/policy.yaml":        "policy.yaml.tmpl",
 	"placement/policy.yaml":       "policy.yaml.tmpl",
 	"glance/policy.yaml":          "policy.yaml.tmpl",
 	"neutron/policy.yaml":         "policy.yaml.tmpl",
 	"ironic/policy.yaml":          "policy.yaml.tmpl",
-	"cinder/policy.yaml":          "policy.yaml.tmpl",
 }
 
 // writeConfigs renders every configuration file and unpacks the Python helpers. Files are rewritten on
 // every Up; a running service keeps what it read at its start.
 func (o *osEnv) writeConfigs() error {
-	for _, d := range []string{"glance/images", "glance/staging", "neutron", "ironic", "cinder/coordination", "keystone"} {
+	for _, d := range []string{"glance/images", "glance/staging", "neutron", "ironic", "keystone"} {
 		if err := mkdirs(filepath.Join(o.Data, d)); err != nil {
 			return err
 		}

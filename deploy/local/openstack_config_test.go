@@ -103,8 +103,6 @@ func TestRenderedConfigsStayInStateDir(t *testing.T) {
 		"neutron/neutron.conf": {"DEFAULT/state_path", "DEFAULT/api_paste_config", "oslo_concurrency/lock_path",
 			"oslo_policy/policy_file"},
 		"ironic/ironic.conf": {"DEFAULT/state_path", "oslo_concurrency/lock_path", "oslo_policy/policy_file"},
-		"cinder/cinder.conf": {"DEFAULT/state_path", "DEFAULT/api_paste_config", "oslo_concurrency/lock_path",
-			"coordination/backend_url", "oslo_policy/policy_file"},
 	}
 	for file, keys := range required {
 		opts, ok := rendered[file]

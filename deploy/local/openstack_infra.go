@@ -86,7 +86,6 @@ var osDatabases = map[string][]string{
 	"glance":    {"glance"},
 	"neutron":   {"neutron"},
 	"ironic":    {"ironic"},
-	"cinder":    {"cinder"},
 }
 
 // createDatabases creates every database and user (idempotent, one client call), and the administrator

@@ -93,7 +93,6 @@ var (
 	// one bind address, the hosts' gateway, which this machine reaches too.
 	apiNeutron = api{proc: "os-neutron-server", app: "neutron", port: NeutronPort, files: []string{"neutron/neutron.conf", "neutron/ml2_conf.ini"}, path: "/", gatewayOnly: true}
 	apiIronic  = api{proc: "os-ironic-api", app: "ironic", port: IronicPort, files: []string{"ironic/ironic.conf"}, path: "/"}
-	apiCinder  = api{proc: "os-cinder-api", app: "cinder", port: CinderPort, files: []string{"cinder/cinder.conf"}, path: "/"}
 )
 
 // upKeystone migrates and bootstraps Keystone once, starts it and registers the service users,
@@ -153,7 +152,7 @@ func ensureFernetKeys(dir string) error {
 	return nil
 }
 
-// upPlacement, upGlance, upNeutron, upIronic and upCinder migrate their database once and start their
+// upPlacement, upGlance, upNeutron and upIronic migrate their database once and start their
 // services; they return whether any process was started.
 func (o *osEnv) upPlacement(ctx context.Context) (bool, error) {
 	if err := o.migrateOnce(ctx, "placement", func(ctx context.Context) error {
@@ -225,27 +224,4 @@ func (o *osEnv) upIronic(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	return s1 || s2, o.waitAPI(ctx, apiIronic)
-}
-
-func (o *osEnv) upCinder(ctx context.Context) (bool, error) {
-	conf := "cinder/cinder.conf"
-	if err := o.migrateOnce(ctx, "cinder", func(ctx context.Context) error {
-		return o.run(ctx, "cinder-manage db sync", nil,
-			pyMain("cinder-manage", "cinder.cmd.manage", "main", append(o.configArgs(conf), "db", "sync")...)...)
-	}); err != nil {
-		return false, err
-	}
-	s1, err := o.startAPI(apiCinder)
-	if err != nil {
-		return false, err
-	}
-	s2, err := o.startPy("os-cinder-scheduler", "cinder.cmd.scheduler", "main", conf)
-	if err != nil {
-		return false, err
-	}
-	s3, err := o.startPy("os-cinder-volume", "cinder.cmd.volume", "main", conf)
-	if err != nil {
-		return false, err
-	}
-	return s1 || s2 || s3, o.waitAPI(ctx, apiCinder)
 }

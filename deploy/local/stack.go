@@ -132,8 +132,6 @@ type OpenStackInfo struct {
 	ServiceSecret string `json:"serviceSecret,omitempty"`
 	// CloudsSecret names the Kubernetes Secret (namespace/name) holding clouds.yaml.
 	CloudsSecret string `json:"cloudsSecret,omitempty"`
-	// Cinder is true when the block-storage service runs.
-	Cinder bool `json:"cinder"`
 }
 
 // TestHost is one EDPM test host: a network namespace with its own address and sshd.

@@ -16,11 +16,11 @@ import (
 	"github.com/gophercloud/gophercloud/v2"
 	"github.com/gophercloud/gophercloud/v2/openstack"
 	"github.com/gophercloud/gophercloud/v2/openstack/baremetal/v1/nodes"
-	"github.com/gophercloud/gophercloud/v2/openstack/blockstorage/v3/volumes"
 	"github.com/gophercloud/gophercloud/v2/openstack/config"
 	"github.com/gophercloud/gophercloud/v2/openstack/config/clouds"
 	"github.com/gophercloud/gophercloud/v2/openstack/identity/v3/endpoints"
 	"github.com/gophercloud/gophercloud/v2/openstack/identity/v3/services"
+	"github.com/gophercloud/gophercloud/v2/openstack/identity/v3/users"
 	"github.com/gophercloud/gophercloud/v2/openstack/image/v2/images"
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/extensions/external"
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/extensions/layer3/floatingips"
@@ -207,45 +207,33 @@ func TestOpenStackIronicFakeHardwareLifecycle(t *testing.T) {
 	require.True(t, gone(err), "node %s still exists: %v", node.UUID, err)
 }
 
-func TestOpenStackCinderVolume(t *testing.T) {
-	require.True(t, st.OpenStack != nil && st.OpenStack.Cinder, "the local cloud runs without Cinder")
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+// TestOpenStackCatalogHasNoBlockStorage: the stack runs no block storage (no family uses it): no such
+// service in its catalog (an earlier stack's entries are removed by its bootstrap), no cinder service
+// user, no process of its own that runs Cinder.
+func TestOpenStackCatalogHasNoBlockStorage(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cloud := newOpenStackCloud(ctx, t)
-	blockStorage := cloud.service(t, openstack.NewBlockStorageV3)
-
-	name := uniqueName("stack-vol")
-	vol, err := volumes.Create(ctx, blockStorage, volumes.CreateOpts{Name: name, Size: 1}, nil).Extract()
+	identity := newOpenStackCloud(ctx, t).service(t, openstack.NewIdentityV3)
+	pages, err := services.List(identity, services.ListOpts{}).AllPages(ctx)
 	require.NoError(t, err)
-	t.Cleanup(func() {
-		_ = volumes.Delete(context.Background(), blockStorage, vol.ID, volumes.DeleteOpts{}).ExtractErr()
-	})
-	eventually(t, "volume "+vol.ID+" available", 2*time.Minute, 500*time.Millisecond, func() error {
-		v, err := volumes.Get(ctx, blockStorage, vol.ID).Extract()
-		if err != nil {
-			return err
-		}
-		if v.Status == "error" {
-			return backoffStop(fmt.Errorf("volume went to error"))
-		}
-		if v.Status != "available" {
-			return fmt.Errorf("status %s", v.Status)
-		}
-		require.Equal(t, 1, v.Size)
-		return nil
-	})
-
-	require.NoError(t, volumes.Delete(ctx, blockStorage, vol.ID, volumes.DeleteOpts{}).ExtractErr())
-	eventually(t, "volume "+vol.ID+" deleted", 2*time.Minute, 500*time.Millisecond, func() error {
-		v, err := volumes.Get(ctx, blockStorage, vol.ID).Extract()
-		if gone(err) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		return fmt.Errorf("status %s", v.Status)
-	})
+	all, err := services.ExtractServices(pages)
+	require.NoError(t, err)
+	var types []string
+	for _, svc := range all {
+		types = append(types, svc.Type)
+	}
+	require.Contains(t, types, "identity", "the listing holds the catalog")
+	for _, typ := range []string{"volumev3", "block-storage", "volume"} {
+		require.NotContains(t, types, typ)
+	}
+	upages, err := users.List(identity, users.ListOpts{Name: "cinder"}).AllPages(ctx)
+	require.NoError(t, err)
+	found, err := users.ExtractUsers(upages)
+	require.NoError(t, err)
+	require.Empty(t, found, "a cinder service user in the stack's Keystone")
+	for name := range st.StartedPIDs() {
+		require.NotContains(t, name, "cinder", "the stack started %s", name)
+	}
 }
 
 // networkWithExternal is a network with the router:external attribute.
@@ -261,7 +249,7 @@ func TestOpenStackReachableOnHostGateway(t *testing.T) {
 	cl := &http.Client{Timeout: 10 * time.Second}
 	for name, port := range map[string]int{
 		"keystone": local.KeystonePort, "placement": local.PlacementPort, "glance": local.GlancePort,
-		"neutron": local.NeutronPort, "ironic": local.IronicPort, "cinder": local.CinderPort,
+		"neutron": local.NeutronPort, "ironic": local.IronicPort,
 	} {
 		url := fmt.Sprintf("http://%s:%d/", local.HostGateway, port)
 		resp, err := cl.Get(url)

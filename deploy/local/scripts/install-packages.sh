@@ -8,13 +8,13 @@ set -euo pipefail
 cache=${STACKFLOW_CACHE:-$HOME/.cache/stackflow}
 pkgs=(
   python3-keystone python3-placement python3-glance python3-neutron python3-nova python3-ironic
-  python3-cinder python3-pymysql python3-openstackclient python3-ironicclient
+  python3-pymysql python3-openstackclient python3-ironicclient
   rabbitmq-server mariadb-server uwsgi-core uwsgi-plugin-python3
   ansible-core openssh-server openssh-client iproute2 util-linux procps acct curl qemu-utils
   containerd runc containernetworking-plugins
   ovn-central ovn-host openvswitch-switch haproxy
 )
-common=(nova-common neutron-common glance-common cinder-common ironic-common)
+common=(nova-common neutron-common glance-common ironic-common)
 
 missing=()
 for p in "${pkgs[@]}"; do

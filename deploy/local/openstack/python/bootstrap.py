@@ -1,7 +1,7 @@
 """Registers and creates what the local cloud needs, idempotently, in one interpreter.
 
     bootstrap.py identity   service project, roles, service users, services and endpoints
-    bootstrap.py resources  image, networks, router; waits for Ironic's conductor and cinder-volume
+    bootstrap.py resources  image, networks, router; waits for Ironic's conductor
 
 Input is a JSON document on stdin (URLs, passwords, names); nothing secret is printed. Every step looks
 its object up by name first, so a rerun on a running cloud only reads.
@@ -83,7 +83,7 @@ def identity():
             if (user["id"], roles[role]["id"]) not in assigned:
                 ks.put("/projects/%s/users/%s/roles/%s" % (project["id"], user["id"], roles[role]["id"]))
 
-    # A shared service (one Glance, Neutron, Placement, Cinder for the site) lists its endpoints in every
+    # A shared service (one Glance, Neutron, Placement for the site) lists its endpoints in every
     # region of the site, as a multi-region cloud does, so a client of another region's Nova finds them.
     known = {r["id"] for r in listing("regions")}
     for region in CFG.get("shared_regions", []):
@@ -115,6 +115,14 @@ def identity():
         for e in endpoints:
             if e["service_id"] == retired["id"] and e.get("region_id") == CFG["region"]:
                 ks.delete("/endpoints/%s" % e["id"])
+    # Services an earlier stack ran and this one does not (its block storage): their catalog entries
+    # (endpoints go with the service) and service users go, so no client is sent to a dead endpoint.
+    for svc in services.values():
+        if svc["name"] in CFG.get("retired_services", []):
+            ks.delete("/services/%s" % svc["id"])
+    for name in CFG.get("retired_users", []):
+        if name in users:
+            ks.delete("/users/%s" % users[name]["id"])
     print(json.dumps({"serviceProject": project["id"]}))
 
 
@@ -183,18 +191,10 @@ def ironic_up():
     return any(d["name"] == "fake-hardware" for d in ironic.get("/v1/drivers").json()["drivers"])
 
 
-def cinder_up():
-    cinder = client("volumev3")
-    services = cinder.get("/os-services", params={"binary": "cinder-volume"}).json()["services"]
-    return any(s["state"] == "up" for s in services)
-
-
 def resources():
     out = {"image": image()}
     out.update(networks())
     wait("ironic conductor with fake-hardware", ironic_up)
-    if CFG.get("cinder"):
-        wait("cinder-volume", cinder_up)
     print(json.dumps(out))
 
 

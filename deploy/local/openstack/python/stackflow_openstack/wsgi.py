@@ -37,9 +37,6 @@ def _load():
     if APP == "ironic":
         from ironic.api import wsgi
         return wsgi.initialize_wsgi_app(argv=list(ARGV))
-    if APP == "cinder":
-        from cinder.wsgi import wsgi
-        return wsgi.initialize_application()
     raise RuntimeError("unknown STACKFLOW_WSGI_APP %r" % APP)
 
 
