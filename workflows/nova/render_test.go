@@ -158,7 +158,6 @@ func TestMetadataRunsWithoutConductorIndirection(t *testing.T) {
 		in.CellName = cell
 		run := in.Scripts()["run.sh"]
 		require.Contains(t, run, "exec nova-api --config-file "+MergedConfig+"\n", "cell %q", cell)
-		require.Contains(t, in.Scripts()[WSGIFile], "from nova.api.metadata.wsgi import", "cell %q", cell)
 		require.NotContains(t, run, "nova-api-metadata", "cell %q", cell)
 		d, _ := in.Config()
 		require.Equal(t, "metadata", d["DEFAULT"]["enabled_apis"], "cell %q", cell)
